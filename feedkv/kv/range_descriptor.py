@@ -25,7 +25,13 @@ replica of an older id again.
 Encoding: a version byte (2), then the fields. A descriptor written before replica ids
 (no version byte: it starts with the top byte of its range id, 0 for every id a store
 hands out, below node ``2**24``) still decodes: its replica ids are its node ids, which
-is what its Raft group used, and its next replica id is one above the highest of them.
+is what its Raft group used. Its next replica id is not one above the highest of them:
+before replica ids, every node that ever held a replica of the range had one whose id is
+its node id, and a replica removed while its node was down may still be there, with an
+id the descriptor no longer names. So the first id given after an old descriptor is
+``LEGACY_NEXT_REPLICA_ID``, above every node id an old cluster handed out; and an old
+replica that speaks up is below the range's next id and not a member: it is told to
+collect itself.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from feedkv.storage.engine import Reader, ReadWriter
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next, prefix_end
 
 __all__ = [
+    "LEGACY_NEXT_REPLICA_ID",
     "META",
     "RangeDescriptor",
     "ReplicaDescriptor",
@@ -61,6 +68,9 @@ _END = b"end/"
 _NEXT_ID = b"next_range_id"
 _TOMBSTONE = b"replica_tombstone/"
 _VERSION = 2
+# NB: above any node id a cluster from before replica ids gave (node ids count up from 1
+# as nodes join): every replica of that time had its node's id
+LEGACY_NEXT_REPLICA_ID = 1 << 24
 _HEADER_V1 = struct.Struct(">QQ?HB")  # range id, generation, sticky, start length, replicas
 _HEADER = struct.Struct(">BQQ?HBBI")  # version, ..., replicas, learners, next replica id
 _REPLICA_V1 = struct.Struct(">I")
@@ -190,7 +200,10 @@ class RangeDescriptor:
         at += 4 * count
         start = raw[at : at + start_len]
         end = raw[at + start_len :]
-        return cls(range_id, Span(start, end), generation, sticky, replicas)
+        ids = tuple(ReplicaDescriptor(n, n) for n in replicas)
+        next_id = max(LEGACY_NEXT_REPLICA_ID, *(n + 1 for n in replicas))
+        # NB: ids spelled out, as the new encoding decodes it back
+        return cls(range_id, Span(start, end), generation, sticky, replicas, ids, next_id)
 
     def __str__(self) -> str:
         nodes = ",".join(

@@ -149,15 +149,17 @@ def write_entries(rw: ReadWriter, chunk: list[tuple[str, bytes, bytes]]) -> None
             rw.put(CHANGES, encode_change_key(ts, user_key), value)
 
 
-def clear_range(rw: ReadWriter, span: Span) -> int:
+def clear_range(rw: ReadWriter, span: Span, limit: int | None = None) -> int:
     """Delete the range state in ``span`` (and the versions' time-index entries); returns
     the entries deleted. The garbage-collection thresholds stay: they only ever move up,
     and the range's new node got them in the snapshot. A chunk at a time: a large range
-    is never held in memory."""
+    is never held in memory. ``limit``: delete at most that many entries (the first in
+    the span; 0 returned: none were left)."""
     deleted = 0
-    while True:
+    while limit is None or deleted < limit:
         # NB: read again from the start each time: what the last chunk held is gone
-        doomed = next(read_snapshot(rw, span), [])
+        chunk = CHUNK_ENTRIES if limit is None else min(CHUNK_ENTRIES, limit - deleted)
+        doomed = next(read_snapshot(rw, span, chunk_entries=chunk), [])
         if not doomed:
             return deleted
         for db, key, _value in doomed:
@@ -166,3 +168,4 @@ def clear_range(rw: ReadWriter, span: Span) -> int:
                 user_key, ts = decode_version_key(key)
                 rw.delete(CHANGES, encode_change_key(ts, user_key))
         deleted += len(doomed)
+    return deleted

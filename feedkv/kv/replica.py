@@ -77,6 +77,7 @@ from feedkv.errors import (
     InvariantViolation,
     NotLeaseHolderError,
 )
+from feedkv.kv.replica_refusal import Refusal
 from feedkv.kv.replicated_command import Effects, decode_command, encode_command
 from feedkv.raft import (
     ConfChange,
@@ -123,7 +124,8 @@ class RangeData(Protocol):
     """What a replica's range holds in the engine, for snapshots and membership.
 
     A snapshot's payload travels in chunks (:mod:`feedkv.kv.snapshot_spool`): the sender
-    reads them with :meth:`snapshot_chunks`, the receiver keeps them with :meth:`spool`,
+    reads them with :meth:`snapshot_chunks` into a file of its own (:meth:`spool`), and
+    sends them from there (:meth:`spooled`); the receiver keeps them with :meth:`spool`,
     and Raft carries the token :meth:`spool` returns as the snapshot's ``data``, which
     :meth:`accepts` and :meth:`install` take, and :meth:`release` frees."""
 
@@ -137,6 +139,11 @@ class RangeData(Protocol):
         ``chunks`` raises (a transfer cut off), keeping nothing."""
         ...
 
+    def refusal(self, header: bytes) -> Refusal | None:
+        """Why a snapshot whose payload starts with ``header`` (the first of its
+        :meth:`snapshot_chunks`) may not be installed here now; ``None``: it may."""
+        ...
+
     def accepts(self, data: bytes) -> bool:
         """Whether the snapshot ``data`` names may be installed here now."""
         ...
@@ -145,8 +152,13 @@ class RangeData(Protocol):
         """Replace whatever the range held here with the snapshot ``data`` names."""
         ...
 
+    def spooled(self, data: bytes) -> Iterator[bytes]:
+        """The chunks of the snapshot ``data`` names, as :meth:`spool` took them, read
+        as they are taken."""
+        ...
+
     def release(self, data: bytes) -> None:
-        """The snapshot ``data`` names was installed durably, or refused: free it."""
+        """The snapshot ``data`` names was installed durably, refused, or sent: free it."""
         ...
 
     def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
@@ -498,16 +510,25 @@ class Replica:
         """``m``, a snapshot Raft decided to send, encoded with its position but no data,
         then the range's data in chunks, all as the engine holds it now: at the
         position Raft chose or past it (a follower takes any snapshot ahead of its log,
-        and its answer moves the leader's progress on). Reads the engine only, as the
-        frames are taken (one engine snapshot held until the last), so its driver may
-        call it on another thread; the frames must be taken on the thread that took the
-        first (an engine snapshot stays on its thread)."""
+        and its answer moves the leader's progress on). Reads the engine only, so its
+        driver may call it on another thread.
+
+        The first frame costs the most: it copies the range's data, a chunk at a time,
+        from one engine snapshot to a spooled file (:meth:`RangeData.spool`) and ends
+        that snapshot; the data's frames are read from the file, which goes when the
+        generator ends. So a slow receiver never holds an engine read transaction open
+        (which would pin the pages it reads, and grow the store's file under writes)
+        for longer than a local copy of the range takes."""
         with self._engine.snapshot() as snap:
             index, conf = self.storage.read_applied(snap)
             term = self.storage.read_term(snap, index)
             meta = SnapshotMeta(index, term, conf)
+            token = self._data.spool(self._data.snapshot_chunks(snap))
+        try:
             yield encode_message(replace(m, snapshot=Snapshot(meta, b"")))
-            yield from self._data.snapshot_chunks(snap)
+            yield from self._data.spooled(token)
+        finally:
+            self._data.release(token)
 
     def snapshot_message(self, m: Message) -> Message:
         """``m`` with its snapshot whole, spooled by this replica's range data (for a

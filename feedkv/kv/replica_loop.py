@@ -41,21 +41,27 @@ addressed to (a replica being added: the leader sends it a snapshot), unless tha
 one the range gave out before and this store dropped (its tombstone) or never held. A
 message addressed to an older replica id than this store's replica is for a replica that
 is gone: dropped. One addressed to a newer id tells this store that its replica was
-removed and the node added again: the old replica is collected (its data, Raft state and
-feeds dropped, a tombstone left) before the new one is made. A message from a replica
-the range removed (its id is below the range's next id and not a member) is dropped, and
-its sender told, so a removed replica that missed its removal (its node was down) never
-has a vote counted or a campaign answered, and collects itself (CockroachDB's
-ReplicaTooOldError). A node's transport calls :meth:`ReplicaLoop.receive` with the
-batches other nodes sent it;
+removed and the node added again: the old replica is collected before the new one is
+made. Collecting a replica (``on_removed``) writes its tombstone and drops its Raft state
+and feeds at once, on the loop, and deletes its data on a thread of the store's
+(:mod:`feedkv.kv.replica_collector`): a large range does not stall the store's other
+ranges; until its data is gone the loop takes no snapshot of the range. A message from a
+replica the range removed (its id is below the range's next id and not a member) is
+dropped, and its sender told (:class:`~feedkv.kv.replica_refusal.ReplicaTooOld`), so a
+removed replica that missed its removal (its node was down) never has a vote counted or
+a campaign answered, and collects itself (CockroachDB's ReplicaTooOldError). A node's
+transport calls :meth:`ReplicaLoop.receive` with the batches other nodes sent it;
 ``send`` must not block for long (it runs on the loop), and a message it loses is a
 message the network lost, which Raft tolerates.
 
 Snapshots go their own way, in bounded chunks (:mod:`feedkv.kv.snapshot_spool`): a
-thread of the loop's reads each from an engine snapshot as ``send_snapshot`` streams it
-(it blocks until the receiver kept every chunk, or raises), and tells Raft whether it
-arrived. The receiving node's transport hands the frames to
-:meth:`ReplicaLoop.receive_snapshot`, which spools them to disk as they come and then
+thread of the loop's copies the range from an engine snapshot to a spooled file, ends
+the engine snapshot, and streams the file's chunks through ``send_snapshot`` (it blocks
+until the receiver kept every chunk, or raises), then tells Raft whether it arrived. The
+receiving node's transport hands the frames to :meth:`ReplicaLoop.receive_snapshot`,
+which looks at the message and the data's header first and refuses what it could not
+install (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`, with its reason,
+before the data is taken); else it spools the chunks to disk as they come and then
 steps the snapshot's message, naming the spooled file, into the replica (which installs
 it from the file in one engine transaction; the file goes once that is durable, or when
 the replica refuses the snapshot).
@@ -63,6 +69,7 @@ the replica refuses the snapshot).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import random
@@ -81,6 +88,13 @@ from feedkv.errors import (
     RangeNotFoundError,
 )
 from feedkv.kv.replica import AppliedEntry, RangeData, Replica
+from feedkv.kv.replica_refusal import (
+    Refusal,
+    ReplicaTooOld,
+    SnapshotRefusedError,
+    decode_inbound,
+    encode_notice,
+)
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import (
     ConfChange,
@@ -114,13 +128,12 @@ SendSnapshot = Callable[[int, int, Iterator[bytes]], None]
 message, then its data's chunks) to the node, taking them on the calling thread; returns
 once the node kept them all, raises when the transfer failed."""
 
-OnRemoved = Callable[[int, int], None]
+OnRemoved = Callable[[int, int], Completion[None] | None]
 """``on_removed(range_id, next_replica_id)``: the loop collected its replica of the range
-(it no longer drives it); delete what it kept, and refuse ids below the one given."""
-
-# NB: not a Raft message (those are msgpack arrays): "your replica of this range, up to
-# this id, was removed" (the id follows, 4 bytes)
-_TOO_OLD = b"\x00removed"
+(it no longer drives it); make sure no replica with an id below the one given is made
+here again, and delete what it kept. Runs on the loop, so it must not take long: the
+returned completion is set once the replica's data is gone (until then the loop takes
+no snapshot of the range: :mod:`feedkv.kv.replica_collector`)."""
 
 Evaluate = Callable[[ReadWriter], tuple[Any, Effects]]
 OnEntries = Callable[[int, Sequence[AppliedEntry]], None]
@@ -156,8 +169,16 @@ class _Reading:
 @dataclass(frozen=True, slots=True)
 class _Remove:
     range_id: int
-    then: Callable[[], None]
+    then: Callable[[], Completion[None] | None]
     if_leaderless: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    """The data of the range's removed replica is gone (or its deletion failed)."""
+
+    range_id: int
+    done: Completion[None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +239,7 @@ _Item = (
     | _Written
     | _Inbound
     | _Spooled
+    | _Collected
 )
 """What the loop's inbox carries (``None`` wakes it to stop)."""
 
@@ -258,6 +280,8 @@ class ReplicaLoop:
         self._rng = random.Random(seed)
         self._replicas: dict[int, Replica] = {}
         self._merged: set[int] = set()  # ranges merged away: their messages are dropped
+        # ranges whose removed replica's data is still being deleted: no snapshot of them
+        self._collecting: set[int] = set()
         self._inbox: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"replicas-n{node_id}", daemon=True)
@@ -333,14 +357,55 @@ class ReplicaLoop:
     def receive_snapshot(self, range_id: int, frames: Iterator[bytes], sender: int) -> None:
         """A snapshot node ``sender`` streams (the frames of
         :meth:`~feedkv.kv.replica.Replica.snapshot_frames`), on the transport's thread:
-        spools its chunks as they come, then hands its message to the loop. Raises what
-        ``frames`` raises (the transfer was cut off: nothing was kept, nothing changed)."""
+        refuses it at its header (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`,
+        having read two frames) when the loop could not take it, else spools its chunks
+        as they come, then hands its message to the loop. Raises what ``frames`` raises
+        (the transfer was cut off: nothing was kept, nothing changed)."""
         message = decode_message(next(frames))
         if message.snapshot is None:
             raise InvariantViolation(f"r{range_id}: a snapshot stream without a snapshot")
-        token = self._range_data(range_id).spool(frames)
+        data = self._range_data(range_id)
+        header = next(frames, None)
+        if header is None:
+            raise InvariantViolation(f"r{range_id}: a snapshot stream without its data")
+        refusal = self._refusal(range_id, message) or data.refusal(header)
+        if refusal is not None:
+            # NB: before its data is taken: the sender stops reading and sending it
+            raise SnapshotRefusedError(
+                refusal,
+                f"r{range_id} replica {message.to} at index {message.snapshot.meta.index} "
+                f"on n{self.node_id}",
+            )
+        token = data.spool(itertools.chain((header,), frames))
         spooled = replace(message, snapshot=replace(message.snapshot, data=token))
         self._inbox.put(_Spooled(range_id, spooled, sender))
+
+    def _refusal(self, range_id: int, message: Message) -> Refusal | None:
+        """Why the loop would refuse the snapshot ``message``, as far as a look from the
+        transport's thread tells (the loop checks again as it steps it: what passes
+        here may still be dropped there, never the other way round)."""
+        snapshot = message.snapshot
+        if range_id in self._merged:
+            return Refusal.MERGED
+        if range_id in self._collecting:
+            return Refusal.COLLECTING
+        with self._lock:
+            replica = self._replicas.get(range_id)
+        if replica is not None:
+            if message.to < replica.replica_id:
+                return Refusal.NEWER_REPLICA
+            if message.to > replica.replica_id:
+                # NB: the old replica's data goes first; the loop starts on that with
+                # the next message addressed to the new one, and the leader retries
+                return Refusal.COLLECTING
+            if snapshot is not None and snapshot.meta.index <= replica.applied:
+                return Refusal.APPLIED
+            return None
+        with self.engine.snapshot() as snap:
+            nodes, next_id = self._range_data(range_id).replicas(snap)
+        if message.to < next_id and message.to not in nodes:
+            return Refusal.REPLICA_REMOVED
+        return None
 
     def propose(self, range_id: int, evaluate: Evaluate) -> Completion[Any]:
         """Evaluate a command on this node's replica of ``range_id`` and replicate it;
@@ -373,10 +438,15 @@ class ReplicaLoop:
         return done
 
     def remove(
-        self, range_id: int, then: Callable[[], None], *, if_leaderless: bool = False
+        self,
+        range_id: int,
+        then: Callable[[], Completion[None] | None],
+        *,
+        if_leaderless: bool = False,
     ) -> None:
         """Stop driving this store's replica of ``range_id`` (it was removed from the
-        group), then call ``then`` on the loop (which deletes what the replica kept).
+        group), then call ``then`` on the loop (which deletes what the replica kept, as
+        ``on_removed`` does, and returns what it returns).
         ``if_leaderless``: only if the replica still knows no leader when the loop
         takes this up (see :meth:`~feedkv.kv.store.Store.drop_replica`)."""
         self._inbox.put(_Remove(range_id, then, if_leaderless))
@@ -410,6 +480,18 @@ class ReplicaLoop:
         started: :func:`~feedkv.kv.replicated_merge.write_tombstone`). Before
         :meth:`start`."""
         self._merged.update(range_ids)
+
+    def collecting(self, range_id: int, done: Completion[None]) -> None:
+        """The data of a replica of ``range_id`` removed before this loop started is
+        being deleted until ``done``: take no snapshot of the range till then. Before
+        :meth:`start`."""
+        self._await_collection(range_id, done)
+
+    def _await_collection(self, range_id: int, done: Completion[None] | None) -> None:
+        if done is None:
+            return
+        self._collecting.add(range_id)
+        done.add_done_callback(lambda: self._inbox.put(_Collected(range_id, done)))
 
     def applied_everywhere(self, range_id: int, index: int) -> bool:
         """Whether this store's replica leads ``range_id`` and knows that every member of
@@ -519,6 +601,11 @@ class ReplicaLoop:
         if isinstance(item, _Spooled):
             self._take_snapshot(item)
             return
+        if isinstance(item, _Collected):
+            if item.done.exception(timeout=0) is None:
+                self._collecting.discard(item.range_id)
+            # NB: else its record stays, and so does the refusal, until the next start
+            return
         if isinstance(item, _Remove):
             held = self._replicas.get(item.range_id)
             if item.if_leaderless and held is not None and held.raft.leader:
@@ -529,15 +616,15 @@ class ReplicaLoop:
             if removed is not None:
                 removed.close()
                 self._release_spooled(item.range_id)
-                item.then()
+                self._await_collection(item.range_id, item.then())
             return
         for range_id, raw in item.batch:
             if range_id in self._merged:
                 continue  # NB: from a replica that has not applied the merge yet
-            if raw.startswith(_TOO_OLD):
-                self._removed_notice(range_id, int.from_bytes(raw[len(_TOO_OLD) :], "big"))
+            message = decode_inbound(raw)
+            if isinstance(message, ReplicaTooOld):
+                self._removed_notice(range_id, message.replica_id)
                 continue
-            message = decode_message(raw)
             if message.snapshot is not None:
                 continue  # NB: a snapshot comes spooled (receive_snapshot), never whole
             self._step(range_id, message, item.sender)
@@ -563,8 +650,9 @@ class ReplicaLoop:
                 nodes, next_id = self._range_data(range_id).replicas(snap)
             if message.to < next_id and message.to not in nodes:
                 return  # an id this store dropped, or never held: the range moved past it
-        if message.snapshot is not None and not self._range_data(range_id).accepts(
-            message.snapshot.data
+        if message.snapshot is not None and (
+            range_id in self._collecting
+            or not self._range_data(range_id).accepts(message.snapshot.data)
         ):
             return  # as if lost: the leader sends it again
         if replica is None:
@@ -579,8 +667,7 @@ class ReplicaLoop:
         ):
             # a replica the range removed, which has not heard of it: tell it
             if sender:
-                notice = _TOO_OLD + from_id.to_bytes(4, "big")
-                self._send(sender, [(range_id, notice)])
+                self._send(sender, [(range_id, encode_notice(ReplicaTooOld(from_id)))])
             return
         if sender and from_id not in replica.nodes:
             replica.nodes[from_id] = sender  # a member this replica's record lacks yet
@@ -626,7 +713,7 @@ class ReplicaLoop:
         replica.close()
         self._release_spooled(replica.range_id)
         if self._on_removed is not None:
-            self._on_removed(replica.range_id, next_id)
+            self._await_collection(replica.range_id, self._on_removed(replica.range_id, next_id))
 
     def _release_spooled(self, range_id: int) -> None:
         token = self._spooled.pop(range_id, None)
@@ -803,8 +890,8 @@ class ReplicaLoop:
         self._flush(outbox)
 
     def _send_snapshots(self) -> None:
-        """Stream each snapshot, read from the engine as it goes, off the loop (a large
-        range takes long to read and send), then tell the loop whether it arrived."""
+        """Stream each snapshot off the loop (a large range takes long to read and
+        send), then tell the loop whether it arrived."""
         while True:
             job = self._snapshots.get()
             if job is None or self._stopped.is_set():
@@ -825,7 +912,7 @@ class ReplicaLoop:
                     exc,
                 )
             finally:
-                frames.close()  # NB: its engine snapshot ends here, on the thread it began
+                frames.close()  # NB: its spooled copy goes here
             self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=success))
 
     def _end_merged(self, range_id: int) -> None:

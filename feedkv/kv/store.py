@@ -68,7 +68,7 @@ from feedkv.errors import (
     TransactionRetryError,
     WriteIntentError,
 )
-from feedkv.kv import range_move, replicated_merge
+from feedkv.kv import range_move, replica_collector, replicated_merge
 from feedkv.kv.api import (
     GC,
     MAX_PRIORITY,
@@ -122,7 +122,9 @@ from feedkv.kv.range_descriptor import bootstrap as bootstrap_meta
 from feedkv.kv.range_move import MoveRecord
 from feedkv.kv.range_size import RangeSizes, measure, op_bytes
 from feedkv.kv.replica import AppliedEntry, Replica
+from feedkv.kv.replica_collector import ReplicaCollector
 from feedkv.kv.replica_loop import ReplicaLoop, Send, SendSnapshot
+from feedkv.kv.replica_refusal import Refusal
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.tscache import TimestampCache
@@ -267,19 +269,31 @@ class _ReplicatedRange:
         self._spool = spool
         self._chunk_bytes = chunk_bytes
 
-    def accepts(self, data: bytes) -> bool:
-        """Whether a snapshot may be installed here: not while another range of this
-        store still holds part of its span (a split that made this range has not
-        applied here yet: it will create the replica; until then the leader retries)."""
-        desc = RangeDescriptor.decode(msgpack.unpackb(next(self._spool.read(data)), raw=False)[0])
+    def refusal(self, header: bytes) -> Refusal | None:
+        """Why a snapshot whose first chunk is ``header`` may not be installed here now:
+        while another range of this store still holds part of its span (a split that
+        made this range has not applied here yet: it will create the replica; until
+        then the leader retries), or a removed replica's data there is still being
+        deleted (:mod:`feedkv.kv.replica_collector`)."""
+        desc = RangeDescriptor.decode(msgpack.unpackb(header, raw=False)[0])
         with self._engine.snapshot() as snap:
-            return all(
-                d.range_id == self.range_id or not d.span.overlaps(desc.span)
+            if any(span.overlaps(desc.span) for span in replica_collector.records(snap).values()):
+                return Refusal.COLLECTING
+            if any(
+                d.range_id != self.range_id and d.span.overlaps(desc.span)
                 for d in all_descriptors(snap)
-            )
+            ):
+                return Refusal.OVERLAP
+        return None
+
+    def accepts(self, data: bytes) -> bool:
+        return self.refusal(next(self._spool.read(data))) is None
 
     def spool(self, chunks: Iterable[bytes]) -> bytes:
         return self._spool.write(chunks)
+
+    def spooled(self, data: bytes) -> Iterator[bytes]:
+        return self._spool.read(data)
 
     def release(self, data: bytes) -> None:
         self._spool.release(data)
@@ -420,6 +434,7 @@ class Store:
         self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
         self.cluster: ClusterSender | None = None
         self.replicas: ReplicaLoop | None = None  # set by replicate()
+        self.collector: ReplicaCollector | None = None  # set by replicate()
         # replicated ranges: the closed timestamp of their last applied entry carrying one
         self._applied_closed: dict[int, Timestamp] = {}
         self._removed: set[int] = set()  # replicas removed from their groups, to drop
@@ -573,6 +588,8 @@ class Store:
             thread.join()
         if self.replicas is not None:
             self.replicas.stop()
+        if self.collector is not None:
+            self.collector.stop()
         with self.engine.apply_lock:
             observers, self._observers = self._observers, {}
             for group in observers.values():
@@ -640,6 +657,7 @@ class Store:
             raise InvariantViolation("the store replicates already")
         spool = SnapshotSpool(Path(self.engine.path) / "raft-snapshots")
         chunk_bytes = self.config.snapshot_chunk_bytes
+        self.collector = ReplicaCollector(self.engine, self.node_id)
         loop = ReplicaLoop(
             self.engine,
             self.node_id,
@@ -663,6 +681,9 @@ class Store:
                 if len(desc.replicas) > 1 and self.node_id in desc.replicas
             ]
             loop.forget(replicated_merge.tombstones(snap))
+            unfinished = replica_collector.records(snap)
+        for range_id in unfinished:  # NB: a crash cut their deletion short
+            loop.collecting(range_id, self.collector.collect(range_id))
         for desc, frozen in mine:
             loop.add(desc.range_id, restarted=True)  # NB: with its replica id here
             self._ctx.replicated.add(desc.range_id)
@@ -745,17 +766,22 @@ class Store:
         loop = self._replication()
         loop.remove(range_id, lambda: self._destroy_replica(range_id), if_leaderless=if_leaderless)
 
-    def _destroy_replica(self, range_id: int, next_replica_id: int = 0) -> None:
-        """On the replica loop, once it no longer drives the range's replica: its data,
-        descriptor and Raft state go, and a tombstone stays (no replica of the range
-        with an id below the next one the range gives, or ``next_replica_id``, is made
-        here again)."""
+    def _destroy_replica(self, range_id: int, next_replica_id: int = 0) -> Completion[None]:
+        """On the replica loop, once it no longer drives the range's replica: a tombstone
+        is written (no replica of the range with an id below the next one the range
+        gives, or ``next_replica_id``, is made here again), its descriptor and Raft
+        state go, and its feeds end, in one small transaction; its data goes on the
+        collector's thread (:mod:`feedkv.kv.replica_collector`), which the returned
+        completion follows."""
         ctx = self._ctx
+        collector = self.collector
+        if collector is None:
+            raise InvariantViolation("a replica is destroyed on a store that does not replicate")
 
         def destroy(rw: ReadWriter) -> None:
             desc = descriptor_by_id(rw, range_id)
             if desc is not None:
-                range_move.clear_range(rw, desc.span)
+                replica_collector.write_record(rw, range_id, desc.span)
                 delete_descriptor(rw, desc)
             # NB: above every id the range gave as far as this store knows, its own too
             floor = max(next_replica_id, desc.next_id if desc is not None else 0)
@@ -774,6 +800,7 @@ class Store:
         log.info(
             "n%d: the replica of r%d was removed from its group; dropped", self.node_id, range_id
         )
+        return collector.collect(range_id)
 
     def _replication(self) -> ReplicaLoop:
         if self.replicas is None:

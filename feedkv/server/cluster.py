@@ -86,6 +86,7 @@ from feedkv.kv.placement import (
     choose_replica_change,
 )
 from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.replica_refusal import SnapshotRefusedError
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.raft import Config as RaftConfig
@@ -93,6 +94,7 @@ from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.raft_transport import (
     ChunkAssembler,
     RaftTransport,
+    abort_refused,
     snapshot_frames,
     take_request,
 )
@@ -1008,6 +1010,8 @@ def method_handlers(
             raise NodeUnavailableError("unreachable: abort raises")
         try:
             member.on_raft_snapshot(requests)
+        except SnapshotRefusedError as exc:
+            abort_refused(context, exc)
         except FeedKVError as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(exc).__name__}: {exc}")
             raise  # unreachable: abort raises

@@ -33,7 +33,11 @@ loop reads them from its engine, at most ``SNAPSHOT_WINDOW`` frames ahead of wha
 took (gRPC holds no more than its flow control lets through), and returns once the
 receiver spooled them all; the receiver's handler
 (:func:`snapshot_frames`) hands them to its loop as they arrive. A call that fails, or
-stalls for ``CALL_TIMEOUT_S``, raises on the sender and leaves the receiver nothing.
+stalls for ``CALL_TIMEOUT_S``, raises on the sender and leaves the receiver nothing. A
+receiver that refuses the snapshot at its header ends the call at once, its reason in
+the call's trailing metadata (``REFUSAL_METADATA``): the sender raises
+:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError` with it, having sent a few
+frames, not the snapshot.
 """
 
 from __future__ import annotations
@@ -44,21 +48,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import msgpack
 
 from feedkv.errors import NodeUnavailableError
+from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import call_metadata
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "CHUNK_BYTES",
+    "REFUSAL_METADATA",
     "MAX_QUEUED",
     "ChunkAssembler",
     "RaftTransport",
+    "abort_refused",
     "snapshot_frames",
     "take_request",
 ]
@@ -72,6 +79,7 @@ STREAM_LIFETIME_S = 60.0
 RETRY_S = 0.2  # after a stream failed, before the next is opened
 _POLL_S = 1.0  # how often a waiting stream looks whether it should end
 SNAPSHOT_WINDOW = 2  # a snapshot's frames read ahead of what gRPC sent
+REFUSAL_METADATA = "feedkv-snapshot-refusal"  # a refused snapshot's Refusal (its value)
 
 Batch = list[tuple[int, bytes]]
 
@@ -170,7 +178,15 @@ class RaftTransport:
                 self._put_frame(window, frame, call, node)
             call.result(timeout=CALL_TIMEOUT_S)
         except (grpc.RpcError, grpc.FutureTimeoutError, grpc.FutureCancelledError) as exc:
+            refused = _refusal(call, node)
+            if refused is not None:
+                raise refused from exc
             raise NodeUnavailableError(f"the snapshot to n{node} failed: {exc}") from exc
+        except NodeUnavailableError:
+            refused = _refusal(call, node)
+            if refused is not None:
+                raise refused from None
+            raise
         finally:
             ended.set()
             if not call.done():
@@ -347,6 +363,32 @@ class ChunkAssembler:
                 self._assembling[sender] = (transfer, seq + 1, parts)
                 return None
         return int(chunk["range"]), b"".join(parts)
+
+
+def abort_refused(context: Any, refused: SnapshotRefusedError) -> NoReturn:
+    """End a ``RaftSnapshot`` call (on the receiver, ``context`` its gRPC context) with
+    ``refused``'s reason, which the sender raises again (:meth:`RaftTransport.send_snapshot`)."""
+    context.set_trailing_metadata(((REFUSAL_METADATA, refused.reason.value),))
+    context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(refused))
+    raise refused  # NB: unreachable: abort raises
+
+
+def _refusal(call: Any, node: int) -> SnapshotRefusedError | None:
+    """The receiver's refusal that ended a snapshot call, if it ended so."""
+    if (
+        not call.done()
+        or call.cancelled()
+        or call.code() is not grpc.StatusCode.FAILED_PRECONDITION
+    ):
+        return None
+    for key, value in call.trailing_metadata() or ():
+        if key == REFUSAL_METADATA:
+            try:
+                reason = Refusal(value)
+            except ValueError:
+                return None  # NB: a newer node's reason: a plain failure here
+            return SnapshotRefusedError(reason, f"n{node} said: {call.details()}")
+    return None
 
 
 def snapshot_frames(

@@ -314,6 +314,13 @@ class LMDBEngine:
         page_size: int = self._env.stat()["psize"]
         return pages * page_size
 
+    @property
+    def open_snapshots(self) -> int:
+        """The snapshots (read transactions) open now: each pins the pages it reads, and
+        the map grows only once none is open."""
+        with self._guard:
+            return self._open_snapshots
+
     def databases(self) -> list[str]:
         return list(self._dbs)
 

@@ -26,6 +26,21 @@ every replica's MVCC data is identical, the counter equals the number of increme
 applied, every acknowledged increment is applied (its result unique, its key there), and
 every version of the counter a read answered is there (no read saw a write that never
 happened).
+
+Replica ids, as a store's loop keeps them (:mod:`feedkv.kv.replica_loop`): the first
+replicas' ids are their nodes' (so is a spare's first), and a node added again after its
+removal gets a new id, never used before. A message goes to the node of the replica id it
+names; there, one addressed to an id older than the node's replica (or below its
+tombstone) is dropped; one to a newer id collects the node's replica first (its Raft
+state and data deleted, a tombstone left); one from a replica the receiver applied the
+removal of is dropped, and the sender's node told (a
+:class:`~feedkv.kv.replica_refusal.ReplicaTooOld` notice, through the same faulty
+network), which collects it; a replica that applies its own removal collects itself;
+and once the faults stop, a replica the lease holder saw removed is collected (a
+store's replica GC). The
+checks: a replica only ever steps messages addressed to its id, no replica is made with
+an id below its node's tombstone, and once settled every node outside the range holds
+nothing of it (no replica, no Raft state, no data).
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ import msgpack
 
 from feedkv.errors import InvalidArgumentError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
+from feedkv.kv.replica_refusal import Refusal, ReplicaTooOld, decode_inbound, encode_notice
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import (
     RAFT_DB,
@@ -48,9 +64,11 @@ from feedkv.raft import (
     ConfChangeType,
     Config,
     ConfState,
+    EngineRaftStorage,
+    EntryType,
     Message,
     MessageType,
-    decode_message,
+    decode_conf_change,
     encode_message,
 )
 from feedkv.storage import mvcc
@@ -100,6 +118,10 @@ class _Node:
     id: int
     engine: LMDBEngine
     replica: Replica | None = None
+    replica_id: int = 0  # of the replica it holds, up or crashed (0: none)
+    up: bool = True
+    tombstone: int = 0  # no replica with a lower id is made here again
+    removed: set[int] = field(default_factory=set)  # ids whose removal its replica applied
     ops: dict[int, tuple[LogicalOp, ...]] = field(default_factory=dict)
 
 
@@ -134,18 +156,25 @@ class RangeSim:
         first = sorted(ids)
         self.ids = sorted({*first, *spares})
         self.nodes: dict[int, _Node] = {}
+        # replica id -> node: a node's first replica has the node's id, later ones new ids
+        self.node_of = {node: node for node in self.ids}
+        self.next_id = max(self.ids) + 1
+        self.readded = 0  # replicas added on a node that held an older one of the range
+        self.dropped_old = 0  # messages dropped as addressed to an older replica
+        self.collected = 0  # replicas collected (removed from their nodes)
+        self._given = set(first)  # ids some replica had, or an addition proposed
         for node in self.ids:
             engine = LMDBEngine(
                 directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
             )
             if node in first:
                 engine.write(lambda rw: Replica.bootstrap(rw, RANGE_ID, first))
-            self.nodes[node] = _Node(node, engine)
+            self.nodes[node] = _Node(node, engine, replica_id=node if node in first else 0)
             self.restart(node)
         self.changes = 0  # membership changes that took effect
         self.now = 0
         self.cut: set[tuple[int, int]] = set()
-        self._queue: list[tuple[int, int, bytes]] = []
+        self._queue: list[tuple[int, int, int, bytes]] = []  # (due, seq, node, raw)
         self._reports: list[tuple[int, int, bool]] = []
         self._seq = 0
         self._clock = 0
@@ -165,24 +194,56 @@ class RangeSim:
     # -- nodes -----------------------------------------------------------------------
 
     def crash(self, node: int) -> None:
-        replica = self.nodes[node].replica
-        if replica is not None:
-            replica.close()
-            self.nodes[node].replica = None
+        held = self.nodes[node]
+        held.up = False
+        if held.replica is not None:
+            held.replica.close()
+            held.replica = None
 
     def restart(self, node: int) -> None:
         held = self.nodes[node]
-        if held.replica is None:
-            held.replica = Replica(
-                held.engine,
-                RANGE_ID,
-                node,
-                data=WholeEngine(),
-                config=self.config,
-                rng=random.Random(self.rng.random()),
-                log_limit=self.log_limit,
-                log_keep=self.log_keep,
+        held.up = True
+        if held.replica is None and held.replica_id:
+            held.replica = self._open_replica(held)
+
+    def _open_replica(self, node: _Node) -> Replica:
+        if node.replica_id < node.tombstone:
+            raise InvariantViolation(
+                f"n{node.id} made replica {node.replica_id}, below its tombstone {node.tombstone}"
             )
+        return Replica(
+            node.engine,
+            RANGE_ID,
+            node.replica_id,
+            data=WholeEngine(),
+            config=self.config,
+            rng=random.Random(self.rng.random()),
+            log_limit=self.log_limit,
+            log_keep=self.log_keep,
+        )
+
+    def _collect_replica(self, node: _Node, next_id: int) -> None:
+        """The node's replica was removed from the range: its Raft state and data go,
+        and no replica with an id below ``next_id`` is made there again."""
+        if node.replica is not None:
+            node.replica.close()
+            node.replica = None
+        node.tombstone = max(node.tombstone, next_id, node.replica_id + 1)
+        node.replica_id = 0
+        node.removed.clear()
+
+        def destroy(rw: ReadWriter) -> None:
+            EngineRaftStorage.destroy(rw, RANGE_ID)
+            for db in MVCC_DATABASES:
+                for key, _ in list(rw.scan(db, b"")):
+                    rw.delete(db, key)
+
+        node.engine.write(destroy)
+        self.collected += 1
+
+    def node(self, replica: Replica) -> _Node:
+        """The node holding ``replica``."""
+        return self.nodes[self.node_of[replica.replica_id]]
 
     def live(self) -> list[Replica]:
         return [n.replica for n in self.nodes.values() if n.replica is not None]
@@ -203,8 +264,9 @@ class RangeSim:
         if holder is None:
             return
         conf = holder.members
-        outside = [n for n in self.ids if n not in conf.voters and n not in conf.learners]
-        options = [ConfChange(ConfChangeType.ADD_LEARNER, n) for n in outside]
+        inside = {self.node_of[r] for r in (*conf.voters, *conf.learners)}
+        outside = [n for n in self.ids if n not in inside]
+        options = [ConfChange(ConfChangeType.ADD_LEARNER, 0, context=n) for n in outside]
         options += [ConfChange(ConfChangeType.ADD_NODE, n) for n in conf.learners]
         if len(conf.voters) > 3:
             options += [
@@ -213,9 +275,29 @@ class RangeSim:
                 if n != holder.replica_id
             ]
         if options:
+            change = self.rng.choice(options)
+            if change.type is ConfChangeType.ADD_LEARNER:
+                node = change.context
+                change = ConfChange(change.type, self.new_replica_id(node), context=node)
             with contextlib.suppress(InvalidArgumentError):
-                holder.change_members(self.rng.choice(options))
+                holder.change_members(change)
                 self.changes += 1
+                self._given.add(change.node_id)  # NB: it may yet commit: never given again
+                if change.type is ConfChangeType.ADD_LEARNER and change.node_id != node:
+                    self.readded += 1
+
+    def new_replica_id(self, node: int) -> int:
+        """The id of a replica to add on ``node``: the node's own if no replica had it,
+        else one never used (a node added back is a new replica)."""
+        if node not in self._given:
+            return node
+        self.node_of[self.next_id] = node
+        self.next_id += 1
+        return self.next_id - 1
+
+    def _node_of(self, replica_id: int) -> _Node | None:
+        node = self.node_of.get(replica_id)
+        return self.nodes[node] if node is not None else None
 
     def lease_holder(self) -> Replica | None:
         holders = [r for r in self.live() if r.holds_lease]
@@ -227,41 +309,78 @@ class RangeSim:
     # -- the network -----------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
-        f = self.faults
-        lost = (m.sender, m.to) in self.cut or bool(f.loss and self.rng.random() < f.loss)
+        origin, dest = self.node_of[m.sender], self.node_of[m.to]
         if m.type is MessageType.SNAP:
             # its data is read as it leaves (as the store's loop reads it), and its stream
             # tells its sender whether it arrived (told after the Ready is done with, as
             # nothing may step the group in between)
-            sender = self.nodes[m.sender].replica
-            lost = lost or sender is None
+            sender = self.nodes[origin].replica
+            lost = sender is None or self._lost(origin, dest)
             self._reports.append((m.sender, m.to, not lost))
-            if sender is None:
+            if sender is None or lost:
                 return
-            m = sender.snapshot_message(m)
-        if lost:
-            return
+            self._post(dest, encode_message(sender.snapshot_message(m)))
+        elif not self._lost(origin, dest):
+            self._post(dest, encode_message(m))
+
+    def inject(self, node: int, m: Message) -> None:
+        """Hand ``m`` to ``node`` as if the network delivered it now."""
+        self._receive(self.nodes[node], m)
+
+    def _lost(self, origin: int, dest: int) -> bool:
+        f = self.faults
+        return (origin, dest) in self.cut or bool(f.loss and self.rng.random() < f.loss)
+
+    def _post(self, dest: int, raw: bytes) -> None:
+        f = self.faults
         copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1
         for _ in range(copies):
             self._seq += 1
             delay = self.rng.randint(0, f.max_delay) if f.max_delay else 0
-            heapq.heappush(self._queue, (self.now + delay, self._seq, encode_message(m)))
+            heapq.heappush(self._queue, (self.now + delay, self._seq, dest, raw))
 
     def _deliver(self, *, all_now: bool = False) -> int:
         reports, self._reports = self._reports, []
         for sender, to, success in reports:
-            replica = self.nodes[sender].replica
-            if replica is not None:
+            replica = self.nodes[self.node_of[sender]].replica
+            if replica is not None and replica.replica_id == sender:
                 replica.raft.report_snapshot(to, success=success)
-        due: list[bytes] = []
+        due: list[tuple[int, bytes]] = []
         while self._queue and (all_now or self._queue[0][0] <= self.now):
-            due.append(heapq.heappop(self._queue)[2])
-        for raw in due:
-            m = decode_message(raw)
-            replica = self.nodes[m.to].replica
-            if replica is not None:
-                replica.raft.step(m)
+            _, _, dest, raw = heapq.heappop(self._queue)
+            due.append((dest, raw))
+        for dest, raw in due:
+            node = self.nodes[dest]
+            if node.up:
+                self._receive(node, decode_inbound(raw))
         return len(due)
+
+    def _receive(self, node: _Node, m: Message | ReplicaTooOld) -> None:
+        """Step ``m`` into the node's replica, by the replica ids it names, as a store's
+        loop does (see the module docstring)."""
+        if isinstance(m, ReplicaTooOld):
+            if node.replica_id and node.replica_id <= m.replica_id:
+                self._collect_replica(node, m.replica_id + 1)
+            return
+        if m.to < max(node.replica_id, node.tombstone):
+            self.dropped_old += 1  # for a replica this node held before: gone
+            return
+        if m.to > node.replica_id:
+            if node.replica_id:
+                self._collect_replica(node, m.to)  # its replica was removed, and added back
+            node.replica_id = m.to
+            node.replica = self._open_replica(node)
+        if m.sender in node.removed:
+            # a replica the range removed, which has not heard of it: tell it
+            if not self._lost(node.id, self.node_of[m.sender]):
+                self._post(self.node_of[m.sender], encode_notice(ReplicaTooOld(m.sender)))
+            return
+        replica = node.replica
+        if replica is None:
+            raise InvariantViolation(f"n{node.id} is up without its replica {node.replica_id}")
+        if m.to != replica.replica_id:
+            raise InvariantViolation(f"replica {replica.replica_id} got a message to {m.to}")
+        replica.raft.step(m)
 
     # -- driving ---------------------------------------------------------------------
 
@@ -282,8 +401,14 @@ class RangeSim:
                 node.ops[entry.index] = entry.effects.ops
         for committed in ready.committed_entries:
             self._check_apply(node, committed.index, committed.term, committed.data)
+            if committed.type is EntryType.CONF_CHANGE:
+                change = decode_conf_change(committed.data)
+                if change.type is ConfChangeType.REMOVE_NODE:
+                    node.removed.add(change.node_id)
         for m in replica.staged(ready):
             self._send(m)
+        if replica.replica_id in node.removed:
+            self._collect_replica(node, replica.replica_id + 1)  # it applied its own removal
         self.lease_holder()
         return True
 
@@ -312,7 +437,7 @@ class RangeSim:
             return (value, own), Effects(tuple(ops))
 
         try:
-            with self.nodes[holder.replica_id].engine.snapshot() as applied:
+            with self.node(holder).engine.snapshot() as applied:
                 self._in_flight.append(holder.propose(applied, evaluate))
         except NotLeaseHolderError:
             self.failed += 1
@@ -332,7 +457,7 @@ class RangeSim:
             current = mvcc.get(rw, COUNTER, ts)
             return (int(current.value), current.ts) if current is not None else (0, None)
 
-        with self.nodes[holder.replica_id].engine.snapshot() as applied:
+        with self.node(holder).engine.snapshot() as applied:
             done = holder.read(applied, evaluate)
         self._reads.append((floor, done))
         return done
@@ -365,9 +490,9 @@ class RangeSim:
         f, rng = self.faults, self.rng
         self.now += 1
         if f.crash and rng.random() < f.crash and len(self.live()) > 0:
-            self.crash(rng.choice([r.replica_id for r in self.live()]))
+            self.crash(rng.choice([self.node(r).id for r in self.live()]))
         for node_id in self.ids:
-            if self.nodes[node_id].replica is None and f.restart and rng.random() < f.restart:
+            if not self.nodes[node_id].up and f.restart and rng.random() < f.restart:
                 self.restart(node_id)
         if f.partition and rng.random() < f.partition:
             side = set(rng.sample(self.ids, rng.randint(1, len(self.ids) - 1)))
@@ -397,28 +522,52 @@ class RangeSim:
             self.restart(node_id)
         for _ in range(max_rounds):
             self.round(propose=0.0)
+            self._collect_strays()
             self._deliver(all_now=True)
             while any(self._handle_ready(node) for node in self.nodes.values()):
                 self._deliver(all_now=True)
             holder = self.lease_holder()
             if holder is not None and not self._in_flight and not self._reads:
                 commit = holder.raft.committed
-                applied = [self.nodes[n].replica for n in self.members()]
-                if all(r is not None and r.applied == commit for r in applied):
+                members = self.members()
+                applied = [self.nodes[self.node_of[r]].replica for r in members]
+                held = {self.node_of[r] for r in members}
+                if all(r is not None and r.applied == commit for r in applied) and all(
+                    not n.replica_id for n in self.nodes.values() if n.id not in held
+                ):
                     return
         raise InvariantViolation(f"the range did not settle in {max_rounds} rounds")
+
+    def _collect_strays(self) -> None:
+        """Collect each replica the lease holder's membership lacks, none in flight (as
+        a store's replica GC does, asking the range's record): a removed learner, or a voter cut
+        off when it was removed, may never speak to a member again, so no notice
+        reaches it."""
+        holder = self.lease_holder()
+        if holder is None or holder.raft.pending_conf_index > holder.applied:
+            return  # NB: a change in flight may be adding the replica
+        conf = holder.members
+        for node in self.nodes.values():
+            rid = node.replica_id
+            if node.up and rid and rid not in conf.voters and rid not in conf.learners:
+                self._collect_replica(node, rid + 1)
 
     # -- checks ----------------------------------------------------------------------
 
     def check_converged(self) -> int:
         """Every replica holds the same data, and the increments add up; returns the
         counter's value."""
-        members = self.members()
+        members = [self.node_of[r] for r in self.members()]
         images = {node: _image(self.nodes[node].engine) for node in members}
         first = images[members[0]]
         for node_id, image in images.items():
             if image != first:
                 raise InvariantViolation(f"node {node_id}'s data differs from node {members[0]}'s")
+        for node in self.nodes.values():
+            if node.id not in members and (
+                node.replica_id or _image(node.engine) or _raft_state(node.engine)
+            ):
+                raise InvariantViolation(f"n{node.id} holds a replica removed from the range")
         ops: dict[int, tuple[LogicalOp, ...]] = {}
         for node in self.nodes.values():
             for index, applied in node.ops.items():
@@ -465,8 +614,14 @@ class WholeEngine:
     def spool(self, chunks: Iterable[bytes]) -> bytes:
         return b"".join(chunks)  # NB: a simulated range is small: held in memory
 
+    def refusal(self, header: bytes) -> Refusal | None:
+        return None
+
     def accepts(self, data: bytes) -> bool:
         return True
+
+    def spooled(self, data: bytes) -> Iterator[bytes]:
+        return iter((data,))
 
     def release(self, data: bytes) -> None:
         pass
@@ -483,6 +638,11 @@ class WholeEngine:
 
     def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:
         return {n: n for n in self._nodes}, max(self._nodes, default=0) + 1
+
+
+def _raft_state(engine: LMDBEngine) -> list[tuple[bytes, bytes]]:
+    with engine.snapshot() as snap:
+        return list(snap.scan(RAFT_DB, b""))
 
 
 def _image(engine: LMDBEngine) -> list[tuple[str, bytes, bytes]]:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from feedkv.errors import InvariantViolation, RangeKeyMismatchError
 from feedkv.kv.range_descriptor import (
+    LEGACY_NEXT_REPLICA_ID,
     META,
     RangeDescriptor,
     ReplicaDescriptor,
@@ -344,10 +345,27 @@ def test_a_descriptor_written_in_the_old_encoding_still_reads() -> None:
         + end
     )
     desc = RangeDescriptor.decode(old)
-    assert desc == RangeDescriptor(7, Span(start, end), 2, True, (3, 1, 2))
+    assert desc.replicas == (3, 1, 2)
+    assert desc.range_id == 7 and desc.span == Span(start, end)
+    assert (desc.generation, desc.sticky) == (2, True)
     assert [r.replica_id for r in desc.members] == [3, 1, 2]
-    assert desc.next_id == 4
     assert desc.encode()[0] == 2  # written again, in the new encoding
+    assert RangeDescriptor.decode(desc.encode()) == desc
+
+
+def test_the_first_replica_id_after_an_old_descriptor_is_above_every_node_id() -> None:
+    """Before replica ids a replica's id was its node's, and a replica removed while its
+    node was down (node 4 here: the descriptor no longer names it) may still be there: the
+    first id given after decoding is above any node id, not one above the voters (4)."""
+    old = struct.pack(">QQ?HB", 7, 2, False, 1, 3)
+    old += b"".join(struct.pack(">I", n) for n in (3, 1, 2)) + b"kz"
+    desc = RangeDescriptor.decode(old)
+    assert desc.next_id == LEGACY_NEXT_REPLICA_ID
+    assert LEGACY_NEXT_REPLICA_ID > 1 << 20  # far above the node ids of any old cluster
+    # an old descriptor naming a node past the floor still gives an id above it
+    huge = struct.pack(">QQ?HB", 7, 2, False, 1, 1)
+    huge += struct.pack(">I", LEGACY_NEXT_REPLICA_ID + 5) + b"kz"
+    assert RangeDescriptor.decode(huge).next_id == LEGACY_NEXT_REPLICA_ID + 6
 
 
 def test_ids_that_disagree_with_the_voters_fail_loudly() -> None:

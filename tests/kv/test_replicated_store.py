@@ -7,6 +7,8 @@ through whichever store holds its lease, as a router does after ``NotLeaseHolder
 
 from __future__ import annotations
 
+import contextlib
+import struct
 import sys
 import threading
 import traceback
@@ -24,7 +26,7 @@ from feedkv.errors import (
     RangeRoutingError,
     RangeUnavailableError,
 )
-from feedkv.kv import replicated_merge
+from feedkv.kv import replica_collector, replicated_merge
 from feedkv.kv import store as store_module
 from feedkv.kv.api import (
     GC,
@@ -42,13 +44,27 @@ from feedkv.kv.api import (
 )
 from feedkv.kv.db import KVClient, LocalTransport
 from feedkv.kv.observer import RangeEndReason
-from feedkv.kv.range_descriptor import ReplicaDescriptor, replica_tombstone
+from feedkv.kv.range_descriptor import (
+    LEGACY_NEXT_REPLICA_ID,
+    META,
+    ReplicaDescriptor,
+    replica_tombstone,
+)
 from feedkv.kv.range_move import SNAPSHOT_DATABASES
 from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
+from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn_record import TXN_RECORDS
-from feedkv.raft import Config, Message, MessageType, encode_message
+from feedkv.raft import (
+    Config,
+    ConfState,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
+    encode_message,
+)
 from feedkv.storage import mvcc
 from feedkv.storage.gc import gc_threshold
 from feedkv.storage.logical_ops import (
@@ -82,6 +98,7 @@ class ReplicatedStores:
         self.cut_snapshots = 0  # how many snapshot transfers to cut off, mid-way
         self.snapshot_frames = 0  # frames of the snapshots that arrived whole
         self.after_cut: list[Callable[[], None]] = []  # called once a transfer was cut off
+        self.refused: list[tuple[Refusal, int]] = []  # (reason, frames read) of refusals
         for node in NODES:
             self.start(node)
 
@@ -122,9 +139,13 @@ class ReplicatedStores:
             raise NodeUnavailableError(f"n{node} is unreachable")
         cut = self.cut_snapshots > 0
         self.cut_snapshots -= cut
-        counted = _counted(frames, self, cut_after=3 if cut else None)
+        taken: list[bytes] = []
+        counted = _counted(_kept(frames, taken), self, cut_after=3 if cut else None)
         try:
             store.replicas.receive_snapshot(range_id, counted, sender)
+        except SnapshotRefusedError as exc:
+            self.refused.append((exc.reason, len(taken)))
+            raise
         except _CutOff:
             for check in self.after_cut:
                 check()
@@ -192,6 +213,12 @@ class ReplicatedStores:
 
 class _CutOff(ConnectionError):
     """A snapshot's transfer cut off mid-way (what a broken stream raises)."""
+
+
+def _kept(frames: Iterator[bytes], taken: list[bytes]) -> Iterator[bytes]:
+    for frame in frames:
+        taken.append(b"")  # NB: counted, not held
+        yield frame
 
 
 def _counted(
@@ -542,6 +569,12 @@ def _raft_keys(store: Store, range_id: int) -> int:
         return sum(1 for _ in snap.scan(RAFT_DB, prefix, end))
 
 
+def _collecting(store: Store) -> dict[int, Span]:
+    """The removed replicas whose data the store has not finished deleting."""
+    with store.engine.snapshot() as snap:
+        return replica_collector.records(snap)
+
+
 def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_removed(
     cluster: ReplicatedStores,
 ) -> None:
@@ -561,8 +594,10 @@ def test_a_removed_follower_drops_the_range_and_ends_its_feeds_with_replica_remo
     gone = cluster.stores[follower]
     wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
     assert gone.replicas is not None and not gone.replicas.has(1)
-    assert cluster.value(follower, b"before") is None
     assert _raft_keys(gone, 1) == 0
+    # the data goes after, off the replica loop
+    wait_until(lambda: not _collecting(gone), timeout_s=DEADLINE_S, what="r1's data deleted")
+    assert cluster.value(follower, b"before") is None
     remaining = tuple(n for n in NODES if n != follower)
     assert sorted(cluster.stores[holder].descriptors()[0].replicas) == sorted(remaining)
     client.put(b"after", b"2")  # two voters of two: still a quorum
@@ -998,6 +1033,182 @@ def test_a_replica_removed_while_its_node_was_down_is_replaced_not_revived(
         assert replica_tombstone(snap, 1) == 4  # the old replica's id never comes back
 
 
+def test_a_removed_replicas_data_goes_off_the_loop_and_its_new_replica_waits_for_it(
+    cluster: ReplicatedStores,
+) -> None:
+    """The node's replica of r1 is removed while its collector is held: its tombstone,
+    descriptor and Raft state go at once, its data stays, and the node's loop goes on
+    applying r1's right half. Added back (a new replica id), its snapshot is refused at its header
+    (Refusal.COLLECTING: two frames read, not the range) until the old data is gone;
+    then it arrives."""
+    client = KVClient(cluster)
+    for i in range(300):
+        client.put(b"a%03d" % i, b"v")
+    client.split(b"m")
+    client.put(b"m-before", b"0")
+    holder = cluster.lease_holder()
+    victim = next(n for n in NODES if n != holder)
+    gone = cluster.stores[victim]
+    loop, collector = gone.replicas, gone.collector
+    assert loop is not None and collector is not None
+    wait_until(lambda: cluster.value(victim, b"m-before") == b"0", timeout_s=DEADLINE_S)
+    collector.pause()
+
+    _change_members(cluster, lambda store: store.remove_replica(1, victim))
+    wait_until(lambda: _collecting(gone), timeout_s=DEADLINE_S, what="r1 dropped")
+    assert set(_collecting(gone)) == {1} and not loop.has(1) and _raft_keys(gone, 1) == 0
+    assert [d.span.start for d in gone.descriptors()] == [b"m"]  # r1's right half
+    assert cluster.value(victim, b"a000") == b"v"  # not deleted yet
+    client.put(b"m-after", b"1")  # the right half, on the same loop
+    wait_until(lambda: cluster.value(victim, b"m-after") == b"1", timeout_s=DEADLINE_S)
+
+    client.put(b"b-while-away", b"2")
+
+    def add_back() -> bool | None:
+        # NB: not cluster.lease_holder(): the victim holds a range (the right half)
+        for store in cluster.stores.values():
+            if store.replicas is not None and store.replicas.holds_lease(1):
+                with contextlib.suppress(NotLeaseHolderError):
+                    store.add_replica(1, victim)
+                    return True
+        return None
+
+    wait_until(add_back, timeout_s=DEADLINE_S, what="the victim added back")
+    wait_until(
+        lambda: any(reason is Refusal.COLLECTING for reason, _ in cluster.refused),
+        timeout_s=DEADLINE_S,
+        what="the new replica's snapshot refused",
+    )
+    assert all(reason is Refusal.COLLECTING for reason, _ in cluster.refused)
+    assert all(frames <= 2 for _, frames in cluster.refused)  # the message and the header
+    assert cluster.value(victim, b"b-while-away") is None
+    assert collector.pages == 0
+
+    collector.resume()
+    wait_until(
+        lambda: loop.has(1) and loop.replica_id(1) == 4 and cluster.caught_up(),
+        timeout_s=DEADLINE_S,
+        what="replica 4 caught up",
+    )
+    assert collector.pages >= 1 and not _collecting(gone)
+    assert cluster.value(victim, b"b-while-away") == b"2"
+    assert cluster.value(victim, b"a299") == b"v"  # from the snapshot
+
+
+def test_a_snapshot_a_replica_could_not_take_is_refused_at_its_header_with_its_reason(
+    cluster: ReplicatedStores,
+) -> None:
+    """Refused after the message and the data's header, the rest never read: one
+    addressed to an older replica than the store's, one at an index the replica applied
+    already, and one to an id the store's tombstone covers."""
+    client = KVClient(cluster)
+    client.put(b"k", b"1")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    holder = cluster.lease_holder()
+    node = next(n for n in NODES if n != holder)
+    loop = cluster.stores[node].replicas
+    assert loop is not None
+    mine = loop.replica_id(1)
+    conf = ConfState(NODES, ())
+
+    def refusal(to: int, index: int) -> tuple[Refusal, int]:
+        meta = SnapshotMeta(index, 1, conf)
+        head = Message(MessageType.SNAP, to, holder, 1, snapshot=Snapshot(meta, b""))
+        taken: list[bytes] = []
+        frames = _kept(iter([encode_message(head), b"header", *[b"data"] * 50]), taken)
+        with pytest.raises(SnapshotRefusedError) as refused:
+            loop.receive_snapshot(1, frames, holder)
+        return refused.value.reason, len(taken)
+
+    assert refusal(mine - 1, 10**6) == (Refusal.NEWER_REPLICA, 2)
+    assert refusal(mine, 1) == (Refusal.APPLIED, 2)
+    _change_members(cluster, lambda store: store.remove_replica(1, node))
+    gone = cluster.stores[node]
+    wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+    wait_until(lambda: not _collecting(gone), timeout_s=DEADLINE_S, what="r1's data deleted")
+    assert refusal(mine, 10**6) == (Refusal.REPLICA_REMOVED, 2)
+
+
+def test_a_collection_cut_short_by_a_crash_is_finished_when_the_store_starts(
+    tmp_path: Path,
+) -> None:
+    """The store stops with the removed replica's data and its record still there (its
+    collector held); started again, it deletes the data, and the range stays gone."""
+    cluster = ReplicatedStores(tmp_path, grown=True)  # NB: a restart bootstraps nothing
+    try:
+        client = KVClient(cluster)
+        for i in range(50):
+            client.put(b"a%03d" % i, b"v")
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        for node in (2, 3):
+            _change_members(cluster, lambda store, node=node: store.add_replica(1, node))
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+        victim = next(n for n in NODES if n != cluster.lease_holder())
+        gone = cluster.stores[victim]
+        loop, collector = gone.replicas, gone.collector
+        assert loop is not None and collector is not None
+        assert cluster.value(victim, b"a049") == b"v"
+        collector.pause()
+        _change_members(cluster, lambda store: store.remove_replica(1, victim))
+        wait_until(lambda: _collecting(gone), timeout_s=DEADLINE_S, what="r1 dropped")
+        assert set(_collecting(gone)) == {1} and not loop.has(1)
+        cluster.stop(victim)  # NB: with the data and the record still there
+
+        cluster.start(victim)
+        back = cluster.stores[victim]
+        wait_until(lambda: not _collecting(back), timeout_s=DEADLINE_S, what="the deletion")
+        assert cluster.value(victim, b"a000") is None and cluster.value(victim, b"a049") is None
+        assert not back.descriptors() and _raft_keys(back, 1) == 0
+        with back.engine.snapshot() as snap:
+            assert replica_tombstone(snap, 1) == 4
+    finally:
+        cluster.close()
+
+
+def test_a_range_whose_descriptor_is_in_the_old_encoding_adds_replicas_above_every_node_id(
+    tmp_path: Path,
+) -> None:
+    """r1's descriptor is rewritten on every store as before replica ids (its replicas'
+    ids are their nodes'). A replica removed and added back then gets an id above every
+    node id, not the node count's next (4), which a replica of that time, on a node down
+    when it was removed, could still hold."""
+    cluster = ReplicatedStores(tmp_path)
+    client = KVClient(cluster)
+    client.put(b"k", b"1")
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    cluster.close()
+    for node in NODES:
+        store = Store(tmp_path / f"n{node}", node_id=node, bootstrap=False)
+        try:
+            (desc,) = store.descriptors()
+            old = struct.pack(">QQ?HB", 1, desc.generation, desc.sticky, 0, len(NODES))
+            old += b"".join(struct.pack(">I", n) for n in desc.replicas) + desc.span.end
+            store.engine.write(
+                lambda rw, old=old: rw.put(META, b"desc/" + (1).to_bytes(8, "big"), old)
+            )
+        finally:
+            store.close()
+    for node in NODES:
+        cluster.start(node)
+    try:
+        (desc,) = cluster.stores[1].descriptors()
+        assert desc.next_id == LEGACY_NEXT_REPLICA_ID  # as read from the old encoding
+        victim = next(n for n in NODES if n != cluster.lease_holder())
+        _change_members(cluster, lambda store: store.remove_replica(1, victim))
+        gone = cluster.stores[victim]
+        wait_until(lambda: not gone.descriptors(), timeout_s=DEADLINE_S, what="r1 dropped")
+        _change_members(cluster, lambda store: store.add_replica(1, victim))
+        (desc,) = cluster.stores[cluster.lease_holder()].descriptors()
+        assert desc.replica_of(victim) == ReplicaDescriptor(victim, LEGACY_NEXT_REPLICA_ID)
+        client.put(b"k", b"2")
+        wait_until(
+            lambda: cluster.value(victim, b"k") == b"2", timeout_s=DEADLINE_S, what="caught up"
+        )
+    finally:
+        cluster.close()
+
+
 def _state(store: Store, databases: Sequence[str]) -> dict[str, list[tuple[bytes, bytes]]]:
     with store.engine.snapshot() as snap:
         return {db: list(snap.scan(db, b"")) for db in databases}
@@ -1056,8 +1267,13 @@ def test_a_snapshot_of_many_chunks_arrives_whole_in_bounded_memory(tmp_path: Pat
             assert gc_threshold(b, Span(b"big", b"bih")) >= threshold
         assert second._ctx.closed.get(1) >= promised
         assert second.descriptors()[0].replica_of(2) is not None
-        spool = tmp_path / "n2" / "raft-snapshots"
-        wait_until(lambda: not list(spool.iterdir()), timeout_s=DEADLINE_S, what="spool freed")
+        for node in (1, 2):  # the sender's copy, and the receiver's
+            spool = tmp_path / f"n{node}" / "raft-snapshots"
+            wait_until(
+                lambda spool=spool: not list(spool.iterdir()),
+                timeout_s=DEADLINE_S,
+                what="spool freed",
+            )
     finally:
         cluster.close()
 

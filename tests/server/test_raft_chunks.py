@@ -15,12 +15,14 @@ import msgpack
 import pytest
 
 from feedkv.errors import NodeUnavailableError
+from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.wire import SERVICE
 from feedkv.server import raft_transport
 from feedkv.server.raft_transport import (
     ChunkAssembler,
     RaftTransport,
+    abort_refused,
     snapshot_frames,
     take_request,
 )
@@ -38,6 +40,7 @@ class _Receiver:
     def __init__(self, spool: SnapshotSpool | None = None) -> None:
         self.spool = spool
         self.fail_after: int | None = None  # snapshot frames taken before a failure
+        self.refuse: Refusal | None = None  # refuse every snapshot at its first frames
         self.stall = threading.Event()  # cleared: a snapshot call reads nothing until set
         self.stall.set()
         self.snapshots: list[tuple[int, int, bytes]] = []  # (sender, range, token)
@@ -56,9 +59,12 @@ class _Receiver:
                 self._took(data, [(r, bytes(m)) for r, m in messages])
             return msgpack.packb({})  # type: ignore[no-any-return]
 
-        def snapshot(requests: Iterator[bytes], _context: Any) -> bytes:
+        def snapshot(requests: Iterator[bytes], context: Any) -> bytes:
             self.stall.wait(30)
             sender, range_id, frames = snapshot_frames(requests, self.clocks.append)
+            if self.refuse is not None:
+                next(frames)  # the header: what a store decides on
+                abort_refused(context, SnapshotRefusedError(self.refuse, f"r{range_id} here"))
             if self.spool is None:
                 raise AssertionError("this receiver takes no snapshots")
             token = self.spool.write(self._failing(frames))
@@ -171,6 +177,29 @@ def test_a_snapshot_cut_off_mid_way_fails_its_sender_and_leaves_no_file(
     assert held.snapshots == []
     assert held.spool is not None and held.spool.held() == []
     assert len(taken) < 200, len(taken)  # of 1000 frames: seen 10 to 25 here
+
+
+@pytest.mark.parametrize("reason", [Refusal.COLLECTING, Refusal.REPLICA_REMOVED])
+def test_a_snapshot_refused_at_its_header_fails_its_sender_with_the_reason_at_once(
+    receiver: tuple[_Receiver, str], reason: Refusal
+) -> None:
+    """The receiver refuses after the first frame: the sender raises the receiver's
+    reason, typed, having read a bounded window of the snapshot, not all of it."""
+    held, address = receiver
+    held.refuse = reason
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, Clock().now)
+    taken: list[int] = []
+    try:
+        with pytest.raises(SnapshotRefusedError) as refused:
+            transport.send_snapshot(2, 7, _frames(1000, 4096, taken))
+    finally:
+        transport.stop()
+        channel.close()
+    assert refused.value.reason is reason
+    assert "r7 here" in str(refused.value)
+    assert held.spool is not None and held.spool.held() == []
+    assert len(taken) < 200, len(taken)
 
 
 def test_a_snapshot_the_receiver_stops_taking_fails_its_sender_and_frees_its_threads(

@@ -201,12 +201,10 @@ class Changefeeds:
                 return parse_sink_uri(nodelocal_to_file(sink.uri, self._external_io_dir), options)
         except InvalidArgumentError as exc:
             raise option_error(f"sink URI {redacted(sink.uri)!r}: {exc}") from None
-        if self._node_blobs is None or self._runner == "spark":
-            runs = "this node" if self._node_blobs is None else "the spark runner"
+        if self._node_blobs is None:
             raise option_error(
-                f"sink URI {redacted(sink.uri)!r}: {runs} writes nodelocal files only on "
-                f"the node that runs the job: name nodelocal://self/... or "
-                f"nodelocal://{identity}/..."
+                f"sink URI {redacted(sink.uri)!r}: this process writes nodelocal files only "
+                f"on its own node: name nodelocal://self/... or nodelocal://{identity}/..."
             )
         return sink  # written (and checked now) through the named node's blob service
 

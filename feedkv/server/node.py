@@ -40,8 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import quote
 
-import grpc
-
 from feedkv.changefeed.hold_calls import METHOD as HOLD_METHOD
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation
@@ -49,7 +47,6 @@ from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
 from feedkv.kv.db import LocalTransport
-from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
 from feedkv.kv.store import Store, StoreConfig
@@ -385,23 +382,15 @@ class Node:
         own, on its disk; another's, through that node's blob service, dialled as this
         node's cluster reaches it)."""
         from feedkv.changefeed.sinks.cloud_storage import LocalBlobs
-        from feedkv.changefeed.sinks.node_blobs import NodeBlobs
+        from feedkv.changefeed.sinks.node_blobs import dialled_blobs
 
-        cluster = self.cluster
         if node_id == self.store.node_id:
             if self.external_io_dir is None:
                 raise InvalidArgumentError("this node has no external I/O directory")
             return LocalBlobs(str(confine(directory, self.external_io_dir)))
-        if cluster is None:
+        if self.cluster is None:
             raise InvalidArgumentError(f"there is no node n{node_id}: this node is in no cluster")
-
-        def channel() -> grpc.Channel:
-            transport = cluster.dialer.dial(node_id)
-            if not isinstance(transport, GrpcTransport):
-                raise InvariantViolation(f"node n{node_id} is dialled without gRPC")
-            return transport.channel
-
-        return NodeBlobs(channel, node_id, directory)
+        return dialled_blobs(self.cluster.dialer.dial)(node_id, directory)
 
     def stop_sql(self) -> None:
         """Close the SQL port and its connections (open transactions roll back)."""

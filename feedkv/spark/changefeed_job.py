@@ -138,8 +138,15 @@ from feedkv.changefeed.sink import (
 )
 from feedkv.changefeed.sinks import lake
 from feedkv.changefeed.sinks.batch_publisher import BatchPublisher, StagedBlobs, layout
-from feedkv.changefeed.sinks.cloud_storage import DEFAULT_FILE_SIZE, blob_store, file_sink
+from feedkv.changefeed.sinks.cloud_storage import (
+    DEFAULT_FILE_SIZE,
+    BlobStore,
+    NodeBlobsOf,
+    blob_store,
+    file_sink,
+)
 from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.spark.blocks import (
     ARROW_SCHEMA,
     BLOCK_BYTES,
@@ -179,10 +186,28 @@ __all__ = [
     "watched_spec",
 ]
 
-FILE_SCHEMES = ("file", "s3", "gs", "azure", "azure-blob")
+FILE_SCHEMES = ("file", "nodelocal", "s3", "gs", "azure", "azure-blob")
 STALL_POLL_S = 0.5  # how often a stalled task looks whether its sink's backlog cleared
 IN_FLIGHT_SHARE = 16  # a block is at most this part of the node's memory limit
 MIN_BLOCK_BYTES = 64 << 10
+
+
+def node_blobs_of(url: str) -> NodeBlobsOf:
+    """Where a ``nodelocal://`` sink naming another node writes from this process (a
+    Spark driver or executor): that node's directory, reached through this process's
+    client of the job's node at ``url``."""
+
+    def blobs(node_id: int, directory: str) -> BlobStore:
+        from feedkv.changefeed.sinks.node_blobs import dialled_blobs
+        from feedkv.kv.dialer import ClusterDialer
+
+        db = connection(url)
+        transport = db.transport if isinstance(db, KVFeedClient) else None
+        if not isinstance(transport, ClusterDialer):
+            raise InvalidArgumentError(f"the client of {url} reaches no other node")
+        return dialled_blobs(transport.dial)(node_id, directory)
+
+    return blobs
 
 
 def encode_spec(spec: ChangefeedSpec) -> str:
@@ -580,7 +605,8 @@ class ChangefeedStreamReader(FollowingStreamReader):
         ]
         if not messages:
             return
-        sink = make_sink(parse_sink_uri(spec.sink_uri or "", spec.options), spec.options)
+        uri = parse_sink_uri(spec.sink_uri or "", spec.options)
+        sink = make_sink(uri, spec.options, node_blobs=node_blobs_of(self.job.url))
         try:
             for message in messages:
                 sink.emit_row(message)
@@ -866,7 +892,8 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         if not self.exactly_once:
             return None, make_sink(self.uri, options, start=start, buffers=buffers)
         where = layout(self.uri)
-        staged = BatchPublisher.of(blob_store(where.root), self.job.job_id, where).stage()
+        root = blob_store(where.root, node_blobs_of(self.job.url))
+        staged = BatchPublisher.of(root, self.job.job_id, where).stage()
         return staged, file_sink(self.uri, staged, options, start=start, buffers=buffers)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -877,7 +904,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             return
         if self.exactly_once:
             where = layout(self.uri)
-            blobs = blob_store(where.root)
+            blobs = blob_store(where.root, node_blobs_of(self.job.url))
             try:
                 staged = [pair for result in results for pair in result.staged]
                 BatchPublisher.of(blobs, self.job.job_id, where).publish(batchId, staged)
@@ -892,7 +919,12 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         # NB: the tables watched at the marker (a FOR DATABASE job's of the moment)
         watched = watched_spec(connection(self.job.url), self.job.spec, resolved)
         self._track(watched, resolved)
-        sink = make_sink(self.uri, self.job.spec.options, start=self.job.spec.start)
+        sink = make_sink(
+            self.uri,
+            self.job.spec.options,
+            start=self.job.spec.start,
+            node_blobs=node_blobs_of(self.job.url),
+        )
         try:
             topics = resolved_topics(watched, lambda t: histories[t].at(resolved))
             sink.emit_resolved(resolved, topics)
@@ -931,7 +963,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         if not self.exactly_once:
             return
         where = layout(self.uri)
-        blobs = blob_store(where.root)
+        blobs = blob_store(where.root, node_blobs_of(self.job.url))
         try:
             staged = [pair for result in messages for pair in getattr(result, "staged", [])]
             BatchPublisher.of(blobs, self.job.job_id, where).abort(batchId, staged)

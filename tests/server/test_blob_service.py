@@ -19,6 +19,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, call_metadata
+from feedkv.spark.changefeed_job import node_blobs_of
 from feedkv.testing.certs import make_certs_dir
 
 
@@ -135,3 +136,11 @@ def test_an_unreachable_node_is_a_retryable_error() -> None:
         assert not isinstance(raised.value, TerminalSinkError)
     finally:
         channel.close()
+
+
+def test_a_spark_process_reaches_a_nodes_directory_through_its_client(db: DB, extern: Path) -> None:
+    """A Spark driver or executor writes a ``nodelocal://`` sink's files through its
+    client of the job's node, which dials the node the URI names (here the node itself,
+    n1, the gateway)."""
+    node_blobs_of(db.serving_url())(1, "spark/out").put("f.ndjson", b"{}\n")
+    assert (extern / "spark" / "out" / "f.ndjson").read_bytes() == b"{}\n"

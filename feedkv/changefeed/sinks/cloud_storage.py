@@ -37,6 +37,7 @@ import secrets
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from feedkv.changefeed.cockroach_parquet import CockroachParquet
 from feedkv.changefeed.encoder import resolved_json
@@ -51,7 +52,6 @@ from feedkv.changefeed.sink import (
     TerminalSinkError,
 )
 from feedkv.errors import InvalidArgumentError, SQLError
-from feedkv.security.external_io import nodelocal_parts
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -342,14 +342,10 @@ def blob_store(uri: SinkURI, node_blobs: NodeBlobsOf | None = None) -> BlobStore
                 f"sink URI {uri.uri!r}: a nodelocal:// sink is written by a node, below the "
                 "external I/O directory of the node it names"
             )
+        if not (uri.host.isdigit() and uri.host.isascii()):
+            raise option_error(f"sink URI {uri.uri!r}: name the node by its id here")
         try:
-            node_id, directory = nodelocal_parts(uri.uri)
-        except InvalidArgumentError as exc:
-            raise option_error(f"sink URI {uri.uri!r}: {exc}") from None
-        if node_id is None:
-            raise option_error(f"sink URI {uri.uri!r}: nodelocal://self is this node's path")
-        try:
-            return node_blobs(node_id, directory)
+            return node_blobs(int(uri.host), unquote(uri.path).strip("/") or ".")
         except InvalidArgumentError as exc:
             raise option_error(f"sink URI {uri.uri!r}: {exc}") from None
     if uri.scheme == "file":

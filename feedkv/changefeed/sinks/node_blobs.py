@@ -24,10 +24,20 @@ import msgpack
 
 from feedkv.changefeed.sink import SinkError, TerminalSinkError
 from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import call_metadata
 
-__all__ = ["BLOB_METHOD", "OPS", "PIECE_BYTES", "PUT_METHOD", "BlobRequest", "NodeBlobs"]
+__all__ = [
+    "BLOB_METHOD",
+    "OPS",
+    "PIECE_BYTES",
+    "PUT_METHOD",
+    "BlobRequest",
+    "NodeBlobs",
+    "dialled_blobs",
+]
 
 BLOB_METHOD = "Blob"
 PUT_METHOD = "BlobPut"
@@ -96,7 +106,7 @@ class NodeBlobs:
             for at in range(0, len(data), PIECE_BYTES):
                 yield data[at : at + PIECE_BYTES]
 
-        self._call(PUT_METHOD, name, lambda channel, metadata: _put(channel, pieces(), metadata))
+        self._call("put", name, lambda channel, metadata: _put(channel, pieces(), metadata))
 
     def get(self, name: str) -> bytes | None:
         reply = self._unary(BlobRequest("get", self.directory, name))
@@ -137,6 +147,22 @@ class NodeBlobs:
             raise error(f"{op} {name!r} in {where}: node n{self.node_id}: {details}") from None
         except FeedKVError as exc:  # the node is not known or cannot be dialled now
             raise SinkError(f"{op} {name!r} in {where}: {exc}") from exc
+
+
+def dialled_blobs(dial: Callable[[int], Transport]) -> Callable[[int, str], NodeBlobs]:
+    """Directories below other nodes' external I/O directories, each node reached as
+    ``dial`` reaches it (a node's cluster, or a client's :class:`ClusterDialer`)."""
+
+    def blobs(node_id: int, directory: str) -> NodeBlobs:
+        def channel() -> grpc.Channel:
+            transport = dial(node_id)
+            if not isinstance(transport, GrpcTransport):
+                raise InvalidArgumentError(f"node n{node_id} is not reached over gRPC here")
+            return transport.channel
+
+        return NodeBlobs(channel, node_id, directory)
+
+    return blobs
 
 
 def _put(channel: grpc.Channel, pieces: Iterator[bytes], metadata: Any) -> bytes:

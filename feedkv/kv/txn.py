@@ -290,6 +290,16 @@ class Txn:
         self._reads.extend(read)
         return rows
 
+    def writes_in(self, start: bytes, end: bytes) -> bool:
+        """Whether the transaction has written (or deleted) a key in ``[start, end)``."""
+        if self._bulk is not None:
+            keys = self._bulk[0]
+            i = bisect.bisect_left(keys, start)
+            if i < len(keys) and keys[i] < end:
+                return True
+            return any(start <= key < end for key in self._writes_map)
+        return any(start <= key < end for key in self._writes_map)
+
     def scan_changes(
         self, start: bytes, end: bytes, since: Timestamp, *, limit: int | None = None
     ) -> dict[bytes, bytes | None] | None:

@@ -365,7 +365,11 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
-    if not s.locks and all(_is_table(ex, t) for t in (s.table, *(j.table for j in s.joins))):
+    if (
+        not s.locks
+        and (s.group_by or _aggregates(s))
+        and all(_is_table(ex, t) for t in (s.table, *(j.table for j in s.joins)))
+    ):
         fast = analytic.try_select(ex, s)
         if fast is not None:
             return fast

@@ -291,10 +291,11 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
     cache = cache_for(ex.session.db)
     tables = []
     for source in sources:
-        rows = cache.rows_for(txn, source.desc)
+        rows = cache.rows_for(txn, source.desc, ex.session.interrupt.check)
         if rows is None:
             return None
         tables.append(rows)
+    ex.session.interrupt.check()
     con = _connection()
     import duckdb
 

@@ -4,10 +4,13 @@ timestamp with MVCC deltas (for :mod:`feedkv.sql.analytic`).
 A :class:`TableCopy` is a table's committed rows as of a timestamp ``as_of`` (R), as an
 Arrow table with one column per column of a kind it holds (INT, STRING, BOOL; the
 others are left out, and a query naming one is not answered from the copy). It is made
-by a transaction's ordinary scan of the table's span at its read timestamp, by a
-transaction with no write in the table: so it is the committed rows at R, and stays
-so, since the scan put R in the timestamp cache over the span (nothing commits there
-at or below R afterwards).
+by a transaction's ordinary scan of the table's span at its read timestamp S, by a
+transaction with no write in the table: so it holds every committed version at or
+below S, and nothing commits below S afterwards (the scan put S in the timestamp cache
+over the span). NB: its own transaction may still write there *at* S (the timestamp
+cache lets a transaction write where it read), and those writes are not in the copy:
+so R is S's predecessor, and every later delta reads the versions at S again (applying
+a row's newest value twice changes nothing).
 
 A transaction reading at T >= R gets the table at T from the copy and
 :meth:`~feedkv.kv.txn.Txn.scan_changes` from R (an
@@ -31,7 +34,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +63,13 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 256 << 20
 _KEY_OVERHEAD = 120  # bytes of a dict entry, its key object and row number, about
-_PAGE = 16384  # pairs a copy's scan reads at once
+_FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at most
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
 _MIN_DELTA = 1024  # ... but this many changed keys are always applied
+
+
+def _nothing() -> None:
+    pass
 
 
 def _arrow_type(kind: Kind) -> pa.DataType | None:
@@ -220,10 +227,13 @@ class ColumnarCache:
                 self._copies.move_to_end((desc.id, desc.version))
             return copy
 
-    def rows_for(self, txn: Txn, desc: TableDescriptor) -> pa.Table | None:
+    def rows_for(
+        self, txn: Txn, desc: TableDescriptor, check: Callable[[], None] = _nothing
+    ) -> pa.Table | None:
         """The rows of ``desc`` that ``txn``'s scan of the table would read, as an
         Arrow table; read in ``txn`` (see the module docstring). ``None`` when the
-        table cannot be copied or the transaction wrote in it: read it the usual way."""
+        table cannot be copied or the transaction wrote in it: read it the usual way.
+        ``check`` is called between the pages of a scan (a session's interrupt)."""
         span = table_span(desc.id)
         if not copyable(desc) or txn.writes_in(span.start, span.end):
             return None
@@ -240,12 +250,12 @@ class ColumnarCache:
                     read_ts = txn.read_ts
                     if read_ts is None:
                         return None
-                    advanced = copy.advanced(desc, read_ts, changes)
+                    advanced = copy.advanced(desc, read_ts.prev(), changes)
                     self._keep(advanced)
                     with self._lock:
                         self.advanced += 1
                     return advanced.rows()
-        fresh = self._build(txn, desc)
+        fresh = self._build(txn, desc, check)
         if fresh is None:
             return None
         self._keep(fresh)
@@ -253,16 +263,18 @@ class ColumnarCache:
             self.built += 1
         return fresh.rows()
 
-    def _build(self, txn: Txn, desc: TableDescriptor) -> TableCopy | None:
+    def _build(
+        self, txn: Txn, desc: TableDescriptor, check: Callable[[], None]
+    ) -> TableCopy | None:
         span = table_span(desc.id)
-        keys, table = _columns(desc, _scan(txn, span.start, span.end), 0)
+        keys, table = _columns(desc, _scan(txn, span.start, span.end, check), 0)
         read_ts = txn.read_ts
         if read_ts is None:
             return None
         return TableCopy(
             desc.id,
             desc.version,
-            read_ts,
+            read_ts.prev(),  # NB: see the module docstring
             table,
             dict(zip(keys, range(len(keys)), strict=True)),
             frozenset(),
@@ -291,13 +303,16 @@ class ColumnarCache:
             self._bytes += size
 
 
-def _scan(txn: Txn, start: bytes, end: bytes) -> Iterator[KeyValue]:
+def _scan(txn: Txn, start: bytes, end: bytes, check: Callable[[], None]) -> Iterator[KeyValue]:
+    page = _FIRST_PAGE
     while True:
-        kvs = txn.scan(start, end, limit=_PAGE)
+        kvs = txn.scan(start, end, limit=page)
         yield from kvs
-        if len(kvs) < _PAGE:
+        if len(kvs) < page:
             return
+        check()
         start = key_next(kvs[-1].key)
+        page = min(2 * page, _PAGE)
 
 
 _caches: weakref.WeakKeyDictionary[KVClient, ColumnarCache] = weakref.WeakKeyDictionary()

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.kv.api import GC, BatchRequest, Header
 from feedkv.sql.columnar import ColumnarCache, cache_for
+from feedkv.sql.row_codec import table_span
 from feedkv.sql.session import Session
 
 INTS = st.one_of(
@@ -75,6 +77,8 @@ def queries(draw: st.DrawFn) -> str:
 
 WRITES = st.one_of(
     st.tuples(st.just("upsert"), ROW),
+    # a transaction that reads through the vectorized path, then writes where it read
+    st.tuples(st.just("read, then upsert"), queries(), ROW),
     st.tuples(st.just("delete"), st.integers(0, 30)),
     st.tuples(st.just("update"), st.integers(-2, 3), INTS),
 )
@@ -83,6 +87,11 @@ WRITES = st.one_of(
 def write(session: Session, step: tuple[Any, ...]) -> None:
     if step[0] == "upsert":
         session.execute("UPSERT INTO t VALUES ($1, $2, $3, $4, $5)", *step[1])
+    elif step[0] == "read, then upsert":
+        session.execute("BEGIN")
+        session.execute(step[1])
+        session.execute("UPSERT INTO t VALUES ($1, $2, $3, $4, $5)", *step[2])
+        session.execute("COMMIT")
     elif step[0] == "delete":
         session.execute("DELETE FROM t WHERE id = $1", step[1])
     else:
@@ -328,3 +337,63 @@ def test_sessions_on_many_threads_answer_alike(tables: DB) -> None:
         thread.join(timeout=60)
     assert not errors
     assert answers == [expected] * 15
+
+
+def test_a_transaction_reading_below_the_copy_reads_its_own_snapshot(tables: DB) -> None:
+    """A copy newer than the transaction's read is not used for it (nor replaced)."""
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true)")
+    query = "SELECT g, count(*), sum(a) FROM t GROUP BY g"
+    early = tables.session()
+    try:
+        early.execute("BEGIN")
+        assert early.execute("SELECT r FROM u WHERE id = 0").rows == [("zero",)]
+        tables.sql("INSERT INTO t VALUES (2, 1, 4, 'y', true)")
+        assert tables.sql(query).rows == [(1, 2, Decimal(7))]  # a copy above early's read
+        copy = cache_for(tables).get(early.resolve_table(tables.transaction(), None, "t"))
+        assert copy is not None
+        assert early.execute(query).rows == [(1, 1, Decimal(3))]
+        again = cache_for(tables).get(early.resolve_table(tables.transaction(), None, "t"))
+        assert again is not None and again.as_of >= copy.as_of
+        early.execute("COMMIT")
+    finally:
+        early.close()
+
+
+def test_a_delta_past_its_limit_copies_the_table_anew(tables: DB) -> None:
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true)")
+    query = "SELECT count(*), sum(a) FROM t"
+    assert tables.sql(query).rows == [(1, Decimal(3))]
+    cache = cache_for(tables)
+    built, advanced = cache.built, cache.advanced
+    tables.sql("INSERT INTO t SELECT i, 2, 1, 'y', false FROM generate_series(2, 1200) AS g(i)")
+    assert tables.sql(query).rows == [(1200, Decimal(3 + 1199))]
+    assert (cache.built, cache.advanced) == (built + 1, advanced)
+
+
+def test_history_gone_below_the_copy_copies_the_table_anew(tables: DB) -> None:
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true)")
+    query = "SELECT count(*), sum(a) FROM t"
+    assert tables.sql(query).rows == [(1, Decimal(3))]
+    tables.sql("UPDATE t SET a = 4 WHERE id = 1")
+    desc = tables.session().resolve_table(tables.transaction(), None, "t")
+    span = table_span(desc.id)
+    tables.transport.send(BatchRequest(Header(), (GC(span, tables.now()),)))
+    cache = cache_for(tables)
+    built = cache.built
+    assert tables.sql(query).rows == [(1, Decimal(4))]
+    assert cache.built == built + 1
+
+
+def test_rows_a_transaction_writes_where_its_copy_read_are_seen_after(tables: DB) -> None:
+    """A transaction that made or moved a copy may commit its writes at the very
+    timestamp it read at: the next reader sees them (the copy is as of just below)."""
+    session = tables.session()
+    try:
+        for n in range(3):
+            session.execute("BEGIN")
+            session.execute("SELECT count(*) FROM t")
+            session.execute("INSERT INTO t VALUES ($1, 1, 1, 'x', true)", n)
+            session.execute("COMMIT")
+        assert tables.sql("SELECT count(*), sum(a) FROM t").rows == [(3, Decimal(3))]
+    finally:
+        session.close()

@@ -291,7 +291,10 @@ class Txn:
         return rows
 
     def writes_in(self, start: bytes, end: bytes) -> bool:
-        """Whether the transaction has written (or deleted) a key in ``[start, end)``."""
+        """Whether the transaction has written (or deleted) a key in ``[start, end)``,
+        buffered or sent as an intent already."""
+        if any(span.start < end and start < span.end for span in self._locked):
+            return True
         if self._bulk is not None:
             keys = self._bulk[0]
             i = bisect.bisect_left(keys, start)

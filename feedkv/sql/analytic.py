@@ -8,8 +8,8 @@ stays the reference; :func:`try_select` returning ``None`` sends the query there
   (``a JOIN b ON a.x = b.y``), read in the statement's transaction (no AS OF SYSTEM
   TIME), each with one column family and no VIRTUAL column; the transaction has not
   written in them (a copy holds committed rows only);
-- columns named: INT (any width), STRING or BOOL (the kinds a copy holds), never a
-  column an uncommitted ALTER is adding;
+- columns named: INT (any width), STRING (not CHAR(n), whose trailing spaces do not
+  count) or BOOL (the kinds a copy holds), never a column an uncommitted ALTER is adding;
 - WHERE: ``=, <>, <, <=, >, >=`` between two columns of one kind or a column and an
   integer or string constant of its kind, ``IS [NOT] NULL``, ``AND``, ``OR``, ``NOT``
   (SQL's three-valued logic, which DuckDB shares);
@@ -98,8 +98,9 @@ class _Compiler:
         if len(found) != 1:
             raise _Unsupported  # unknown or ambiguous: the reference says which
         source, column = found[0]
-        if column.adding or column.type.kind not in _KINDS:
-            raise _Unsupported
+        ctype = column.type
+        if column.adding or ctype.kind not in _KINDS or ctype.fixed or ctype.type_name:
+            raise _Unsupported  # NB: CHAR(n) compares without trailing spaces
         return f"{source.view}.{column_name(column.id)}", column
 
     def constant(self, node: exp.Expr, kind: Kind) -> str:

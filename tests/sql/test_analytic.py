@@ -397,3 +397,13 @@ def test_rows_a_transaction_writes_where_its_copy_read_are_seen_after(tables: DB
         assert tables.sql("SELECT count(*), sum(a) FROM t").rows == [(3, Decimal(3))]
     finally:
         session.close()
+
+
+def test_char_columns_are_left_to_the_reference(db: DB) -> None:
+    db.sql("CREATE TABLE f (id INT PRIMARY KEY, c CHAR(3))")
+    db.sql("INSERT INTO f VALUES (1, 'a'), (2, 'a  '), (3, 'b')")
+    before = used(db)
+    rows = db.sql("SELECT c, count(*) FROM f WHERE c = 'a ' GROUP BY c").rows
+    assert used(db) == before
+    db.sql("SET vectorize = off")
+    assert db.sql("SELECT c, count(*) FROM f WHERE c = 'a ' GROUP BY c").rows == rows

@@ -62,8 +62,9 @@ _COMPARISONS: dict[type[exp.Expr], str] = {
 _KINDS = (Kind.INT, Kind.STRING, Kind.BOOL)
 
 
-class _Unsupported(Exception):
-    """The query (or a part of it) is not one this path answers: use the reference."""
+class _Unsupported(FeedKVError):
+    """The query (or a part of it) is not one this path answers: use the reference
+    (never leaves this module)."""
 
 
 @dataclass

@@ -23,7 +23,11 @@ again by a scan at the transaction's read timestamp.
 
 Memory: :class:`ColumnarCache` holds copies up to ``max_bytes`` (the Arrow buffers plus
 an estimate for the key index), evicting the least recently used; a table bigger than
-that is copied for the query that needs it and never kept. An entry is keyed by table
+that is copied for the query that needs it and never kept. The gateway's cache takes its
+bound from the cluster setting ``sql.analytic_cache.max_bytes`` (:data:`MAX_BYTES_SETTING`;
+default 256MiB, ``0`` keeps nothing), read again at most every
+:data:`SETTING_REFRESH_S` seconds (a snapshot read outside the query's transaction);
+a lower bound evicts at once. An entry is keyed by table
 id and descriptor version: a new version replaces the older ones of its table (a schema
 change drops the copy at once), and a copy goes when the cache needs the room. One
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
@@ -32,6 +36,7 @@ cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -45,6 +50,7 @@ from feedkv.sql.types import Kind
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import key_next
+from feedkv.util.units import parse_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,14 +60,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "MAX_BYTES_SETTING",
+    "SETTING_REFRESH_S",
     "ColumnarCache",
     "TableCopy",
     "cache_for",
     "column_name",
     "copyable",
+    "max_bytes_setting",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
+MAX_BYTES_SETTING = "sql.analytic_cache.max_bytes"
+SETTING_REFRESH_S = 10.0
 _KEY_OVERHEAD = 120  # bytes of a dict entry, its key object and row number, about
 _FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at most
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
@@ -216,6 +227,16 @@ class ColumnarCache:
         self.built = 0
         self.advanced = 0
 
+    def bound(self, max_bytes: int) -> None:
+        """Hold at most ``max_bytes`` from now on (evicting what no longer fits)."""
+        if max_bytes < 0:
+            raise InvalidArgumentError(f"a columnar cache's bound must be >= 0, got {max_bytes}")
+        with self._lock:
+            self.max_bytes = max_bytes
+            while self._copies and self._bytes > max_bytes:
+                _key, evicted = self._copies.popitem(last=False)
+                self._bytes -= evicted.size
+
     def held_bytes(self) -> int:
         with self._lock:
             return self._bytes
@@ -315,14 +336,37 @@ def _scan(txn: Txn, start: bytes, end: bytes, check: Callable[[], None]) -> Iter
         page = min(2 * page, _PAGE)
 
 
-_caches: weakref.WeakKeyDictionary[KVClient, ColumnarCache] = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[KVClient, tuple[ColumnarCache, list[float]]] = (
+    weakref.WeakKeyDictionary()
+)
 _caches_lock = threading.Lock()
 
 
 def cache_for(db: KVClient) -> ColumnarCache:
-    """The columnar cache of the gateway whose KV client is ``db`` (made on first use)."""
+    """The columnar cache of the gateway whose KV client is ``db`` (made on first use),
+    bounded by the cluster setting (read again every :data:`SETTING_REFRESH_S`)."""
+    now = time.monotonic()
     with _caches_lock:
-        cache = _caches.get(db)
-        if cache is None:
-            cache = _caches[db] = ColumnarCache()
-        return cache
+        entry = _caches.get(db)
+        if entry is None:
+            entry = _caches[db] = (ColumnarCache(), [now - 2 * SETTING_REFRESH_S])
+        cache, read_at = entry
+        stale = now - read_at[0] >= SETTING_REFRESH_S
+        if stale:
+            read_at[0] = now
+    if stale:
+        cache.bound(max_bytes_setting(db))
+    return cache
+
+
+def max_bytes_setting(db: KVClient) -> int:
+    """The cluster setting's bound (its default when unset or unreadable as a size)."""
+    from feedkv.sql import catalog
+
+    value = catalog.get_setting(catalog.Snapshot(db, db.now()), MAX_BYTES_SETTING)
+    if value is None:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(value)
+    except InvalidArgumentError:
+        return DEFAULT_MAX_BYTES

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.api import GC, BatchRequest, Header
-from feedkv.sql.columnar import ColumnarCache, cache_for
+from feedkv.sql.columnar import (
+    DEFAULT_MAX_BYTES,
+    MAX_BYTES_SETTING,
+    ColumnarCache,
+    cache_for,
+    max_bytes_setting,
+)
 from feedkv.sql.row_codec import table_span
 from feedkv.sql.session import Session
 
@@ -407,3 +413,24 @@ def test_char_columns_are_left_to_the_reference(db: DB) -> None:
     assert used(db) == before
     db.sql("SET vectorize = off")
     assert db.sql("SELECT c, count(*) FROM f WHERE c = 'a ' GROUP BY c").rows == rows
+
+
+def test_the_cluster_setting_bounds_the_cache(tables: DB) -> None:
+    assert max_bytes_setting(tables) == DEFAULT_MAX_BYTES
+    shown = tables.sql(f"SHOW CLUSTER SETTING {MAX_BYTES_SETTING}").rows
+    assert shown == [(f"{DEFAULT_MAX_BYTES >> 20}MiB",)]
+    tables.sql(f"SET CLUSTER SETTING {MAX_BYTES_SETTING} = '1KiB'")
+    assert max_bytes_setting(tables) == 1024
+    with pytest.raises(SQLError) as caught:
+        tables.sql(f"SET CLUSTER SETTING {MAX_BYTES_SETTING} = 'lots'")
+    assert caught.value.code == "22023"
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true)")
+    tables.sql("SELECT count(*) FROM t")
+    cache = cache_for(tables)
+    assert cache.held_bytes() > 0
+    cache.bound(max_bytes_setting(tables))  # what the gateway does within 10 s
+    assert cache.held_bytes() <= 1024
+    cache.bound(0)
+    assert cache.held_bytes() == 0
+    tables.sql(f"RESET CLUSTER SETTING {MAX_BYTES_SETTING}")
+    assert max_bytes_setting(tables) == DEFAULT_MAX_BYTES

@@ -5,6 +5,7 @@ transaction's scan; conflicts, timestamp cache and refresh are a scan's."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -214,3 +215,32 @@ def test_requests_and_responses_cross_the_wire_unchanged() -> None:
         Timestamp(8, 0),
     )
     assert wire.batch_response_from_proto(wire.batch_response_to_proto(response)) == response
+
+
+def test_a_reader_waits_for_an_intent_it_cannot_push_and_then_reads_its_commit(
+    db: DB, layout: str
+) -> None:
+    """As a scan does: the intent of a higher-priority writer below the read holds the
+    reader until the writer commits, and the reader then sees the committed value."""
+    _copy, since = copy_at(db)
+    writer = db.transaction(priority=MAX_PRIORITY)
+    writer.put_now(b"c", b"written")
+    writer.put(b"y", b"also")
+    reader = db.transaction(priority=1)
+    assert reader.get(b"zz") is None  # reading from now on, above the intent
+    answered = threading.Event()
+    found: list[dict[bytes, bytes | None] | None] = []
+
+    def read() -> None:
+        found.append(reader.scan_changes(*ALL, since))
+        answered.set()
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    commit_ts = writer.commit()
+    assert answered.wait(30)
+    thread.join()
+    read_ts = reader.read_ts
+    assert read_ts is not None and commit_ts <= read_ts
+    assert found == [{b"c": b"written", b"y": b"also"}]
+    reader.commit()

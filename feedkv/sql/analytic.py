@@ -18,7 +18,11 @@ stays the reference; :func:`try_select` returning ``None`` sends the query there
   or STRING (strings compare by their UTF-8 bytes in both); GROUP BY columns, or none
   (one row, as the reference gives over no rows too);
 - the session's ``vectorize`` is ``on`` (the default; ``off`` is the reference alone);
-- nothing else: no HAVING, ORDER BY, LIMIT, DISTINCT, subqueries, CTEs, locking, window
+- ORDER BY grouped columns (by name or position) that cover every grouped column, so
+  the order is total (CockroachDB's NULL order: first ascending, last descending), and
+  LIMIT with it; a name that is also an output alias is left to the reference (ORDER BY
+  reads aliases first);
+- nothing else: no HAVING, OFFSET, DISTINCT, subqueries, CTEs, locking, window
   functions; not inside a subquery.
 
 Any DuckDB error falls back, so an error the reference raises is raised by it. Result
@@ -185,14 +189,38 @@ class _Compiler:
         return f"{'min' if kind is exp.Min else 'max'}({ref})", "value"
 
 
+def _order(compiler: _Compiler, s: st.Select, grouped: list[str], outputs: list[str]) -> str | None:
+    """The ORDER BY clause for DuckDB ("" for none), or ``None``: left to the reference."""
+    if not s.order_by:
+        return ""
+    if not grouped:
+        return None
+    aliases = {node.alias for node in s.items if isinstance(node, exp.Alias)}
+    keys: list[str] = []
+    for node, descending in s.order_by:
+        if isinstance(node, exp.Literal) and not node.is_string and _DIGITS.match(str(node.this)):
+            position = int(node.this)
+            if not 1 <= position <= len(outputs):
+                return None
+            ref = outputs[position - 1]
+        elif isinstance(node, exp.Column) and node.name not in aliases:
+            ref = compiler.column(node)[0]
+        else:
+            return None
+        if ref not in grouped:
+            return None
+        keys.append(f"{ref} {'DESC NULLS LAST' if descending else 'ASC NULLS FIRST'}")
+    if not set(grouped) <= {key.split(" ")[0] for key in keys}:
+        return None  # ties: their order is the reference's
+    return f" ORDER BY {', '.join(keys)}"
+
+
 def _shape_ok(s: st.Select) -> bool:
     return (
         isinstance(s.table, st.TableName)
         and s.as_of is None
         and s.index is None
         and s.having is None
-        and not s.order_by
-        and s.limit is None
         and s.offset is None
         and not s.distinct
         and not s.distinct_on
@@ -289,7 +317,18 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
         return None
     select_list = ", ".join(expr for expr, _convert in items)
     group = f" GROUP BY {', '.join(grouped)}" if grouped else ""
-    query = f"SELECT {select_list} FROM {sql_from}{where}{group}"
+    order = _order(compiler, s, grouped, [expr for expr, _convert in items])
+    if order is None:
+        return None
+    kept = None
+    if s.limit is not None:
+        if not s.order_by:
+            return None  # which rows a LIMIT keeps is the reference's to choose
+        try:
+            kept = ex.count(s.limit, "LIMIT")
+        except FeedKVError:
+            return None
+    query = f"SELECT {select_list} FROM {sql_from}{where}{group}{order}"
     cache = cache_for(ex.session.db)
     tables = []
     for source in sources:
@@ -311,6 +350,8 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
                 con.unregister(f"t{n}")
     except duckdb.Error:
         return None
+    if kept is not None:
+        found = found[:kept]
     converts = [convert for _expr, convert in items]
     rows_out = [
         tuple(

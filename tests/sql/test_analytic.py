@@ -78,7 +78,18 @@ def queries(draw: st.DrawFn) -> str:
     source = "t JOIN u ON t.g = u.id" if join else "t"
     where = f" WHERE {draw(conditions())}" if draw(st.booleans()) else ""
     grouping = f" GROUP BY {', '.join(group)}" if group else ""
-    return f"SELECT {items} FROM {source}{where}{grouping}"
+    order = ""
+    if group and draw(st.booleans()):
+        # every grouped column, by name or position, each way: a total order
+        keys = [
+            (str(group.index(column) + 1) if draw(st.booleans()) else column)
+            + draw(st.sampled_from(["", " ASC", " DESC"]))
+            for column in draw(st.permutations(group))
+        ]
+        order = f" ORDER BY {', '.join(keys)}"
+        if draw(st.booleans()):
+            order += f" LIMIT {draw(st.integers(0, 4))}"
+    return f"SELECT {items} FROM {source}{where}{grouping}{order}"
 
 
 WRITES = st.one_of(
@@ -120,6 +131,8 @@ def both(session: Session, query: str) -> tuple[list[Any], list[Any]]:
         session.execute("COMMIT")
     assert fast.columns == reference.columns
     assert fast.types == reference.types
+    if " ORDER BY " in query:
+        return fast.rows, reference.rows
     return sorted(fast.rows, key=repr), sorted(reference.rows, key=repr)
 
 
@@ -241,7 +254,10 @@ def test_an_error_of_the_reference_is_raised_as_it_raises_it(
 @pytest.mark.parametrize(
     "query",
     [
-        "SELECT g, count(*) FROM t GROUP BY g ORDER BY g",
+        "SELECT g, s, count(*) FROM t GROUP BY g, s ORDER BY g",
+        "SELECT g, count(*) FROM t GROUP BY g ORDER BY count(*)",
+        "SELECT g AS s, count(*) FROM t GROUP BY g, s ORDER BY s",
+        "SELECT g, count(*) FROM t GROUP BY g ORDER BY g LIMIT 1 OFFSET 1",
         "SELECT g, count(*) FROM t GROUP BY g HAVING count(*) > 1",
         "SELECT g, count(*) FROM t GROUP BY g LIMIT 1",
         "SELECT g, count(DISTINCT a) FROM t GROUP BY g",
@@ -434,3 +450,14 @@ def test_the_cluster_setting_bounds_the_cache(tables: DB) -> None:
     assert cache.held_bytes() == 0
     tables.sql(f"RESET CLUSTER SETTING {MAX_BYTES_SETTING}")
     assert max_bytes_setting(tables) == DEFAULT_MAX_BYTES
+
+
+def test_order_by_puts_nulls_first_ascending_and_last_descending(tables: DB) -> None:
+    tables.sql("INSERT INTO t VALUES (1, NULL, 1, 'x', true), (2, 2, 1, 'y', true)")
+    tables.sql("INSERT INTO t VALUES (3, -1, 1, NULL, false), (4, 2, 1, 'x', NULL)")
+    before = used(tables)
+    up = tables.sql("SELECT g, count(*) FROM t GROUP BY g ORDER BY g").rows
+    down = tables.sql("SELECT g, count(*) FROM t GROUP BY g ORDER BY 1 DESC LIMIT 2").rows
+    assert used(tables) == before + 2
+    assert up == [(None, 1), (-1, 1), (2, 2)]
+    assert down == [(2, 2), (-1, 1)]

@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.kv.api import BatchRequest, Header, Put
 from feedkv.sql.columnar import (
     cache_for,
 )
+from feedkv.sql.row_codec import row_kvs
 from feedkv.sql.session import Session
+from feedkv.util.hlc import Timestamp
 
 INTS = st.one_of(
     st.none(),
@@ -345,3 +348,33 @@ def test_order_by_puts_nulls_first_ascending_and_last_descending(tables: DB) -> 
     assert used(tables) == before + 2
     assert up == [(None, 1), (-1, 1), (2, 2)]
     assert down == [(2, 2), (-1, 1)]
+
+
+def test_a_row_written_below_a_vectorized_read_lands_above_it(tables: DB) -> None:
+    """Serializability, as with a scan: once a transaction has read the table through
+    the vectorized path at T, a write into the table sent at a timestamp below T is
+    moved above T, so the transaction's answer stays true at its timestamp."""
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true)")
+    query = "SELECT g, count(*), sum(a) FROM t GROUP BY g"
+    tables.sql(query)  # a copy to bring up to date
+    reader = tables.session()
+    try:
+        reader.execute("BEGIN")
+        before = used(tables)
+        assert reader.execute(query).rows == [(1, 1, Decimal(3))]
+        assert used(tables) == before + 1
+        [(logical,)] = reader.execute("SELECT cluster_logical_timestamp()").rows
+        read_ts = Timestamp.parse_decimal(str(logical))
+        desc = reader.resolve_table(tables.transaction(), None, "t")
+        ids = {c.name: c.id for c in desc.columns}
+        row = {ids["id"]: 2, ids["g"]: 1, ids["a"]: 4, ids["s"]: "late", ids["b"]: True}
+        [(key, value)] = row_kvs(desc, row).items()
+        assert value is not None
+        below = Timestamp(read_ts.wall - 1, 0)
+        written = tables.transport.send(BatchRequest(Header(timestamp=below), (Put(key, value),)))
+        assert written.timestamp > read_ts
+        assert reader.execute(query).rows == [(1, 1, Decimal(3))]
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    assert tables.sql(query).rows == [(1, 2, Decimal(7))]

@@ -14,9 +14,10 @@ stays the reference; :func:`try_select` returning ``None`` sends the query there
   integer or string constant of its kind, ``IS [NOT] NULL``, ``AND``, ``OR``, ``NOT``
   (SQL's three-valued logic, which DuckDB shares);
 - select list: grouped columns and ``count(*)``, ``count(col)``, ``sum(INT)`` (a
-  DECIMAL, as CockroachDB's: DuckDB sums in 128 bits, exactly), ``min``/``max`` of INT
-  or STRING (strings compare by their UTF-8 bytes in both); GROUP BY columns, or none
-  (one row, as the reference gives over no rows too);
+  DECIMAL, as CockroachDB's: DuckDB sums in 128 bits, exactly), ``avg(INT)`` (that exact
+  sum and the count, divided here with the reference's own DECIMAL context),
+  ``min``/``max`` of INT or STRING (strings compare by their UTF-8 bytes in both); GROUP
+  BY columns, or none (one row, as the reference gives over no rows too);
 - the session's ``vectorize`` is ``on`` (the default; ``off`` is the reference alone);
 - ORDER BY grouped columns (by name or position) that cover every grouped column, so
   the order is total (CockroachDB's NULL order: first ascending, last descending), and
@@ -46,7 +47,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.columnar import cache_for, column_name
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.execution import Execution, Result
-from feedkv.sql.types import Kind
+from feedkv.sql.types import DECIMAL_QUOTIENT, Kind
 
 if TYPE_CHECKING:
     import duckdb
@@ -177,16 +178,29 @@ class _Compiler:
                 return "count(*)", "value"
             ref, _column = self.column(node.this)
             return f"count({ref})", "value"
-        if kind not in (exp.Sum, exp.Min, exp.Max):
+        if kind not in (exp.Sum, exp.Avg, exp.Min, exp.Max):
             raise _Unsupported
         ref, column = self.column(node.this)
-        if kind is exp.Sum:
+        if kind is exp.Sum or kind is exp.Avg:
             if column.type.kind is not Kind.INT:
                 raise _Unsupported
+            if kind is exp.Avg:
+                # NB: the exact sum and the count, divided as the reference divides them
+                return f"list_value(sum({ref})::HUGEINT, count({ref})::HUGEINT)", "avg"
             return f"sum({ref})", "decimal"
         if column.type.kind not in (Kind.INT, Kind.STRING):
             raise _Unsupported
         return f"{'min' if kind is exp.Min else 'max'}({ref})", "value"
+
+
+def _converted(value: Any, convert: str) -> Any:
+    """A DuckDB value as the reference's value (see :meth:`_Compiler.item`)."""
+    if convert == "decimal":
+        return None if value is None else decimal.Decimal(value)
+    if convert == "avg":
+        total, count = value
+        return None if not count else DECIMAL_QUOTIENT.divide(total, count)
+    return value
 
 
 def _order(compiler: _Compiler, s: st.Select, grouped: list[str], outputs: list[str]) -> str | None:
@@ -353,11 +367,5 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
     if kept is not None:
         found = found[:kept]
     converts = [convert for _expr, convert in items]
-    rows_out = [
-        tuple(
-            decimal.Decimal(v) if c == "decimal" and v is not None else v
-            for v, c in zip(row, converts, strict=True)
-        )
-        for row in found
-    ]
+    rows_out = [tuple(map(_converted, row, converts)) for row in found]
     return Result(result_plan.names, rows_out, f"SELECT {len(rows_out)}", result_plan.types)

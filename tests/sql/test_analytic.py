@@ -41,6 +41,7 @@ AGGREGATES = [
     "min(t.s)",
     "max(t.s)",
     "count(t.s)",
+    "avg(t.a)",
 ]
 
 
@@ -260,7 +261,7 @@ def test_an_error_of_the_reference_is_raised_as_it_raises_it(
         "SELECT g, count(*) FROM t GROUP BY g LIMIT 1",
         "SELECT g, count(DISTINCT a) FROM t GROUP BY g",
         "SELECT g, sum(a) FILTER (WHERE a > 0) FROM t GROUP BY g",
-        "SELECT g, avg(a) FROM t GROUP BY g",
+        "SELECT g, avg(a::FLOAT) FROM t GROUP BY g",
         "SELECT g + 1, count(*) FROM t GROUP BY g + 1",
         "SELECT g, count(*) FROM t AS OF SYSTEM TIME '-1us' GROUP BY g",
         "SELECT t.g, count(*) FROM t LEFT JOIN u ON t.g = u.id GROUP BY t.g",
@@ -378,3 +379,17 @@ def test_a_row_written_below_a_vectorized_read_lands_above_it(tables: DB) -> Non
     finally:
         reader.close()
     assert tables.sql(query).rows == [(1, 2, Decimal(7))]
+
+
+def test_avg_of_ints_is_the_references_decimal_quotient(tables: DB) -> None:
+    for n, a in enumerate([1, 1, 2, None, 2**63 - 1, 2**63 - 1]):
+        tables.sql("INSERT INTO t VALUES ($1, $2, $3, 'x', true)", n, n // 3, a)
+    query = "SELECT g, avg(a) FROM t GROUP BY g ORDER BY g"
+    before = used(tables)
+    fast = tables.sql(query).rows
+    assert used(tables) == before + 1
+    assert repr(fast) == repr(
+        [(0, Decimal("1.3333333333333333333")), (1, Decimal("9223372036854775807"))]
+    )
+    tables.sql("SET vectorize = off")
+    assert repr(tables.sql(query).rows) == repr(fast)

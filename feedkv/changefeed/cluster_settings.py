@@ -16,6 +16,10 @@ tutorials begin with does nothing, and turning it off is refused.
 ``cluster.organization`` is the organization's name, any text (empty by default): kept
 and shown, as CockroachDB keeps it for its licence; feedkv checks no licence.
 
+``sql.analytic_cache.max_bytes`` bounds each gateway's columnar cache of tables, which
+the vectorized path of analytic SELECTs reads (:mod:`feedkv.sql.columnar`): a size such
+as ``512MiB`` (default 256MiB; ``0`` keeps no copy). A node reads it again within 10 s.
+
 ``version`` is the cluster's active version, the CockroachDB version feedkv answers as
 (23.1): shown, and setting it to that same version does nothing (CockroachDB's way to
 finalize an upgrade); feedkv has no other version to move to.
@@ -29,9 +33,10 @@ from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.rangefeed.feed_client import KV
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
+from feedkv.sql.columnar import DEFAULT_MAX_BYTES, MAX_BYTES_SETTING
 from feedkv.sql.execution import Result
 from feedkv.sql.session_vars import CLUSTER_VERSION
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import parse_duration_ns, parse_size
 
 __all__ = [
     "CLUSTER_SETTINGS",
@@ -46,6 +51,7 @@ CLUSTER_SETTINGS = (
     "server.time_until_store_dead",
     "kv.rangefeed.enabled",
     "cluster.organization",
+    MAX_BYTES_SETTING,
     "version",
 )
 RANGEFEED_ENABLED = "kv.rangefeed.enabled"
@@ -81,6 +87,13 @@ def check_setting(name: str, value: str) -> None:
         check_spark_master(value)
     elif name == "server.time_until_store_dead":
         time_until_store_dead_ns(value)
+    elif name == MAX_BYTES_SETTING:
+        try:
+            size = parse_size(value)
+        except InvalidArgumentError as exc:
+            raise SQLError("22023", f"{MAX_BYTES_SETTING}: {exc}") from None
+        if size < 0:
+            raise SQLError("22023", f"{MAX_BYTES_SETTING} {value!r} must be >= 0")
 
 
 def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
@@ -100,6 +113,8 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
         if shown is None and name == "server.time_until_store_dead":
             shown = TIME_UNTIL_STORE_DEAD_DEFAULT
+        if shown is None and name == MAX_BYTES_SETTING:
+            shown = f"{DEFAULT_MAX_BYTES >> 20}MiB"
         return Result(columns=(name,), rows=[(shown or "",)], tag="SHOW")
     if statement.action == "set" and statement.value:
         check_setting(name, statement.value)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from feedkv.errors import PermissionDeniedError
-from feedkv.kv.api import BatchRequest, Export, Get, RangeLookup, Scan
+from feedkv.kv.api import BatchRequest, Export, Get, IncrementalScan, RangeLookup, Scan
 from feedkv.security.certs import NODE_USER
 from feedkv.util.keys import Span, key_next
 
@@ -67,7 +67,7 @@ def reads_of(batch: BatchRequest) -> list[Read]:
     for request in batch.requests:
         if isinstance(request, Get):
             reads.append(Read(Span(request.key, key_next(request.key)), point=True))
-        elif isinstance(request, Scan | Export):
+        elif isinstance(request, Scan | Export | IncrementalScan):
             reads.append(Read(request.span))
         elif not isinstance(request, RangeLookup):
             raise PermissionDeniedError(

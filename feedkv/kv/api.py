@@ -46,6 +46,8 @@ __all__ = [
     "Header",
     "HeartbeatTxn",
     "HeartbeatTxnResponse",
+    "IncrementalScan",
+    "IncrementalScanResponse",
     "Ingest",
     "IngestResponse",
     "Merge",
@@ -201,6 +203,31 @@ class Scan:
     reverse: bool = False
     lock: bool = False
     nowait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalScan:
+    """What a :class:`Scan` of ``span`` at the read timestamp ``T`` would answer
+    differently from one at ``since`` (exclusive): each key with a committed version in
+    ``(since, T]``, with its newest version at or below ``T`` (``None``: deleted then),
+    and each key holding the batch transaction's own intent, as a scan would read it.
+    Applied to a copy of the span's rows as of ``since``, it gives the scan at ``T``.
+
+    It is a read like a scan, not an export: it records ``T`` in the timestamp cache over
+    the whole ``span`` (no write lands at or below it afterwards), the caller counts
+    ``span`` among its transaction's reads (a refresh covers it), and another
+    transaction's intent at or below ``T`` anywhere in ``span`` conflicts as it does for
+    a scan (the store pushes or waits, then runs it again). Its cost is the changes in
+    the window, not the span's rows (:mod:`feedkv.storage.export`).
+
+    ``since`` must be at or above the span's GC threshold
+    (:class:`~feedkv.errors.BatchTimestampBeforeGCError`) and at or below ``T``. More
+    than ``limit`` keys changed: the answer is ``complete=False`` with no rows (read the
+    span with a scan instead); the read is recorded all the same."""
+
+    span: Span
+    since: Timestamp  # exclusive
+    limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +391,7 @@ Request = (
     | Relocate
     | Export
     | GC
+    | IncrementalScan
 )
 
 
@@ -400,6 +428,17 @@ class IngestResponse:
 class ScanResponse:
     rows: tuple[KeyValue, ...]
     resume_key: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalScanResponse:
+    """Row ``i``: ``keys[i]`` holds ``values[i]`` (``None``: no row) from the version at
+    ``timestamps[i]``; keys ascend. ``complete=False``: over the limit, nothing given."""
+
+    keys: tuple[bytes, ...]
+    values: tuple[bytes | None, ...]
+    timestamps: tuple[Timestamp, ...]
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +518,7 @@ Response = (
     | RelocateResponse
     | ExportResponse
     | GCResponse
+    | IncrementalScanResponse
 )
 
 

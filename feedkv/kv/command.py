@@ -57,6 +57,8 @@ from feedkv.kv.api import (
     GetResponse,
     HeartbeatTxn,
     HeartbeatTxnResponse,
+    IncrementalScan,
+    IncrementalScanResponse,
     Ingest,
     IngestResponse,
     Merge,
@@ -96,8 +98,14 @@ from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TxnRecord, read_record, write_record
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
-from feedkv.storage.export import PAGE_ENTRIES, iter_export
-from feedkv.storage.gc import gc
+from feedkv.storage.export import (
+    PAGE_ENTRIES,
+    cheaper_by_key,
+    export_pages,
+    iter_export,
+    span_pages,
+)
+from feedkv.storage.gc import check_gc_threshold, gc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
@@ -189,7 +197,8 @@ def _request_span(request: Request, txn: Transaction | None) -> Span | None:
     if isinstance(request, Get | Put | ConditionalPut):
         return Span.for_key(check_key(request.key))
     if isinstance(
-        request, DeleteRange | Scan | ResolveIntent | RefreshRange | Export | GC | Ingest
+        request,
+        DeleteRange | Scan | ResolveIntent | RefreshRange | Export | GC | Ingest | IncrementalScan,
     ):
         return request.span
     if isinstance(request, EndTxn | HeartbeatTxn):
@@ -457,6 +466,52 @@ class _Evaluator:
         if read is not None:
             self.ctx.tscache.add_span(read, ts, self.txn_id)
         return ScanResponse(tuple(result.rows), result.resume_key)
+
+    def incremental_scan(self, req: IncrementalScan) -> IncrementalScanResponse:
+        """See :class:`~feedkv.kv.api.IncrementalScan`. The conflicts are a scan's: every
+        other transaction's intent at or below the read in the span, found before
+        anything is read (the store pushes them and runs the batch again)."""
+        ts = self.read_ts
+        if req.since > ts:
+            raise InvalidArgumentError(
+                f"an incremental scan from {req.since} cannot read at {ts}, below it"
+            )
+        check_gc_threshold(self.rw, req.span, req.since)
+        meta = self._read_meta()
+        own: list[bytes] = []
+        conflicts = []
+        for intent in mvcc.scan_intents(self.rw, req.span):
+            if meta is not None and intent.txn.id == meta.id:
+                own.append(intent.key)
+            elif intent.txn.write_ts <= ts:
+                conflicts.append(intent)
+        if conflicts:
+            raise WriteIntentError(conflicts)
+        self.ctx.tscache.add_span(req.span, ts, self.txn_id)
+        changed: dict[bytes, tuple[Timestamp, bytes | None]] = {}
+        limit = req.limit
+        if req.since < ts:
+            by_key = cheaper_by_key(self.rw, req.span, req.since)
+            pages = (span_pages if by_key else export_pages)(self.rw, req.span, req.since, ts)
+            # NB: each key's versions come oldest first in both orders: the last one stays
+            for page in pages:
+                versions = zip(page.timestamps, page.values, strict=True)
+                changed.update(zip(page.keys, versions, strict=True))
+                if limit is not None and len(changed) > limit:
+                    return IncrementalScanResponse((), (), (), complete=False)
+        for key in own:
+            kv = mvcc.get(self.rw, key, ts, txn=meta)
+            if kv is not None:
+                changed[key] = (kv.ts, kv.value)
+            else:
+                found = mvcc.version_at(self.rw, key, ts)
+                changed[key] = (found[0] if found is not None else ts, None)
+        if limit is not None and len(changed) > limit:
+            return IncrementalScanResponse((), (), (), complete=False)
+        keys = tuple(sorted(changed))
+        return IncrementalScanResponse(
+            keys, tuple(changed[k][1] for k in keys), tuple(changed[k][0] for k in keys)
+        )
 
     def _locking_scan(self, req: Scan, txn: Transaction) -> ScanResponse:
         """A locking read (see :class:`~feedkv.kv.api.Scan`): waits for other
@@ -788,4 +843,5 @@ _HANDLERS: dict[type, Callable[[_Evaluator, Any], Response]] = {
     RangeLookup: _Evaluator.range_lookup,
     Export: _Evaluator.export,
     GC: _Evaluator.gc,
+    IncrementalScan: _Evaluator.incremental_scan,
 }

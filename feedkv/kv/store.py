@@ -80,6 +80,7 @@ from feedkv.kv.api import (
     GCResponse,
     Get,
     Header,
+    IncrementalScan,
     Ingest,
     Merge,
     PushTxn,
@@ -147,7 +148,7 @@ __all__ = ["DEFAULT_GC_TTL_NS", "Store", "StoreConfig"]
 DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # StoreConfig.gc_ttl_ns unless configured
 
 # Requests that never write: they are answered without waiting for a group's fsync.
-_READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export})
+_READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export, IncrementalScan})
 _WRITES = (Put, ConditionalPut, DeleteRange, Ingest)
 
 

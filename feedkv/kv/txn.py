@@ -65,6 +65,7 @@ from feedkv.errors import (
     ConditionFailedError,
     FeedKVError,
     InvalidArgumentError,
+    InvariantViolation,
     RangeKeyMismatchError,
     TransactionRetryError,
     TransactionStatusError,
@@ -78,6 +79,8 @@ from feedkv.kv.api import (
     GetResponse,
     Header,
     HeartbeatTxn,
+    IncrementalScan,
+    IncrementalScanResponse,
     Ingest,
     Put,
     RefreshRange,
@@ -286,6 +289,60 @@ class Txn:
         )
         self._reads.extend(read)
         return rows
+
+    def writes_in(self, start: bytes, end: bytes) -> bool:
+        """Whether the transaction has written (or deleted) a key in ``[start, end)``,
+        buffered or sent as an intent already."""
+        if any(span.start < end and start < span.end for span in self._locked):
+            return True
+        if self._bulk is not None:
+            keys = self._bulk[0]
+            i = bisect.bisect_left(keys, start)
+            if i < len(keys) and keys[i] < end:
+                return True
+            return any(start <= key < end for key in self._writes_map)
+        return any(start <= key < end for key in self._writes_map)
+
+    def scan_changes(
+        self, start: bytes, end: bytes, since: Timestamp, *, limit: int | None = None
+    ) -> dict[bytes, bytes | None] | None:
+        """What :meth:`scan` of ``[start, end)`` would answer differently from a scan of
+        the committed values at ``since`` (exclusive): each such key's value now
+        (``None``: no row), this transaction's own writes included. Applied to a copy of
+        the span as of ``since``, it gives this transaction's scan.
+
+        A read like :meth:`scan` (:class:`~feedkv.kv.api.IncrementalScan`): conflicts,
+        timestamp cache and refresh are a scan's. ``None`` when more than ``limit`` keys
+        changed (scan instead); raises :class:`~feedkv.errors.BatchTimestampBeforeGCError`
+        when ``since`` is below the span's GC threshold, and
+        :class:`~feedkv.errors.InvalidArgumentError` when it is above the read."""
+        self._check_open()
+        span = Span(start, end)
+        changed: dict[bytes, bytes | None] = {}
+        complete = True
+        for part, response in self._router.send_span(
+            span,
+            self._header,
+            lambda p: (IncrementalScan(p, since, None if limit is None else limit - len(changed)),),
+        ):
+            self._adopt(response)
+            # NB: read, whatever the answer: the timestamp cache holds it over the part
+            self._reads.append(part)
+            result = response.responses[0]
+            if not isinstance(result, IncrementalScanResponse):
+                raise InvariantViolation(f"an incremental scan answered with {result!r}")
+            if not result.complete:
+                complete = False
+                break
+            changed.update(zip(result.keys, result.values, strict=True))
+        if not complete:
+            return None
+        for key, value in self._writes.items():
+            if span.contains_key(key):
+                changed[key] = value
+        if limit is not None and len(changed) > limit:
+            return None
+        return changed
 
     def _locking_scan(
         self, span: Span, limit: int | None, reverse: bool, nowait: bool

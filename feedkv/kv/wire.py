@@ -285,6 +285,11 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         if req.limit is not None:
             out.export.limit = req.limit
         _position_to(req.resume, out.export, "resume")
+    elif isinstance(req, api.IncrementalScan):
+        span_to_proto(req.span, out.incremental_scan.span)
+        timestamp_to_proto(req.since, out.incremental_scan.since)
+        if req.limit is not None:
+            out.incremental_scan.limit = req.limit
 
 
 def _decode_request(msg: pb.RequestUnion) -> api.Request:
@@ -343,6 +348,11 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
         m.with_diff,
         m.limit if m.HasField("limit") else None,
         _position_from(m, "resume"),
+    ),
+    "incremental_scan": lambda m: api.IncrementalScan(
+        span_from_proto(m.span),
+        timestamp_from_proto(m.since),
+        m.limit if m.HasField("limit") else None,
     ),
 }
 
@@ -440,6 +450,36 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
             _value_to(exported.value, version, "value")
             _value_to(exported.prev_value, version, "prev_value")
         _position_to(resp.resume, out.export, "resume")
+    elif isinstance(resp, api.IncrementalScanResponse):
+        changes = out.incremental_scan
+        changes.SetInParent()
+        changes.keys.extend(resp.keys)
+        changes.values.extend([v or b"" for v in resp.values])
+        changes.deleted.extend([v is None for v in resp.values])
+        changes.walls.extend([ts.wall for ts in resp.timestamps])
+        changes.logicals.extend([ts.logical for ts in resp.timestamps])
+        changes.complete = resp.complete
+
+
+def _changes_from(msg: pb.IncrementalScanResponse) -> api.IncrementalScanResponse:
+    lengths = (
+        len(msg.keys),
+        len(msg.values),
+        len(msg.deleted),
+        len(msg.walls),
+        len(msg.logicals),
+    )
+    if len(set(lengths)) > 1:
+        raise InvalidArgumentError(
+            "an incremental scan response's columns differ in length: keys, values, "
+            f"deleted, walls, logicals = {lengths}"
+        )
+    try:
+        timestamps = timestamps_of(msg.walls, msg.logicals)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"an incremental scan response holds {exc}") from None
+    values = tuple(None if gone else v for v, gone in zip(msg.values, msg.deleted, strict=True))
+    return api.IncrementalScanResponse(tuple(msg.keys), values, tuple(timestamps), msg.complete)
 
 
 def _rows_from(msg: pb.ScanResponse) -> tuple[KeyValue, ...]:
@@ -491,6 +531,7 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
         ),
         _position_from(m, "resume"),
     ),
+    "incremental_scan": _changes_from,
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import InvariantViolation, SQLError
-from feedkv.sql import catalog
+from feedkv.sql import analytic, catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
 from feedkv.sql.crdb_internal import is_virtual, virtual_table
@@ -151,12 +151,22 @@ def _query(ex: Execution, q: st.Query) -> Result:
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
         return _select_sources(ex, q)
+    if q.group_by or (q.items and _aggregates(q)):
+        fast = analytic.try_select(ex, q)
+        if fast is not None:
+            return fast
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     name = source_name(q.table, q.alias)
     check_locking(q, [name], _read_only(ex))
     lock = table_locking(q, name)
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
     return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
+
+
+def _aggregates(s: st.Select) -> bool:
+    """Whether ``s``'s select list calls an aggregate (a query the vectorized path may
+    answer; a point read never asks it)."""
+    return any(node.find(exp.AggFunc) is not None for node in s.items)
 
 
 def _read_only(ex: Execution) -> bool:
@@ -355,6 +365,14 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
+    if (
+        not s.locks
+        and (s.group_by or _aggregates(s))
+        and all(_is_table(ex, t) for t in (s.table, *(j.table for j in s.joins)))
+    ):
+        fast = analytic.try_select(ex, s)
+        if fast is not None:
+            return fast
     locks = _source_locking(ex, s)
     read = [read_source(ex, s.table, locks[0])]
     for n, join in enumerate(s.joins):

@@ -123,6 +123,9 @@ VARIABLES: dict[str, Variable] = {
     "transaction_status": Variable("NoTxn", _read_only, read_only=True),
     # NB: the open transaction's (the session keeps it); outside one, the default's
     "transaction_read_only": Variable("off", _on_off),
+    # CockroachDB's: off runs every query row by row. Here on lets an analytic SELECT
+    # take the vectorized path (feedkv.sql.analytic) when it answers as the other would.
+    "vectorize": Variable("on", _one_of("on", "off")),
 }
 _ALIASES = {"time zone": "timezone", "transaction isolation level": "transaction_isolation"}
 

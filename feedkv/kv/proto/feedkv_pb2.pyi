@@ -261,8 +261,18 @@ class ExportPosition(_message.Message):
     key: bytes
     def __init__(self, ts: _Optional[_Union[Timestamp, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
 
+class IncrementalScanRequest(_message.Message):
+    __slots__ = ("span", "since", "limit")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    span: Span
+    since: Timestamp
+    limit: int
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., since: _Optional[_Union[Timestamp, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
+
 class RequestUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "conditional_put_exists", "relocate", "ingest")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "conditional_put_exists", "relocate", "ingest", "incremental_scan")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +290,7 @@ class RequestUnion(_message.Message):
     CONDITIONAL_PUT_EXISTS_FIELD_NUMBER: _ClassVar[int]
     RELOCATE_FIELD_NUMBER: _ClassVar[int]
     INGEST_FIELD_NUMBER: _ClassVar[int]
+    INCREMENTAL_SCAN_FIELD_NUMBER: _ClassVar[int]
     get: GetRequest
     put: PutRequest
     conditional_put: ConditionalPutRequest
@@ -297,7 +308,8 @@ class RequestUnion(_message.Message):
     conditional_put_exists: ConditionalPutRequest
     relocate: RelocateRequest
     ingest: IngestRequest
-    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., relocate: _Optional[_Union[RelocateRequest, _Mapping]] = ..., ingest: _Optional[_Union[IngestRequest, _Mapping]] = ...) -> None: ...
+    incremental_scan: IncrementalScanRequest
+    def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., relocate: _Optional[_Union[RelocateRequest, _Mapping]] = ..., ingest: _Optional[_Union[IngestRequest, _Mapping]] = ..., incremental_scan: _Optional[_Union[IncrementalScanRequest, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ("range_id", "generation", "timestamp", "txn", "deadline")
@@ -362,6 +374,22 @@ class ScanResponse(_message.Message):
     walls: _containers.RepeatedScalarFieldContainer[int]
     logicals: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, resume_key: _Optional[bytes] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class IncrementalScanResponse(_message.Message):
+    __slots__ = ("keys", "values", "deleted", "walls", "logicals", "complete")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    WALLS_FIELD_NUMBER: _ClassVar[int]
+    LOGICALS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    values: _containers.RepeatedScalarFieldContainer[bytes]
+    deleted: _containers.RepeatedScalarFieldContainer[bool]
+    walls: _containers.RepeatedScalarFieldContainer[int]
+    logicals: _containers.RepeatedScalarFieldContainer[int]
+    complete: bool
+    def __init__(self, keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., deleted: _Optional[_Iterable[bool]] = ..., walls: _Optional[_Iterable[int]] = ..., logicals: _Optional[_Iterable[int]] = ..., complete: _Optional[bool] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
     __slots__ = ("status", "one_phase")
@@ -442,7 +470,7 @@ class RangeLookupResponse(_message.Message):
     def __init__(self, descriptors: _Optional[_Iterable[_Union[RangeDescriptor, _Mapping]]] = ..., closed_timestamps: _Optional[_Iterable[_Union[Timestamp, _Mapping]]] = ...) -> None: ...
 
 class ResponseUnion(_message.Message):
-    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "relocate", "ingest")
+    __slots__ = ("get", "put", "conditional_put", "delete_range", "scan", "end_txn", "heartbeat_txn", "push_txn", "resolve_intent", "refresh_range", "split", "merge", "range_lookup", "export", "relocate", "ingest", "incremental_scan")
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
     CONDITIONAL_PUT_FIELD_NUMBER: _ClassVar[int]
@@ -459,6 +487,7 @@ class ResponseUnion(_message.Message):
     EXPORT_FIELD_NUMBER: _ClassVar[int]
     RELOCATE_FIELD_NUMBER: _ClassVar[int]
     INGEST_FIELD_NUMBER: _ClassVar[int]
+    INCREMENTAL_SCAN_FIELD_NUMBER: _ClassVar[int]
     get: GetResponse
     put: PutResponse
     conditional_put: ConditionalPutResponse
@@ -475,7 +504,8 @@ class ResponseUnion(_message.Message):
     export: ExportResponse
     relocate: RelocateResponse
     ingest: IngestResponse
-    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ..., relocate: _Optional[_Union[RelocateResponse, _Mapping]] = ..., ingest: _Optional[_Union[IngestResponse, _Mapping]] = ...) -> None: ...
+    incremental_scan: IncrementalScanResponse
+    def __init__(self, get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutResponse, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnResponse, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnResponse, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnResponse, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentResponse, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeResponse, _Mapping]] = ..., split: _Optional[_Union[SplitResponse, _Mapping]] = ..., merge: _Optional[_Union[MergeResponse, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupResponse, _Mapping]] = ..., export: _Optional[_Union[ExportResponse, _Mapping]] = ..., relocate: _Optional[_Union[RelocateResponse, _Mapping]] = ..., ingest: _Optional[_Union[IngestResponse, _Mapping]] = ..., incremental_scan: _Optional[_Union[IncrementalScanResponse, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("type", "message", "descriptors", "range_id", "reason", "ts", "key", "expected", "actual", "lease_holder")

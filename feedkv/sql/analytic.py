@@ -86,6 +86,14 @@ class _Compiler:
 
     def column(self, node: exp.Expr) -> tuple[str, Column]:
         """The DuckDB reference to a column and the column, or unsupported."""
+        source, column = self.source_column(node)
+        ctype = column.type
+        if column.adding or ctype.kind not in _KINDS or ctype.fixed or ctype.type_name:
+            raise _Unsupported  # NB: CHAR(n) compares without trailing spaces
+        return f"{source.view}.{column_name(column.id)}", column
+
+    def source_column(self, node: exp.Expr) -> tuple[_Source, Column]:
+        """The source and column ``node`` names, or unsupported."""
         if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
             raise _Unsupported
         name = node.this.this
@@ -103,11 +111,7 @@ class _Compiler:
                     found.append((source, column))
         if len(found) != 1:
             raise _Unsupported  # unknown or ambiguous: the reference says which
-        source, column = found[0]
-        ctype = column.type
-        if column.adding or ctype.kind not in _KINDS or ctype.fixed or ctype.type_name:
-            raise _Unsupported  # NB: CHAR(n) compares without trailing spaces
-        return f"{source.view}.{column_name(column.id)}", column
+        return found[0]
 
     def constant(self, node: exp.Expr, kind: Kind) -> str:
         negative = False
@@ -229,6 +233,20 @@ def _order(compiler: _Compiler, s: st.Select, grouped: list[str], outputs: list[
     return f" ORDER BY {', '.join(keys)}"
 
 
+def _narrows(compiler: _Compiler, where: exp.Expr) -> bool:
+    """Whether ``where`` names a leading primary key or index column of its table: the
+    reference may then read a point, a span or an index's entries instead of the whole
+    table, which a copy (built, or brought up to date, over the whole table) would cost
+    more than it saves."""
+    for node in where.find_all(exp.Column):
+        source, column = compiler.source_column(node)
+        desc = source.desc
+        leading = {desc.primary_key[0], *(index.column_ids[0] for index in desc.indexes)}
+        if column.id in leading:
+            return True
+    return False
+
+
 def _shape_ok(s: st.Select) -> bool:
     return (
         isinstance(s.table, st.TableName)
@@ -322,6 +340,8 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
         if left_column.type.kind is not right_column.type.kind:
             return None
         sql_from = f"t0 JOIN t1 ON {left} = {right}"
+    if s.where is not None and _narrows(compiler, s.where):
+        return None
     where = f" WHERE {compiler.condition(s.where)}" if s.where is not None else ""
     where_params = list(compiler.params)
     compiler.params.clear()

@@ -265,6 +265,10 @@ def test_an_error_of_the_reference_is_raised_as_it_raises_it(
         "SELECT g + 1, count(*) FROM t GROUP BY g + 1",
         "SELECT g, count(*) FROM t AS OF SYSTEM TIME '-1us' GROUP BY g",
         "SELECT t.g, count(*) FROM t LEFT JOIN u ON t.g = u.id GROUP BY t.g",
+        # the reference reads a point, a span or an index: no copy of the whole table
+        "SELECT count(*) FROM t WHERE id = 1",
+        "SELECT sum(a) FROM t WHERE id >= 1 AND id < 5",
+        "SELECT g, count(*) FROM t JOIN u ON t.g = u.id WHERE u.id = 1 GROUP BY g",
     ],
 )
 def test_other_queries_are_left_to_the_reference(tables: DB, query: str) -> None:
@@ -272,6 +276,16 @@ def test_other_queries_are_left_to_the_reference(tables: DB, query: str) -> None
     before = used(tables)
     tables.sql(query)
     assert used(tables) == before
+
+
+def test_a_where_on_an_indexed_column_is_left_to_the_index(tables: DB) -> None:
+    tables.sql("CREATE INDEX t_g ON t (g)")
+    tables.sql("INSERT INTO t VALUES (1, 1, 3, 'x', true), (2, 2, -1, 'y', false)")
+    before = used(tables)
+    assert tables.sql("SELECT sum(a) FROM t WHERE g = 1").rows == [(3,)]
+    assert used(tables) == before
+    tables.sql("SELECT sum(a) FROM t WHERE a = 3")  # no index on a: the copy
+    assert used(tables) == before + 1
 
 
 def test_a_transaction_that_wrote_in_the_table_reads_its_own_writes(tables: DB) -> None:

@@ -23,7 +23,7 @@ import grpc
 import msgpack
 
 from feedkv.changefeed.sink import SinkError, TerminalSinkError
-from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import call_metadata
 
@@ -135,7 +135,7 @@ class NodeBlobs:
             details = exc.details() if hasattr(exc, "details") else str(exc)
             error = TerminalSinkError if code in _TERMINAL else SinkError
             raise error(f"{op} {name!r} in {where}: node n{self.node_id}: {details}") from None
-        except FeedKVError as exc:  # the node is not known or cannot be dialled now
+        except NodeUnavailableError as exc:  # the node is not known or cannot be dialled now
             raise SinkError(f"{op} {name!r} in {where}: {exc}") from exc
 
 

@@ -61,8 +61,8 @@ from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "CHUNK_BYTES",
-    "REFUSAL_METADATA",
     "MAX_QUEUED",
+    "REFUSAL_METADATA",
     "ChunkAssembler",
     "RaftTransport",
     "abort_refused",
@@ -148,7 +148,9 @@ class RaftTransport:
     def send_snapshot(self, node: int, range_id: int, frames: Iterator[bytes]) -> None:
         """Stream a snapshot's ``frames`` to ``node`` (taken on this thread, a few ahead
         of gRPC); returns once it took them all, raises
-        :class:`~feedkv.errors.NodeUnavailableError` when the call failed or stalled."""
+        :class:`~feedkv.errors.NodeUnavailableError` when the call failed or stalled, and
+        :class:`~feedkv.kv.replica_refusal.SnapshotRefusedError` when the receiver refused
+        it at its header (:func:`abort_refused`)."""
         address = self._address_of(node)
         if address is None or self._stopping.is_set():
             raise NodeUnavailableError(f"n{node} is not known here: no snapshot sent")

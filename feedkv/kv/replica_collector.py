@@ -118,7 +118,11 @@ class ReplicaCollector:
             try:
                 finished = self._collect(range_id)
             except Exception as exc:  # NB: the record stays; the caller learns of it
-                log.exception("r%d: deleting the removed replica's data failed", range_id)
+                log.exception(
+                    "r%d: deleting the removed replica's data failed; this store refuses the "
+                    "range's snapshots until the node restarts, which deletes it again",
+                    range_id,
+                )
                 done.set_exception(exc)
                 continue
             if not finished:  # stopping: the record stays for the next start

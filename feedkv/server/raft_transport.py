@@ -29,7 +29,7 @@ snapshot again.
 A snapshot goes on a call of its own (``RaftSnapshot``, as CockroachDB streams its
 snapshots apart from the Raft messages): :meth:`RaftTransport.send_snapshot` streams its
 frames (the message, then the data's chunks, each at most ``CHUNK_BYTES``) as the sending
-loop reads them from its engine, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
+loop reads them from its spooled copy, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
 took (gRPC holds no more than its flow control lets through), and returns once the
 receiver spooled them all; the receiver's handler
 (:func:`snapshot_frames`) hands them to its loop as they arrive. A call that fails, or

@@ -64,7 +64,9 @@ install (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`, with its reas
 before the data is taken); else it spools the chunks to disk as they come and then
 steps the snapshot's message, naming the spooled file, into the replica (which installs
 it from the file in one engine transaction; the file goes once that is durable, or when
-the replica refuses the snapshot).
+the replica refuses the snapshot). A sender whose snapshot was refused makes none for
+that replica for ``refused_backoff_s`` (each would copy the range again), and tells Raft
+at once that it failed.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ def run_init(login: Login, stdout: TextIO | None = None) -> int:
         answer = call(channel, INIT_METHOD, {}, INIT_CLAIM_S + 10.0)
     if "failed" in answer:
         raise NodeUnavailableError(f"the node at {address} did not bootstrap: {answer['failed']}")
-    if "by" in answer and answer["by"] == address:
+    here = bool(answer.get("here"))  # the node at ``address`` refused for itself
+    if "by" in answer and (here or answer["by"] == address):
         raise InvalidArgumentError(
             f"{answer['refused']}: the node at {address} bootstraps it, as an earlier "
             "`feedkv init` asked"
@@ -50,7 +51,7 @@ def run_init(login: Login, stdout: TextIO | None = None) -> int:
             f"which bootstraps it; the node at {address} joins it"
         )
     member = answer.get("member") or address
-    if "refused" in answer and member != address:
+    if "refused" in answer and not here and member != address:
         raise InvalidArgumentError(
             f"{answer['refused']} (the node at {member} is a member; the node at "
             f"{address} joins its cluster)"

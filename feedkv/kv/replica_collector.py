@@ -26,6 +26,7 @@ import threading
 
 import msgpack
 
+from feedkv.errors import NodeUnavailableError
 from feedkv.kv.range_descriptor import META
 from feedkv.kv.range_move import clear_range
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
@@ -67,6 +68,7 @@ class ReplicaCollector:
         self._engine = engine
         self._page_entries = page_entries
         self._jobs: queue.SimpleQueue[tuple[int, Completion[None]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # orders collect() with stop()
         self._stopping = threading.Event()
         self._running = threading.Event()
         self._running.set()
@@ -79,9 +81,14 @@ class ReplicaCollector:
     def collect(self, range_id: int) -> Completion[None]:
         """Delete the data :func:`write_record` noted for ``range_id``, then the record;
         the completion is set once the record is gone (durably), or fails with the
-        engine's error (the record stays: the next start finishes it)."""
+        engine's error, or with NodeUnavailableError when the collector stops first (the
+        record stays: the next start finishes it)."""
         done: Completion[None] = Completion()
-        self._jobs.put((range_id, done))
+        with self._lock:  # NB: never queued behind stop's sentinel, where none would run it
+            if self._stopping.is_set():
+                done.set_exception(_stopped(range_id))
+            else:
+                self._jobs.put((range_id, done))
         return done
 
     def pause(self) -> None:
@@ -93,25 +100,34 @@ class ReplicaCollector:
 
     def stop(self) -> None:
         """Stop between pages; what is not finished stays recorded."""
-        self._stopping.set()
+        with self._lock:
+            self._stopping.set()
+            self._jobs.put(None)
         self._running.set()
-        self._jobs.put(None)
         self._thread.join()
 
     def _run(self) -> None:
         while True:
             job = self._jobs.get()
-            if job is None or self._stopping.is_set():
+            if job is None:
                 return
             range_id, done = job
+            if self._stopping.is_set():
+                done.set_exception(_stopped(range_id))
+                continue
             try:
                 finished = self._collect(range_id)
             except Exception as exc:  # NB: the record stays; the caller learns of it
-                log.exception("r%d: deleting the removed replica's data failed", range_id)
+                log.exception(
+                    "r%d: deleting the removed replica's data failed; this store refuses the "
+                    "range's snapshots until the node restarts, which deletes it again",
+                    range_id,
+                )
                 done.set_exception(exc)
                 continue
-            if not finished:
-                return  # stopping: the record stays for the next start
+            if not finished:  # stopping: the record stays for the next start
+                done.set_exception(_stopped(range_id))
+                continue
             done.set_result(None)
 
     def _collect(self, range_id: int) -> bool:
@@ -130,3 +146,10 @@ class ReplicaCollector:
             self.pages += 1
         self._engine.write(lambda rw: rw.delete(META, _key(range_id)))
         return True
+
+
+def _stopped(range_id: int) -> NodeUnavailableError:
+    return NodeUnavailableError(
+        f"the store stops: the deletion of r{range_id}'s removed replica's data is "
+        "finished when it starts again"
+    )

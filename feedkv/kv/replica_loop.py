@@ -64,7 +64,9 @@ install (:class:`~feedkv.kv.replica_refusal.SnapshotRefusedError`, with its reas
 before the data is taken); else it spools the chunks to disk as they come and then
 steps the snapshot's message, naming the spooled file, into the replica (which installs
 it from the file in one engine transaction; the file goes once that is durable, or when
-the replica refuses the snapshot).
+the replica refuses the snapshot). A sender whose snapshot was refused makes none for
+that replica for ``refused_backoff_s`` (each would copy the range again), and tells Raft
+at once that it failed.
 """
 
 from __future__ import annotations
@@ -257,6 +259,7 @@ class ReplicaLoop:
         send_snapshot: SendSnapshot,
         tick_s: float = 0.05,
         config: Config | None = None,
+        refused_backoff_s: float = 1.0,
         on_stage: OnStage | None = None,
         on_apply: OnEntries | None = None,
         on_lease: Callable[[int], None] | None = None,
@@ -271,6 +274,8 @@ class ReplicaLoop:
         self._range_data = range_data
         self._tick_s = tick_s
         self._config = config or Config(id=node_id)
+        self._refused_backoff_s = refused_backoff_s
+        self.snapshots_held_back = 0  # snapshots not made during a backoff (tests, metrics)
         self._on_stage = on_stage
         self._on_apply = on_apply
         self._on_lease = on_lease
@@ -891,18 +896,30 @@ class ReplicaLoop:
 
     def _send_snapshots(self) -> None:
         """Stream each snapshot off the loop (a large range takes long to read and
-        send), then tell the loop whether it arrived."""
+        send), then tell the loop whether it arrived. A snapshot its receiver refused is
+        not made again for that replica for ``refused_backoff_s``: Raft asks again at
+        each heartbeat's answer, and each would copy the whole range to the spool."""
+        refused_until: dict[tuple[int, int], float] = {}  # (range id, replica id) -> when
         while True:
             job = self._snapshots.get()
             if job is None or self._stopped.is_set():
                 return  # NB: a stopping loop sends none of those still queued
             replica, m = job
             node, success = replica.node_of(m.to), False
+            key = (replica.range_id, m.to)
+            if time.monotonic() < refused_until.get(key, 0.0):
+                self.snapshots_held_back += 1
+                self._inbox.put(_SnapshotSent(replica.range_id, m.to, success=False))
+                continue
+            refused_until.pop(key, None)
             frames = replica.snapshot_frames(m)
             try:
                 if node:
                     self._send_snapshot(node, replica.range_id, frames)
                     success = True
+            except SnapshotRefusedError as exc:
+                refused_until[key] = time.monotonic() + self._refused_backoff_s
+                log.info("r%d: the snapshot for replica %d on n%d: %s", *key, node, exc)
             except Exception as exc:  # NB: whatever cut it off, Raft sends it again
                 log.info(
                     "r%d: the snapshot for replica %d on n%d failed: %s",

@@ -1,10 +1,14 @@
-"""Raft snapshots received in chunks, kept on disk until they are installed.
+"""Raft snapshots in chunks, kept on disk while they are sent, and once received until
+they are installed.
 
-A snapshot of a large range does not fit in memory, on either side. Its sender reads it
-from an engine snapshot a chunk at a time (:meth:`~feedkv.kv.replica.Replica.snapshot_frames`)
-and its transport streams the chunks; the receiver writes each chunk to a file of its own
-as it arrives (:meth:`SnapshotSpool.write`), and Raft carries a small token naming that
-file in the snapshot's place. The range then installs it from the file, a chunk at a
+A snapshot of a large range does not fit in memory, on either side. Its sender copies it
+from an engine snapshot a chunk at a time to a file of its own here, ends the engine
+snapshot, and streams the file's chunks
+(:meth:`~feedkv.kv.replica.Replica.snapshot_frames`: a slow receiver holds no read
+transaction open on the sender's store); the file goes once the transfer ended. The
+receiver writes each chunk to a file of its own as it arrives
+(:meth:`SnapshotSpool.write`), and Raft carries a small token naming that file in the
+snapshot's place. The range then installs it from the file, a chunk at a
 time, in the one engine write transaction that persists the snapshot, so a crash leaves
 either the old state or the new one, never a mix.
 
@@ -33,9 +37,9 @@ _TOKEN = re.compile(rb"snapshot-[0-9]+-[0-9]+")
 
 
 class SnapshotSpool:
-    """The snapshots a store received and has not installed yet, one file each, under
-    ``directory`` (created; what a crash left there is deleted). Thread-safe: each
-    transfer writes a file of its own."""
+    """The snapshots a store sends, and those it received and has not installed yet, one
+    file each, under ``directory`` (created; what a crash left there is deleted).
+    Thread-safe: each transfer writes a file of its own."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -74,7 +78,7 @@ class SnapshotSpool:
                 yield chunk
 
     def release(self, token: bytes) -> None:
-        """Delete the file ``token`` names (installed, or refused); idempotent."""
+        """Delete the file ``token`` names (installed, refused, or sent); idempotent."""
         self._path(token).unlink(missing_ok=True)
 
     def held(self) -> list[str]:

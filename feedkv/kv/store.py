@@ -184,6 +184,9 @@ class StoreConfig:
     gc_ttl_ns: int = DEFAULT_GC_TTL_NS  # history kept for reads in the past
     gc_interval_s: float = 60.0  # how often ranges are garbage-collected
     snapshot_chunk_bytes: int = 1 << 20  # about how much of a Raft snapshot a chunk holds
+    # after a receiver refused a snapshot for a replica, how long before another one is
+    # made for it (each copies the range to the sender's spool)
+    snapshot_refused_backoff_s: float = 1.0
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
@@ -669,6 +672,7 @@ class Store:
             send_snapshot=send_snapshot,
             tick_s=tick_s,
             config=raft,
+            refused_backoff_s=self.config.snapshot_refused_backoff_s,
             on_stage=self._on_replicated_stage,
             on_apply=self._on_replicated_apply,
             on_lease=self._on_lease,

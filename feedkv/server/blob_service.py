@@ -22,7 +22,9 @@ from feedkv.security.external_io import confine
 
 __all__ = ["blob_handlers"]
 
-_MAX_FILE_BYTES = 1 << 30  # a put larger than this is refused, not buffered
+# NB: a put is buffered whole before it is written (the file appears at once, or not);
+# one that grows past this is refused as it passes it
+_MAX_FILE_BYTES = 1 << 30
 
 
 def blob_handlers(root: Path | None) -> dict[str, grpc.RpcMethodHandler]:

@@ -117,11 +117,13 @@ class InitServer:
         self._server.start()
 
     def _init(self, data: bytes, context: Any) -> bytes:
+        # NB: "here" marks this node's own state: the caller may know it by another
+        # address than the one it listens on (0.0.0.0, a host name)
         with self.lock:
             if self.claims.member:
-                answer: dict[str, Any] = {"refused": ALREADY_INITIALIZED, "member": self.address}
+                answer: dict[str, Any] = {"refused": ALREADY_INITIALIZED, "here": True}
             elif self.init_requested.is_set():
-                answer = {"refused": ALREADY_INITIALIZED, "by": self.address}
+                answer = {"refused": ALREADY_INITIALIZED, "by": self.address, "here": True}
             else:
                 answer = self._take_claim()
         return msgpack.packb(answer)  # type: ignore[no-any-return]

@@ -29,7 +29,7 @@ snapshot again.
 A snapshot goes on a call of its own (``RaftSnapshot``, as CockroachDB streams its
 snapshots apart from the Raft messages): :meth:`RaftTransport.send_snapshot` streams its
 frames (the message, then the data's chunks, each at most ``CHUNK_BYTES``) as the sending
-loop reads them from its engine, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
+loop reads them from its spooled copy, at most ``SNAPSHOT_WINDOW`` frames ahead of what gRPC
 took (gRPC holds no more than its flow control lets through), and returns once the
 receiver spooled them all; the receiver's handler
 (:func:`snapshot_frames`) hands them to its loop as they arrive. A call that fails, or
@@ -61,8 +61,8 @@ from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "CHUNK_BYTES",
-    "REFUSAL_METADATA",
     "MAX_QUEUED",
+    "REFUSAL_METADATA",
     "ChunkAssembler",
     "RaftTransport",
     "abort_refused",
@@ -148,7 +148,9 @@ class RaftTransport:
     def send_snapshot(self, node: int, range_id: int, frames: Iterator[bytes]) -> None:
         """Stream a snapshot's ``frames`` to ``node`` (taken on this thread, a few ahead
         of gRPC); returns once it took them all, raises
-        :class:`~feedkv.errors.NodeUnavailableError` when the call failed or stalled."""
+        :class:`~feedkv.errors.NodeUnavailableError` when the call failed or stalled, and
+        :class:`~feedkv.kv.replica_refusal.SnapshotRefusedError` when the receiver refused
+        it at its header (:func:`abort_refused`)."""
         address = self._address_of(node)
         if address is None or self._stopping.is_set():
             raise NodeUnavailableError(f"n{node} is not known here: no snapshot sent")

@@ -40,4 +40,5 @@ def test_a_refused_snapshot_names_its_reason() -> None:
     refused = SnapshotRefusedError(Refusal.OVERLAP, "r7 replica 4 on n2")
     assert refused.reason is Refusal.OVERLAP
     assert str(refused) == "snapshot refused (overlap): r7 replica 4 on n2"
-    assert {Refusal(r.value) for r in Refusal} == set(Refusal)  # values travel and return
+    # NB: the value travels: two reasons sharing one would arrive as one (an alias)
+    assert len({reason.value for reason in Refusal}) == len(Refusal.__members__)

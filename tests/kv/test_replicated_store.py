@@ -1064,16 +1064,7 @@ def test_a_removed_replicas_data_goes_off_the_loop_and_its_new_replica_waits_for
 
     client.put(b"b-while-away", b"2")
 
-    def add_back() -> bool | None:
-        # NB: not cluster.lease_holder(): the victim holds a range (the right half)
-        for store in cluster.stores.values():
-            if store.replicas is not None and store.replicas.holds_lease(1):
-                with contextlib.suppress(NotLeaseHolderError):
-                    store.add_replica(1, victim)
-                    return True
-        return None
-
-    wait_until(add_back, timeout_s=DEADLINE_S, what="the victim added back")
+    wait_until(lambda: _add_back(cluster, victim), timeout_s=DEADLINE_S, what="added back")
     wait_until(
         lambda: any(reason is Refusal.COLLECTING for reason, _ in cluster.refused),
         timeout_s=DEADLINE_S,
@@ -1093,6 +1084,48 @@ def test_a_removed_replicas_data_goes_off_the_loop_and_its_new_replica_waits_for
     assert collector.pages >= 1 and not _collecting(gone)
     assert cluster.value(victim, b"b-while-away") == b"2"
     assert cluster.value(victim, b"a299") == b"v"  # from the snapshot
+
+
+def _add_back(cluster: ReplicatedStores, victim: int) -> bool | None:
+    """Add r1's replica on ``victim`` back, at r1's lease holder (``None``: none yet)."""
+    # NB: not cluster.lease_holder(): the victim may hold a range (r1's right half)
+    for store in cluster.stores.values():
+        if store.replicas is not None and store.replicas.holds_lease(1):
+            with contextlib.suppress(NotLeaseHolderError):
+                store.add_replica(1, victim)
+                return True
+    return None
+
+
+def test_a_refused_snapshot_is_not_copied_again_for_its_replica_during_the_backoff(
+    tmp_path: Path,
+) -> None:
+    """Each snapshot a sender makes is a copy of the range to its spool; Raft asks for
+    another at every heartbeat's answer. While the receiver still deletes the replica's
+    old data, the sender makes one, refused, and holds the others back."""
+    config = StoreConfig(sync=False, snapshot_refused_backoff_s=3600.0)
+    cluster = ReplicatedStores(tmp_path, config=config)
+    try:
+        client = KVClient(cluster)
+        client.put(b"k", b"1")
+        wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+        victim = next(n for n in NODES if n != cluster.lease_holder())
+        gone = cluster.stores[victim]
+        assert gone.collector is not None
+        gone.collector.pause()
+        _change_members(cluster, lambda store: store.remove_replica(1, victim))
+        wait_until(lambda: _collecting(gone), timeout_s=DEADLINE_S, what="r1 dropped")
+        wait_until(lambda: _add_back(cluster, victim), timeout_s=DEADLINE_S, what="added back")
+
+        def held_back() -> int:
+            return sum(
+                s.replicas.snapshots_held_back for s in cluster.stores.values() if s.replicas
+            )
+
+        wait_until(lambda: held_back() >= 20, timeout_s=DEADLINE_S, what="snapshots asked again")
+        assert [reason for reason, _ in cluster.refused] == [Refusal.COLLECTING]
+    finally:
+        cluster.close()
 
 
 def test_a_snapshot_a_replica_could_not_take_is_refused_at_its_header_with_its_reason(

@@ -14,6 +14,7 @@ import feedkv
 from feedkv import DB
 from feedkv.changefeed.sink import SinkError, TerminalSinkError
 from feedkv.changefeed.sinks.node_blobs import BLOB_METHOD, PIECE_BYTES, NodeBlobs
+from feedkv.errors import InvariantViolation, NodeUnavailableError
 from feedkv.kv.address import parse_node_url
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import StoreConfig
@@ -144,3 +145,20 @@ def test_a_spark_process_reaches_a_nodes_directory_through_its_client(db: DB, ex
     n1, the gateway)."""
     node_blobs_of(db.serving_url())(1, "spark/out").put("f.ndjson", b"{}\n")
     assert (extern / "spark" / "out" / "f.ndjson").read_bytes() == b"{}\n"
+
+
+def test_a_node_not_known_yet_is_retryable_and_a_broken_dialler_fails_loudly() -> None:
+    """The dialler's "not known yet" waits like a sink that is down; a bug behind it
+    (a node dialled without gRPC) is not turned into a retry for ever."""
+
+    def unknown() -> grpc.Channel:
+        raise NodeUnavailableError("node n4 is not known to this node (yet)")
+
+    def broken() -> grpc.Channel:
+        raise InvariantViolation("node n4 is dialled without gRPC")
+
+    with pytest.raises(SinkError, match="not known to this node") as raised:
+        NodeBlobs(unknown, 4, "cdc").put("f", b"x")
+    assert not isinstance(raised.value, TerminalSinkError)
+    with pytest.raises(InvariantViolation, match="without gRPC"):
+        NodeBlobs(broken, 4, "cdc").list("")

@@ -4,6 +4,7 @@ of a ``--join`` list is asked to bootstrap, and every other init is told which."
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from feedkv.cli.credentials import Login
+from feedkv.cli.init import run_init
+from feedkv.errors import InvalidArgumentError
 from feedkv.kv.dialer import call
 from feedkv.security.tls import open_channel
 from feedkv.server.init_server import INIT_METHOD, InitServer
@@ -80,4 +84,30 @@ def test_a_second_init_at_the_bootstrapping_node_is_refused(
     with open_channel(server.address, [], None) as channel:
         assert call(channel, INIT_METHOD, {}) == {}
         again = call(channel, INIT_METHOD, {})
-    assert again == {"refused": "cluster has already been initialized", "by": server.address}
+    assert again == {
+        "refused": "cluster has already been initialized",
+        "by": server.address,
+        "here": True,
+    }
+
+
+def test_init_refused_by_the_node_asked_names_it_as_the_user_did(tmp_path: Path) -> None:
+    """A node listening on 0.0.0.0 is reached at 127.0.0.1: a second init, and one at a
+    member, say that the node asked bootstraps it or is a member, not that another node
+    (its listen address) does."""
+    port = free_port()
+    asked = f"127.0.0.1:{port}"
+    server = InitServer("0.0.0.0", port, None, join=[asked], store_dir=tmp_path / "n1")
+    try:
+        login = Login(f"feedkv://{asked}", None, "root")
+        assert run_init(login, io.StringIO()) == 0
+        with pytest.raises(InvalidArgumentError) as again:
+            run_init(login, io.StringIO())
+        assert f"the node at {asked} bootstraps it, as an earlier" in str(again.value)
+        assert "0.0.0.0" not in str(again.value)
+        server.claims.become_member()
+        with pytest.raises(InvalidArgumentError) as member:
+            run_init(login, io.StringIO())
+        assert str(member.value).endswith(f"(the node at {asked} is a member)")
+    finally:
+        server.stop()

@@ -23,7 +23,7 @@ import grpc
 import msgpack
 
 from feedkv.changefeed.sink import SinkError, TerminalSinkError
-from feedkv.errors import FeedKVError, InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, InvariantViolation, NodeUnavailableError
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
@@ -145,7 +145,7 @@ class NodeBlobs:
             details = exc.details() if hasattr(exc, "details") else str(exc)
             error = TerminalSinkError if code in _TERMINAL else SinkError
             raise error(f"{op} {name!r} in {where}: node n{self.node_id}: {details}") from None
-        except FeedKVError as exc:  # the node is not known or cannot be dialled now
+        except NodeUnavailableError as exc:  # the node is not known or cannot be dialled now
             raise SinkError(f"{op} {name!r} in {where}: {exc}") from exc
 
 
@@ -157,7 +157,7 @@ def dialled_blobs(dial: Callable[[int], Transport]) -> Callable[[int, str], Node
         def channel() -> grpc.Channel:
             transport = dial(node_id)
             if not isinstance(transport, GrpcTransport):
-                raise InvalidArgumentError(f"node n{node_id} is not reached over gRPC here")
+                raise InvariantViolation(f"node n{node_id} is dialled without gRPC")
             return transport.channel
 
         return NodeBlobs(channel, node_id, directory)

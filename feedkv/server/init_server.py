@@ -26,11 +26,11 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import msgpack
@@ -56,6 +56,7 @@ from feedkv.server.init_claim import (
 __all__ = ["CLAIM_METHOD", "INIT_METHOD", "RELEASE_METHOD", "InitServer", "await_init"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INIT_METHOD = "Init"
 CLAIM_METHOD = "Claim"
@@ -163,12 +164,15 @@ class InitServer:
 
     def _claim_round(self) -> tuple[list[ClaimAnswer], Outcome]:
         own = replace(self.claims.claim(self._claimant), address=self.address)
-        answers = [_ask(address, self._claimant, self._client_tls) for address in self.join]
+        # NB: every node at once, so that a round takes one CLAIM_CALL_S at most however
+        # many nodes drop the calls, well within what `feedkv init` waits
+        answers = self._each_node(lambda address: _ask(address, self._claimant, self._client_tls))
         return answers, tally(answers, self.join, own)
 
     def _release_all(self) -> None:
         self.claims.release(self._claimant)
-        for address in self.join:
+
+        def release(address: str) -> None:
             try:
                 with open_channel(address, [], self._client_tls) as channel:
                     call(channel, RELEASE_METHOD, {"claimant": self._claimant}, CLAIM_CALL_S)
@@ -177,12 +181,21 @@ class InitServer:
                 # again) and other inits are told it holds it
                 log.info("the claim at %s is not released: %s", address, exc)
 
+        self._each_node(release)
+
+    def _each_node(self, ask: Callable[[str], T]) -> list[T]:
+        """``ask`` of every address of the join list, at once; the answers in its order."""
+        with ThreadPoolExecutor(
+            max_workers=max(1, len(self.join)), thread_name_prefix="feedkv-claim"
+        ) as pool:
+            return list(pool.map(ask, self.join))
+
     def _claim(self, data: bytes, context: Any) -> bytes:
-        answer = self.claims.claim(str(msgpack.unpackb(data)["claimant"]))
+        answer = self.claims.claim(_claimant_of(data, context))
         return msgpack.packb({"answer": answer.answer.value, "holder": answer.holder})  # type: ignore[no-any-return]
 
     def _release(self, data: bytes, context: Any) -> bytes:
-        self.claims.release(str(msgpack.unpackb(data)["claimant"]))
+        self.claims.release(_claimant_of(data, context))
         return msgpack.packb({})  # type: ignore[no-any-return]
 
     def _join(self, data: bytes, context: Any) -> bytes:
@@ -200,6 +213,19 @@ class InitServer:
     def stop(self) -> None:
         """Close the port (an ``Init`` answered is sent first)."""
         self._server.stop(1.0).wait()
+
+
+def _claimant_of(data: bytes, context: Any) -> str:
+    """The claimant a ``Claim`` or ``Release`` names; a malformed one aborts the call."""
+    try:
+        message = msgpack.unpackb(data)
+    except (ValueError, msgpack.UnpackException):
+        message = None
+    claimant = message.get("claimant") if isinstance(message, dict) else None
+    if not isinstance(claimant, str) or not claimant:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected {claimant: a name}")
+        raise NodeUnavailableError("unreachable: abort raises")
+    return claimant
 
 
 def _ask(address: str, claimant: str, tls: ClientTLS | None) -> ClaimAnswer:

@@ -10,14 +10,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from feedkv.cli.credentials import Login
 from feedkv.cli.init import run_init
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.dialer import call
+from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import open_channel
-from feedkv.server.init_server import INIT_METHOD, InitServer
+from feedkv.server.init_server import CLAIM_METHOD, INIT_METHOD, RELEASE_METHOD, InitServer
 from feedkv.testing.node_process import free_port
 from feedkv.testing.waiting import run_threads
 
@@ -111,3 +113,18 @@ def test_init_refused_by_the_node_asked_names_it_as_the_user_did(tmp_path: Path)
         assert str(member.value).endswith(f"(the node at {asked} is a member)")
     finally:
         server.stop()
+
+
+def test_a_malformed_claim_or_release_is_refused_and_the_node_waits_on(
+    waiting: Callable[[int], list[InitServer]],
+) -> None:
+    (server,) = waiting(1)
+    with open_channel(server.address, [], None) as channel:
+        for method in (CLAIM_METHOD, RELEASE_METHOD):
+            stub = channel.unary_unary(f"/{SERVICE}/{method}")
+            for raw in (b"\xc1", b"\x80", b"\x81\xa8claimant\x01", b"\x81\xa8claimant\xa0"):
+                with pytest.raises(grpc.RpcError) as raised:
+                    stub(raw, timeout=10)
+                assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert call(channel, INIT_METHOD, {}, 30.0) == {}  # alone on its list: it bootstraps
+    assert server.init_requested.is_set()

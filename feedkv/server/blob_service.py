@@ -22,8 +22,8 @@ from feedkv.security.external_io import confine
 
 __all__ = ["blob_handlers"]
 
-# NB: a put is buffered whole before it is written (the file appears at once, or not);
-# one that grows past this is refused as it passes it
+# A put is written to a temporary file as its pieces come (the file appears whole, or
+# not at all); one that grows past this is refused as it passes it.
 _MAX_FILE_BYTES = 1 << 30
 
 
@@ -54,15 +54,7 @@ def blob_handlers(root: Path | None) -> dict[str, grpc.RpcMethodHandler]:
             request = BlobRequest.parse(next(pieces, b""))
             if request.op != "put":
                 raise InvalidArgumentError(f"{PUT_METHOD}: the first message must be a put")
-            blobs = _blobs(root, request)
-            data = bytearray()
-            for piece in pieces:
-                data += piece
-                if len(data) > _MAX_FILE_BYTES:
-                    raise InvalidArgumentError(
-                        f"{PUT_METHOD}: a file is at most {_MAX_FILE_BYTES} bytes"
-                    )
-            blobs.put(request.name, bytes(data))
+            _blobs(root, request).put_pieces(request.name, _bounded(pieces))
             return {}
 
         return _answer(context, run)
@@ -71,6 +63,16 @@ def blob_handlers(root: Path | None) -> dict[str, grpc.RpcMethodHandler]:
         BLOB_METHOD: grpc.unary_unary_rpc_method_handler(serve),
         PUT_METHOD: grpc.stream_unary_rpc_method_handler(serve_put),
     }
+
+
+def _bounded(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """``pieces``, refused once they pass :data:`_MAX_FILE_BYTES`."""
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > _MAX_FILE_BYTES:
+            raise InvalidArgumentError(f"{PUT_METHOD}: a file is at most {_MAX_FILE_BYTES} bytes")
+        yield piece
 
 
 def _blobs(root: Path | None, request: BlobRequest) -> LocalBlobs:

@@ -20,6 +20,7 @@ from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, call_metadata
+from feedkv.server import blob_service
 from feedkv.spark.changefeed_job import node_blobs_of
 from feedkv.testing.certs import make_certs_dir
 
@@ -162,3 +163,17 @@ def test_a_node_not_known_yet_is_retryable_and_a_broken_dialler_fails_loudly() -
     assert not isinstance(raised.value, TerminalSinkError)
     with pytest.raises(InvariantViolation, match="without gRPC"):
         NodeBlobs(broken, 4, "cdc").list("")
+
+
+def test_a_file_past_the_limit_is_refused_and_leaves_nothing(
+    root: GrpcTransport, extern: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put is written as its pieces come; one refused halfway leaves no file and no
+    temporary one."""
+    monkeypatch.setattr(blob_service, "_MAX_FILE_BYTES", 2 * PIECE_BYTES)
+    blobs = NodeBlobs(lambda: root.channel, 1, "limit")
+    with pytest.raises(TerminalSinkError, match="a file is at most"):
+        blobs.put("big", b"x" * (PIECE_BYTES * 5 // 2))
+    assert list((extern / "limit").iterdir()) == []
+    blobs.put("small", b"x" * PIECE_BYTES)
+    assert [p.name for p in (extern / "limit").iterdir()] == ["small"]

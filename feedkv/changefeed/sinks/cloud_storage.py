@@ -28,6 +28,7 @@ write the rows themselves, one file per batch.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import gzip
@@ -35,7 +36,7 @@ import io
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 from urllib.parse import unquote
 
@@ -120,16 +121,28 @@ class LocalBlobs:
             ) from None
 
     def put(self, name: str, data: bytes) -> None:
+        self.put_pieces(name, (data,))
+
+    def put_pieces(self, name: str, pieces: Iterable[bytes]) -> None:
+        """:meth:`put` of the file ``pieces`` make, written as they come (a node writing
+        another node's file: :mod:`feedkv.server.blob_service`); an error raised by
+        ``pieces`` leaves no file and no temporary one."""
         path = os.path.join(self.root, name)
         directory = os.path.dirname(path)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:
             os.makedirs(directory, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            try:
+                with open(tmp, "wb") as f:
+                    for piece in pieces:
+                        f.write(piece)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp)
+                raise
             _fsync_dir(directory)
         except OSError as exc:
             raise _os_error(f"cannot write changefeed file {path}", exc) from exc

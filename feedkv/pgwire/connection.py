@@ -101,6 +101,7 @@ from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
@@ -156,6 +157,8 @@ class SQLSession(Protocol):
     def memberships(self) -> list[tuple[str, str]]: ...
 
     def comments(self) -> list[tuple[int, str, int, str]]: ...
+
+    def types(self) -> list[TypeDescriptor]: ...
 
     def check_login(self) -> None: ...
 
@@ -727,6 +730,7 @@ class Connection:
             grants=session.grants(),
             memberships=session.memberships(),
             comments=session.comments(),
+            types=session.types(),
         )
 
     def _begin_query(self) -> None:

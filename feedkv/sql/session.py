@@ -60,6 +60,7 @@ from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.dml import duplicate_key_at
@@ -478,6 +479,12 @@ class Session:
         reader = self._reader()
         database = self.resolve_database(reader, self.database)
         return [*catalog.list_views(reader, database), *catalog.list_sequences(reader, database)]
+
+    def types(self) -> list[TypeDescriptor]:
+        """The user-defined types (enums) of the current database, as this session sees
+        them now (for the catalog views, as :meth:`schema`)."""
+        reader = self._reader()
+        return catalog.list_types(reader, self.resolve_database(reader, self.database))
 
     def users(self) -> list[catalog.User]:
         """Every user, as this session sees them now (for the catalog views, as

@@ -73,7 +73,7 @@ from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
-from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
 from feedkv.sql.types import ColumnType
 
@@ -345,6 +345,18 @@ class Session:
         if not self._checked_user:
             self._check_user()
         self.resolve_database(catalog.Snapshot(self.db, self.db.now()), self.database)
+
+    def set_variable(self, name: str, value: str) -> None:
+        """``SET name = value`` for a client's connection parameters (``options='-c
+        name=value'``): 42704 for an unknown variable, its check's error for a bad
+        value or a read-only one."""
+        name = canonical_name(name)
+        value = checked_value(name, value)
+        if name == "database":
+            reader = catalog.Snapshot(self.db, self.db.now())
+            self.database = self.resolve_database(reader, value).name
+        else:
+            self.variables[name] = value
 
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result."""

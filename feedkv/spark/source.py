@@ -14,8 +14,10 @@ changes of a window ``(previous offset, next offset]`` (see :mod:`feedkv.spark.o
     spark.readStream.format("feedkv").option("url", url).option("table", "rides")
         .option("cursor", ts).option("initial_scan", "no").load()
 
-Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name`` or
-``database.name``; the database defaults to ``defaultdb``), ``certs_dir`` and ``user``
+Options: ``url`` (required: ``feedkv://host:port``, or several nodes of the cluster,
+``feedkv://h1:p1,h2:p2``: each process connects through the first that answers),
+``table`` (required: ``name`` or ``database.name``; the database defaults to
+``defaultdb``), ``certs_dir`` and ``user``
 (a secure node: connect with TLS as ``user``, root by default, with its client
 certificate ``client.USER.crt`` from ``certs_dir``, as the ``?certs_dir=&user=`` of a
 node's URL does), ``password`` (log in as ``user`` with its SQL password instead of a

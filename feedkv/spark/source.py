@@ -78,15 +78,23 @@ from pyspark.sql.types import StructType
 from feedkv.changefeed.hold_calls import HoldRequest, call_hold
 from feedkv.changefeed.jobs import HOLD_EXPIRES_AFTER_NS, HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
-from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    PermissionDeniedError,
+)
 from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
+from feedkv.rangefeed.feed_client import FeedClient
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import (
     LOGIN_PARAM,
     cdf_ddl,
     cdf_record_batches,
+    connected,
     connection,
+    forget_connection,
     gateway_channel,
     piece_events,
     record_batches,
@@ -269,15 +277,18 @@ class SourceOptions:
         """The table as of ``ts`` (now by default); SQLSTATE 42P01 if it does not exist.
         Its VIRTUAL computed columns are left out, as a changefeed leaves them out by
         default: nothing of them is stored to read."""
-        db = connection(self.url)
-        snapshot = catalog.Snapshot(db, ts or db.now())
-        database = catalog.database_by_name(snapshot, self.database)
-        return catalog.table_by_name(snapshot, database, self.table).without_virtual()
+
+        def read(db: FeedClient) -> TableDescriptor:
+            snapshot = catalog.Snapshot(db, ts or db.now())
+            database = catalog.database_by_name(snapshot, self.database)
+            return catalog.table_by_name(snapshot, database, self.table).without_virtual()
+
+        return connected(self.url, read)
 
 
 def range_starts(url: str) -> list[bytes]:
     """Where each range of the node at ``url`` starts: the places to cut batches."""
-    return [info.span.start for info in connection(url).ranges()]
+    return [info.span.start for info in connected(url, lambda db: db.ranges())]
 
 
 def scan_cuts(url: str, span: Span, ts: Timestamp, parts: int) -> list[bytes]:
@@ -317,10 +328,16 @@ class _PieceReader:
         # NB: read with the row before each change, as diff does, so __op can tell an
         # update from an insert; __before is there only with diff.
         events = piece_events(db, Target(self.desc.id), piece, diff=True, omit_virtual=True)
-        if self.options.delta_cdf:
-            yield from cdf_record_batches(events, self.desc)
-        else:
-            yield from record_batches(events, self.desc, diff=self.options.diff)
+        try:
+            if self.options.delta_cdf:
+                yield from cdf_record_batches(events, self.desc)
+            else:
+                yield from record_batches(events, self.desc, diff=self.options.diff)
+        except NodeUnavailableError:
+            # NB: rows went out already: the task fails, and its next attempt (or the
+            # query's restart from its checkpoint) connects anew
+            forget_connection(self.options.url, db)
+            raise
 
 
 class _BatchReader(_PieceReader, DataSourceReader):
@@ -347,7 +364,8 @@ class ResolvedFollower:
         self.resolved = since
         self.error: BaseException | None = None
         self._first = threading.Event()
-        self._feed = connection(url).rangefeed(spans, since, values=False)
+        self.db = connection(url)
+        self._feed = self.db.rangefeed(spans, since, values=False)
         self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
         self._thread.start()
 
@@ -417,7 +435,15 @@ class FollowingStreamReader(DataSourceStreamReader):
         ``wait``: until it has moved once)."""
         if self._follower is None:
             self._follower = ResolvedFollower(self.url, self.spans, since)
-        return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+        try:
+            return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+        except NodeUnavailableError:
+            # the client's node went away: follow from where it got to, through another
+            failed = self._follower
+            self._follower = None
+            failed.close()
+            forget_connection(self.url, failed.db)
+            return self.resolved(failed.resolved, wait=wait)
 
 
 class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailableNow):
@@ -434,7 +460,7 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
 
     def start_offset(self) -> FeedOffset:
         o = self.options
-        start = o.cursor or connection(o.url).now()
+        start = o.cursor or connected(o.url, lambda db: db.now())
         return FeedOffset(start, self.span.start if o.initial_scan else None)
 
     def initialOffset(self) -> dict[str, Any]:
@@ -472,7 +498,9 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
     def _hold_request(self, since: Timestamp | None) -> None:
         """Place or renew the hold from ``since`` (``None``: release it): root writes
         it, another user asks the node to (see :mod:`feedkv.changefeed.hold_calls`)."""
-        db = connection(self.options.url)
+        connected(self.options.url, lambda db: self._hold_through(db, since))
+
+    def _hold_through(self, db: FeedClient, since: Timestamp | None) -> None:
         if self._held_by == "txn":
             try:
                 if since is None:
@@ -497,8 +525,8 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         return ReadMaxRows(rows) if rows is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        db = connection(self.options.url)
-        self._stop_at = self.resolved(db.now(), wait=True)
+        now = connected(self.options.url, lambda db: db.now())
+        self._stop_at = self.resolved(now, wait=True)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         offset = FeedOffset.from_json(start)

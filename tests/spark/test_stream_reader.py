@@ -168,3 +168,47 @@ def test_bad_source_options_are_refused_naming_the_option(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=says):
         SourceOptions.parse(options)
+
+
+def test_a_stream_goes_on_through_the_next_node_of_its_url_when_its_node_dies(
+    tmp_path: Path,
+) -> None:
+    """The source's URL lists two nodes of a cluster, the first of which the driver's
+    client connects through; that node dies (its ranges are all on the other): the
+    stream's next batch is planned, followed and read through the other node (the
+    query failed with NodeUnavailableError in planPartitions)."""
+    from feedkv.server.cluster import ClusterConfig
+
+    config = StoreConfig(sync=False, closed_ts_target_ns=50_000_000, closed_ts_interval_s=0.02)
+    still = ClusterConfig(rebalance_interval_s=0.0)  # the ranges stay on the first node
+    first = feedkv.connect(
+        tmp_path / "n1", config=config, listen="127.0.0.1:0", join=[], cluster_config=still,
+        changefeed_runner="thread",
+    )  # fmt: skip
+    try:
+        address = first.serving_url().removeprefix("feedkv://")
+        gateway = feedkv.connect(
+            tmp_path / "n2", config=config, listen="127.0.0.1:0", join=[address],
+            cluster_config=still, changefeed_runner="thread",
+        )  # fmt: skip
+        first.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+        first.sql("INSERT INTO t VALUES (1, 'a')")
+        url = f"{gateway.serving_url()},{address}"
+        source = FeedKVDataSource({"url": url, "table": "t", "initial_scan": "no"})
+        reader = source.streamReader(StructType())
+        try:
+            start = reader.initialOffset()
+            gateway.close()  # the node the stream's client connected through
+            first.sql("INSERT INTO t VALUES (2, 'b')")
+            ts = first.now()  # after the write's commit
+
+            def past_the_write() -> dict[str, Any] | None:
+                end = reader.latestOffset(start, ReadAllAvailable())
+                return end if FeedOffset.from_json(end).resolved >= ts else None
+
+            end = wait_until(past_the_write, timeout_s=30.0, what="a batch past the write")
+            assert [r["k"] for r in rows_between(reader, start, end)] == [2]
+        finally:
+            reader.stop()
+    finally:
+        first.close()

@@ -69,6 +69,7 @@ __all__ = [
     "piece_events",
     "record_batches",
     "remember_password",
+    "replaced",
     "spark_ddl",
 ]
 
@@ -143,6 +144,13 @@ def forget_connection(url: str, failed: FeedClient) -> None:
             del _connections[url]
     with contextlib.suppress(FeedKVError):  # a client of a node that is gone
         failed.close()
+
+
+def replaced(url: str, db: FeedClient) -> bool:
+    """Whether ``db`` is no longer this process's client of ``url``: it was dropped
+    (:func:`forget_connection`), its node gone."""
+    with _connections_lock:
+        return _connections.get(url) is not db
 
 
 T = TypeVar("T")

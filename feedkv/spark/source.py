@@ -99,6 +99,7 @@ from feedkv.spark.rows import (
     piece_events,
     record_batches,
     remember_password,
+    replaced,
     spark_ddl,
 )
 from feedkv.sql import catalog
@@ -286,6 +287,12 @@ class SourceOptions:
         return connected(self.url, read)
 
 
+def _answering(db: FeedClient) -> FeedClient:
+    """``db``, once its node has answered a call."""
+    db.now()
+    return db
+
+
 def range_starts(url: str) -> list[bytes]:
     """Where each range of the node at ``url`` starts: the places to cut batches."""
     return [info.span.start for info in connected(url, lambda db: db.ranges())]
@@ -324,7 +331,9 @@ class _PieceReader:
 
     def read_piece(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece: Piece = partition.value
-        db = connection(self.options.url)
+        # NB: asked the time first, so a client whose node went away since this worker's
+        # last task is replaced before any row goes out (then a failure fails the task)
+        db = connected(self.options.url, _answering)
         # NB: read with the row before each change, as diff does, so __op can tell an
         # update from an insert; __before is there only with diff.
         events = piece_events(db, Target(self.desc.id), piece, diff=True, omit_virtual=True)
@@ -364,6 +373,7 @@ class ResolvedFollower:
         self.resolved = since
         self.error: BaseException | None = None
         self._first = threading.Event()
+        self.url = url
         self.db = connection(url)
         self._feed = self.db.rangefeed(spans, since, values=False)
         self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
@@ -380,11 +390,16 @@ class ResolvedFollower:
             self._first.set()
 
     def current(self, *, wait_s: float = 0.0) -> Timestamp:
-        """The resolved timestamp (after waiting up to ``wait_s`` for it to move once)."""
+        """The resolved timestamp (after waiting up to ``wait_s`` for it to move once).
+        Raises :class:`~feedkv.errors.NodeUnavailableError` when the client's node went
+        away: the feed retries without end and would never move again."""
         if wait_s:
             self._first.wait(wait_s)
         if self.error is not None:
             raise self.error
+        if replaced(self.url, self.db):
+            raise NodeUnavailableError("the client's node went away")
+        self.db.now()  # NB: the one call per batch that tells the client's node is gone
         return self.resolved
 
     def close(self) -> None:

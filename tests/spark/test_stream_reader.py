@@ -198,16 +198,23 @@ def test_a_stream_goes_on_through_the_next_node_of_its_url_when_its_node_dies(
         reader = source.streamReader(StructType())
         try:
             start = reader.initialOffset()
-            gateway.close()  # the node the stream's client connected through
+
+            def batch_to(ts: Timestamp, after: dict[str, Any]) -> Any:
+                def past() -> dict[str, Any] | None:
+                    end = reader.latestOffset(after, ReadAllAvailable())
+                    return end if FeedOffset.from_json(end).resolved >= ts else None
+
+                return wait_until(past, timeout_s=30.0, what=f"a batch past {ts}")
+
             first.sql("INSERT INTO t VALUES (2, 'b')")
-            ts = first.now()  # after the write's commit
-
-            def past_the_write() -> dict[str, Any] | None:
-                end = reader.latestOffset(start, ReadAllAvailable())
-                return end if FeedOffset.from_json(end).resolved >= ts else None
-
-            end = wait_until(past_the_write, timeout_s=30.0, what="a batch past the write")
-            assert [r["k"] for r in rows_between(reader, start, end)] == [2]
+            middle = batch_to(first.now(), start)
+            planned = reader.partitions(start, middle)
+            gateway.close()  # the node the stream's client connected through
+            # a task of a batch planned before: its worker's client is replaced
+            assert [r["k"] for p in planned for b in reader.read(p) for r in b.to_pylist()] == [2]
+            first.sql("INSERT INTO t VALUES (3, 'c')")
+            end = batch_to(first.now(), middle)
+            assert [r["k"] for r in rows_between(reader, middle, end)] == [3]
         finally:
             reader.stop()
     finally:

@@ -40,6 +40,7 @@ class Interrupt:
         self._event = threading.Event()
         self._reason = _CANCELED
         self._timer: threading.Timer | None = None
+        self._statement = 0  # counts arm() calls: a timer fires for its own statement only
 
     def cancel(self, reason: str = _CANCELED) -> None:
         self._reason = reason
@@ -55,7 +56,8 @@ class Interrupt:
         """Cancel the statement that starts now once ``seconds`` have passed (the
         session's ``statement_timeout``), unless :meth:`disarm` comes first."""
         self.disarm()
-        timer = threading.Timer(seconds, self.cancel, args=(STATEMENT_TIMEOUT,))
+        self._statement += 1
+        timer = threading.Timer(seconds, self._expire, args=(self._statement,))
         timer.daemon = True
         timer.start()
         self._timer = timer
@@ -65,6 +67,11 @@ class Interrupt:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._statement += 1  # NB: a timer already firing now cancels nothing
+
+    def _expire(self, statement: int) -> None:
+        if statement == self._statement:
+            self.cancel(STATEMENT_TIMEOUT)
 
     @property
     def cancelled(self) -> bool:

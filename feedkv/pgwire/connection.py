@@ -740,19 +740,12 @@ class Connection:
         )
 
     def _begin_query(self) -> None:
-        """A query starts: a cancel that came before it is spent, and the session's
-        ``statement_timeout`` (milliseconds; 0: none) starts to run."""
-        session = self._session
-        if session is not None:
-            session.interrupt.reset()
-            timeout_ms = int(session.variable("statement_timeout"))
-            if timeout_ms > 0:
-                session.interrupt.arm(timeout_ms / 1000)
+        """A query starts: a cancel that came before it is spent."""
+        if self._session is not None:
+            self._session.interrupt.reset()
         self._busy = True
 
     def _end_query(self) -> None:
-        if self._session is not None:
-            self._session.interrupt.disarm()
         self._busy = self._cancelled = False
 
     def _check_cancelled(self) -> None:

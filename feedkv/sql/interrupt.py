@@ -63,11 +63,15 @@ class Interrupt:
         self._timer = timer
 
     def disarm(self) -> None:
-        """The statement ended: its timeout, if armed, will not fire."""
+        """The statement ended: its timeout, if armed, will not fire, and one that fired
+        is spent (a client's cancel stays for whoever runs the statements to reset)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
             self._statement += 1  # NB: a timer already firing now cancels nothing
+        if self._event.is_set() and self._reason == STATEMENT_TIMEOUT:
+            self._event.clear()
+            self._reason = _CANCELED
 
     def _expire(self, statement: int) -> None:
         if statement == self._statement:

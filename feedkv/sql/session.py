@@ -584,6 +584,18 @@ class Session:
     # Statement execution.
 
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
+        timeout_ms = int(self.variables.get("statement_timeout", "0"))
+        if not timeout_ms:
+            return self._measured(statement, placeholders, params)
+        self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+        try:
+            return self._measured(statement, placeholders, params)
+        finally:
+            self.interrupt.disarm()
+
+    def _measured(
+        self, statement: st.Statement, placeholders: int, params: Sequence[Any]
+    ) -> Result:
         metrics = self.metrics
         if not metrics.enabled:
             # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither

@@ -132,8 +132,8 @@ VARIABLES: dict[str, Variable] = {
     "server_version_num": Variable("130000", _read_only, read_only=True),
     "session_user": Variable("", _read_only, read_only=True),  # the session's user
     "standard_conforming_strings": Variable("on", _one_of("on")),
-    # the pgwire connection arms the session's interrupt with it for each query
-    # (feedkv.sql.interrupt): 57014 once it has passed
+    # the session arms its interrupt with it for each statement (feedkv.sql.interrupt):
+    # 57014 once it has passed
     "statement_timeout": Variable("0", _timeout),
     "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
     "transaction_isolation": Variable("serializable", _isolation),

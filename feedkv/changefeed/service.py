@@ -508,7 +508,9 @@ class Changefeeds:
 
     def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
         channel = ChannelSink(
-            text=spec.options.format not in ("avro", "protobuf"), envelope=spec.options.envelope
+            text=spec.options.format not in ("avro", "protobuf"),
+            envelope=spec.options.envelope,
+            csv=spec.options.format == "csv",
         )
         label = spec.options.metrics_label
         source = self._node() if self._node is not None else None

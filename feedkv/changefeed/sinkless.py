@@ -5,7 +5,9 @@ The changefeed runs in a thread of the client's process and emits into a
 :class:`ChannelSink`, a bounded buffer; the statement's :class:`FeedResult` yields the
 rows as they arrive: ``(table, key, value)``, with resolved markers as ``(None, None,
 '{"resolved":"..."}')`` (``{"__crdb__":{"resolved":"..."}}`` outside the wrapped
-envelope, as CockroachDB writes them). JSON keys and values are text, Avro ones bytes. A consumer
+envelope, as CockroachDB writes them). JSON keys and values are text, Avro ones bytes;
+with ``format=csv`` (``initial_scan='only'``) the key is ``None`` and the value the row's
+CSV line, as CockroachDB's CSV encoder writes them. A consumer
 that stops reading stalls the feed (the buffer is bounded), it never loses rows.
 Closing the result stops the changefeed; a failure of the changefeed is raised from
 the iteration.
@@ -23,6 +25,7 @@ from typing import Any
 
 from feedkv.changefeed.changefeed import Changefeed
 from feedkv.changefeed.encoder import resolved_json
+from feedkv.changefeed.file_formats import csv_bytes
 from feedkv.changefeed.sink import Message, SinkError
 from feedkv.sql.execution import Result
 from feedkv.util.hlc import Timestamp
@@ -40,9 +43,15 @@ class ChannelSink:
     per row held the sinkless initial scan to 70% of the null sink's rate."""
 
     def __init__(
-        self, *, text: bool = True, capacity: int = 10_000, envelope: str = "wrapped"
+        self,
+        *,
+        text: bool = True,
+        capacity: int = 10_000,
+        envelope: str = "wrapped",
+        csv: bool = False,
     ) -> None:
         self._text = text
+        self._csv = csv
         self._envelope = envelope
         self._capacity = capacity
         self._lock = threading.Lock()
@@ -72,6 +81,13 @@ class ChannelSink:
         return data.decode()
 
     def emit_row(self, message: Message) -> None:
+        if self._csv:
+            # NB: a row format's message carries the row, not an encoded value. As
+            # CockroachDB's CSV encoder, the key is NULL and the value one CSV line
+            # with no line end.
+            line = csv_bytes([message])[:-1]
+            self._put((message.topic, None, self._out(line)))
+            return
         self._put((message.topic, self._out(message.key), self._out(message.value)))
 
     def flush(self) -> None:

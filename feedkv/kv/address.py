@@ -14,6 +14,7 @@ __all__ = [
     "node_url_params",
     "parse_listen",
     "parse_node_url",
+    "parse_node_urls",
     "split_host_port",
 ]
 
@@ -90,3 +91,14 @@ def parse_node_url(text: str) -> tuple[str, int]:
     if address[1] == 0:
         raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
     return address
+
+
+def parse_node_urls(text: str) -> list[tuple[str, int]]:
+    """``(host, port)`` of each node a URL names, in order: ``feedkv://host:port``, or
+    several nodes of one cluster, ``feedkv://h1:p1,h2:p2,h3:p3`` (as libpq's and
+    CockroachDB's multi-host URLs), of which a client connects through the first that
+    answers."""
+    base = text.partition("?")[0]
+    if not base.startswith(SCHEME) or "," not in base:
+        return [parse_node_url(text)]
+    return [parse_node_url(SCHEME + part) for part in base.removeprefix(SCHEME).split(",")]

@@ -39,6 +39,7 @@ from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
@@ -51,7 +52,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_auth_members|pg_attrdef|"
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
-    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog)\b",
+    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum)\b",
     re.IGNORECASE,
 )
 
@@ -96,12 +97,28 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.BIT, "bit", -1, "V", "bit"),
     (OID.VARBIT, "varbit", -1, "V", "bit varying"),
 ]
+# pg_type rows of the one-dimensional arrays (typcategory A): oid, element oid.
+_ARRAY_TYPES: list[tuple[int, int]] = [
+    (1000, OID.BOOL), (1001, OID.BYTEA), (1005, OID.INT2), (1007, OID.INT4),
+    (1009, OID.TEXT), (1014, OID.BPCHAR), (1015, OID.VARCHAR), (1016, OID.INT8),
+    (1021, OID.FLOAT4), (1022, OID.FLOAT8), (1041, OID.INET), (1115, OID.TIMESTAMP),
+    (1182, OID.DATE), (1183, OID.TIME), (1185, OID.TIMESTAMPTZ), (1187, OID.INTERVAL),
+    (1231, OID.NUMERIC), (2951, OID.UUID), (1561, OID.BIT), (1563, OID.VARBIT),
+]  # fmt: skip
+_ARRAY_OF = {element: oid for oid, element in _ARRAY_TYPES}
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
+for _oid, _element in _ARRAY_TYPES:
+    _FORMATTED[_oid] = _FORMATTED[_element] + "[]"
+    _TYPE_NAMES[_oid] = "_" + _TYPE_NAMES[_element]
+_ENUM_OID_BASE = 100_000  # + the type's descriptor id, as CockroachDB numbers them
 
 
-def _pg_type(ctype: ColumnType) -> tuple[int, int]:
-    """A column type as ``(atttypid, atttypmod)``."""
+def _pg_type(ctype: ColumnType, enums: dict[str, int]) -> tuple[int, int]:
+    """A column type as ``(atttypid, atttypmod)``; ``enums``: the enum types' OIDs by
+    name."""
+    if ctype.kind is Kind.ENUM and ctype.type_name in enums:
+        return enums[ctype.type_name], -1
     if ctype.kind is Kind.INT and ctype.width == 16:
         return OID.INT2, -1
     if ctype.kind is Kind.INT and ctype.width == 32:
@@ -153,7 +170,9 @@ CREATE TABLE pg_type (oid INTEGER, typname TEXT, typnamespace INTEGER, typowner 
   typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
   typdelim TEXT, typrelid INTEGER, typelem INTEGER, typarray INTEGER,
   typnotnull BOOLEAN, typbasetype INTEGER, typtypmod INTEGER, typndims INTEGER,
-  typcollation INTEGER, typdefault TEXT);
+  typcollation INTEGER, typdefault TEXT, typacl TEXT);
+CREATE TABLE pg_enum (oid INTEGER, enumtypid INTEGER, enumsortorder REAL,
+  enumlabel TEXT);
 CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
   indnkeyatts INTEGER, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
   indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
@@ -272,6 +291,7 @@ def _build(
     database: str,
     users: Sequence[User],
     memberships: Sequence[tuple[str, str]] = (),
+    types: Sequence[TypeDescriptor] = (),
 ) -> tuple[sqlite3.Connection, dict[str, int]]:
     """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
     name (for ``regclass``)."""
@@ -301,17 +321,24 @@ def _build(
         "pg_type",
         [
             (oid, name, PG_CATALOG_OID, 1, length, length > 0, "b", category, True, ",", 0, 0,
-             0, False, 0, -1, 0, 100 if category == "S" else 0, None)
+             _ARRAY_OF.get(oid, 0), False, 0, -1, 0, 100 if category == "S" else 0, None)
             for oid, name, length, category, _ in _TYPES
+        ]
+        + [
+            (oid, _TYPE_NAMES[oid], PG_CATALOG_OID, 1, -1, False, "b", "A", True, ",", 0,
+             element, 0, False, 0, -1, 0, 100 if element in (OID.TEXT, OID.VARCHAR,
+             OID.BPCHAR) else 0, None)
+            for oid, element in _ARRAY_TYPES
         ],
     )  # fmt: skip
+    enums = _add_enums(db, types)
     _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
     _add_roles(db, users, memberships)
     names: dict[str, int] = {}
     tables = next((t for d, t in schema if d.name == database), [])
     for desc in tables:
-        _add_table(db, database, desc)
+        _add_table(db, database, desc, enums)
         names[desc.name] = names[f"public.{desc.name}"] = desc.id
         names[f"{desc.name}_pkey"] = _INDEX_OID_BASE + desc.id
     by_id = {desc.id: desc for desc in tables}
@@ -359,7 +386,31 @@ def _add_acls(
         db.execute(f"UPDATE {table} = ? WHERE oid = ?", (value, object_id))
 
 
-def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> None:
+def _add_enums(db: sqlite3.Connection, types: Sequence[TypeDescriptor]) -> dict[str, int]:
+    """``pg_type`` (typtype e) and ``pg_enum`` rows of the database's enums, as
+    CockroachDB shows them; their OIDs by name."""
+    oids = {t.name: _ENUM_OID_BASE + t.id for t in types}
+    _insert(
+        db,
+        "pg_type",
+        [(oids[t.name], t.name, PUBLIC_OID, ROOT_OID, -1, False, "e", "E", True, ",", 0, 0,
+          0, False, 0, -1, 0, 0, None) for t in types],
+    )  # fmt: skip
+    _insert(
+        db,
+        "pg_enum",
+        [
+            (_role_oid(f"{t.id}\x00{label}"), oids[t.name], float(n), label)
+            for t in types
+            for n, label in enumerate(t.labels, start=1)
+        ],
+    )
+    return oids
+
+
+def _add_table(
+    db: sqlite3.Connection, database: str, desc: TableDescriptor, enums: dict[str, int]
+) -> None:
     index_oid = _INDEX_OID_BASE + desc.id
     columns = [c for c in desc.columns if not c.adding]  # NB: not public until commit
     key_ids = list(desc.primary_key)
@@ -379,7 +430,7 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
     )  # fmt: skip
     attributes, defaults, info = [], [], []
     for n, column in enumerate(columns, start=1):
-        typid, typmod = _pg_type(column.type)
+        typid, typmod = _pg_type(column.type, enums)
         # NB: as PostgreSQL shows a generated column: attgenerated 's' and its
         # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
         # psql before 18 reads another letter as a plain DEFAULT
@@ -393,11 +444,17 @@ def _add_table(db: sqlite3.Connection, database: str, desc: TableDescriptor) -> 
         if expression is not None:
             defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, expression))
         formatted = _format_type(typid, typmod) or "unknown"
+        data_type = re.sub(r"\(.*", "", formatted)
+        udt_name = _TYPE_NAMES.get(typid, "unknown")
+        if column.type.kind is Kind.ARRAY:
+            data_type = "ARRAY"
+        elif typid in enums.values():
+            data_type, udt_name = "USER-DEFINED", str(column.type.type_name)
         info.append(
             (database, "public", desc.name, column.name, n, column.default,
-             "YES" if column.nullable else "NO", re.sub(r"\(.*", "", formatted),
+             "YES" if column.nullable else "NO", data_type,
              column.type.width if column.type.kind is Kind.STRING else None,
-             _precision(column.type), column.type.scale, _TYPE_NAMES.get(typid, "unknown"),
+             _precision(column.type), column.type.scale, udt_name,
              "NEVER" if column.computed is None else "ALWAYS", column.computed or "",
              "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
         )  # fmt: skip
@@ -695,7 +752,7 @@ _EMPTY_TABLES = frozenset(
     {
         "pg_policy", "pg_trigger", "pg_publication", "pg_publication_rel",
         "pg_publication_namespace", "pg_statistic_ext", "pg_rewrite", "pg_foreign_table",
-        "pg_partitioned_table", "pg_sequence", "pg_enum", "pg_event_trigger",
+        "pg_partitioned_table", "pg_sequence", "pg_event_trigger",
         "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
@@ -913,7 +970,12 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     roles = dict(db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
     roles[_role_oid(NODE_USER)] = NODE_USER
     define("pg_get_userbyid", lambda oid: roles.get(oid, f"unknown (OID={oid})"), 1)
-    define("format_type", _format_type, 2)
+    enums = dict(db.execute("SELECT oid, typname FROM pg_type WHERE typtype = 'e'").fetchall())
+    define(
+        "format_type",
+        lambda oid, typmod: enums[oid] if oid in enums else _format_type(oid, typmod),
+        2,
+    )
     define("pg_get_expr", lambda expr, relid, pretty=False: expr, 2, 3)
     define("pg_encoding_to_char", lambda enc: "UTF8", 1)
     define("pg_tablespace_location", lambda oid: "", 1)
@@ -1085,6 +1147,7 @@ def run_catalog_query(
     grants: Sequence[tuple[int, str, frozenset[str]]] = (),
     memberships: Sequence[tuple[str, str]] = (),
     comments: Sequence[tuple[int, str, int, str]] = (),
+    types: Sequence[TypeDescriptor] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
@@ -1092,13 +1155,14 @@ def run_catalog_query(
     ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``;
     ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
     ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
-    ``pg_description`` and by ``obj_description`` and its kin)."""
+    ``pg_description`` and by ``obj_description`` and its kin; ``types``, its enums, in
+    ``pg_type`` and ``pg_enum``)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
-    db, names = _build(schema, database, users, memberships)
+    db, names = _build(schema, database, users, memberships, types)
     for other in others:
         _add_other(db, database, other)
         names[other.name] = names[f"public.{other.name}"] = other.id

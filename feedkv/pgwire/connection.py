@@ -101,6 +101,7 @@ from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
@@ -157,7 +158,11 @@ class SQLSession(Protocol):
 
     def comments(self) -> list[tuple[int, str, int, str]]: ...
 
+    def types(self) -> list[TypeDescriptor]: ...
+
     def check_login(self) -> None: ...
+
+    def set_variable(self, name: str, value: str) -> None: ...
 
     def fail(self) -> None: ...
 
@@ -291,6 +296,7 @@ class Connection:
         self._decoder = m.Decoder(max_message_bytes)
         self._phase = "startup"
         self._database = ""
+        self._startup_params: dict[str, str] = {}
         self._session: SQLSession | None = None
         self._statements: dict[str, _Prepared] = {}
         self._portals: dict[str, _Portal] = {}
@@ -384,6 +390,7 @@ class Connection:
             )
         self.user = user
         self._database = params.get("database") or "defaultdb"
+        self._startup_params = dict(params)
         self._phase = "authentication"
         self._authenticated(self._authenticator.begin(user, self._peer_host), out)
 
@@ -397,6 +404,8 @@ class Connection:
         session = self._sessions(self.user, self._database)
         try:
             session.check_login()
+            for name, value in _startup_settings(self._startup_params):
+                session.set_variable(name, value)
         except SQLError as exc:
             session.close()
             self._fatal(exc, out)
@@ -420,7 +429,7 @@ class Connection:
             "TimeZone": "UTC",
             "integer_datetimes": "on",
             "standard_conforming_strings": "on",
-            "application_name": "",
+            "application_name": self._sql.variable("application_name"),
             "is_superuser": "on" if self.user == "root" else "off",
             "session_authorization": self.user,
             "default_transaction_isolation": "serializable",
@@ -727,6 +736,7 @@ class Connection:
             grants=session.grants(),
             memberships=session.memberships(),
             comments=session.comments(),
+            types=session.types(),
         )
 
     def _begin_query(self) -> None:
@@ -1012,6 +1022,30 @@ _EXTENDED: dict[type, Callable[[Connection, Any, bytearray], None]] = {
     m.Execute: Connection._execute,
     m.Close: Connection._close,
 }
+
+
+def _startup_settings(params: dict[str, str]) -> list[tuple[str, str]]:
+    """The session variables a startup message sets: ``application_name``, and each
+    ``-c name=value`` (or ``--name=value``) of ``options``, as libpq passes them
+    (``options='-c statement_timeout=5s'``; a backslash escapes a space). Other
+    parameters are left alone: drivers send ones such as ``TimeZone`` of their own
+    accord, which a client never asked for."""
+    settings = []
+    if "application_name" in params:
+        settings.append(("application_name", params["application_name"]))
+    options = params.get("options", "").replace("\\ ", "\x00")
+    words = [w.replace("\x00", " ") for w in options.split()]
+    pending = False
+    for word in words:
+        if pending or word.startswith(("-c", "--")):
+            setting = word if pending else word[2:]
+            pending = not setting
+            if setting:
+                name, equals, value = setting.partition("=")
+                if not equals:
+                    raise SQLError("22023", f"invalid option {word!r} in options: -c name=value")
+                settings.append((name.replace("-", "_"), value))
+    return settings
 
 
 def _as_sql_error(exc: BaseException) -> SQLError:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from feedkv.errors import ClientClosedError
-from feedkv.kv.address import parse_node_url
+from feedkv.errors import ClientClosedError, NodeUnavailableError
+from feedkv.kv.address import parse_node_urls
 from feedkv.kv.db import EXPORT_PAGE_SIZE, KVClient, RangeInfo
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Transport
@@ -31,7 +31,9 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, check_key
 
 if TYPE_CHECKING:
+    from feedkv.kv.grpc_transport import GrpcTransport
     from feedkv.security.secrets import HeldKey
+    from feedkv.security.tls import ClientTLS
 
 __all__ = ["KV", "FeedClient", "KVFeedClient", "SpanLike", "feed_spans", "open_client"]
 
@@ -266,6 +268,25 @@ def open_client(url: str, *, password: str | None = None) -> KVFeedClient:
     return KVFeedClient(transport, feeds, target=url)
 
 
+def _first_answering(url: str, tls: ClientTLS | None) -> GrpcTransport:
+    """A channel to the first node of ``url`` that answers (a URL may list several)."""
+    from feedkv.kv.grpc_transport import GrpcTransport
+
+    addresses = parse_node_urls(url)
+    failures: list[NodeUnavailableError] = []
+    for host, port in addresses:
+        try:
+            return GrpcTransport(host, port, tls=tls)
+        except NodeUnavailableError as exc:
+            if len(addresses) == 1:
+                raise
+            failures.append(exc)
+    raise NodeUnavailableError(
+        f"none of the {len(addresses)} nodes of {url.partition('?')[0]} answered: "
+        + "; ".join(str(f) for f in failures)
+    ) from failures[-1]
+
+
 def remote_transports(
     url: str,
     certs_dir: str | Path | None = None,
@@ -279,13 +300,13 @@ def remote_transports(
     logs in now (a wrong one raises :class:`~feedkv.errors.PermissionDeniedError`)."""
     # NB: imported here: a process that never dials a node does not import gRPC
     from feedkv.kv.dialer import ClusterDialer, RemoteNodes
-    from feedkv.kv.grpc_transport import GrpcTransport, url_tls
+    from feedkv.kv.grpc_transport import url_tls
     from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
     from feedkv.security.tls import call_metadata
 
     tls = url_tls(url, certs_dir, user, password)
-    gateway = GrpcTransport(*parse_node_url(url), tls=tls)
+    gateway = _first_answering(url, tls)
     if tls is not None and password is not None:
         try:
             call_metadata(gateway.channel)  # logs in

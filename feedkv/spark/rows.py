@@ -32,9 +32,10 @@ them) and ``_commit_timestamp``; then ``__mvcc_ts`` and ``__key`` as above.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, urlencode
 
 import pyarrow as pa
@@ -42,7 +43,7 @@ import pyarrow as pa
 from feedkv.changefeed.encoder import RowFormats
 from feedkv.changefeed.file_formats import arrow_type, arrow_value
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import FeedKVError, InvalidArgumentError, NodeUnavailableError
 from feedkv.rangefeed.event import Value
 from feedkv.rangefeed.feed_client import FeedClient, KVFeedClient, open_client
 from feedkv.spark.offsets import Piece
@@ -61,11 +62,14 @@ __all__ = [
     "cdf_record_batches",
     "cdf_schema",
     "LOGIN_PARAM",
+    "connected",
     "connection",
+    "forget_connection",
     "gateway_channel",
     "piece_events",
     "record_batches",
     "remember_password",
+    "replaced",
     "spark_ddl",
 ]
 
@@ -129,6 +133,40 @@ def connection(url: str) -> FeedClient:
             db = open_client(f"{base}?{query}" if query else base, password=password)
             _connections[url] = db
         return db
+
+
+def forget_connection(url: str, failed: FeedClient) -> None:
+    """Drop ``failed``, this process's client of ``url``, whose node could not be
+    reached: the next :func:`connection` opens another, through the first node of
+    ``url`` that answers then (a URL may list several of the cluster's)."""
+    with _connections_lock:
+        if _connections.get(url) is failed:
+            del _connections[url]
+    with contextlib.suppress(FeedKVError):  # a client of a node that is gone
+        failed.close()
+
+
+def replaced(url: str, db: FeedClient) -> bool:
+    """Whether ``db`` is no longer this process's client of ``url``: it was dropped
+    (:func:`forget_connection`), its node gone."""
+    with _connections_lock:
+        return _connections.get(url) is not db
+
+
+T = TypeVar("T")
+
+
+def connected(url: str, call: Callable[[FeedClient], T]) -> T:
+    """``call(connection(url))``; if the client's node cannot be reached
+    (:class:`~feedkv.errors.NodeUnavailableError`), once more with a new client, which
+    connects through another node of ``url`` when its first is down. For calls that
+    may run twice (reads, idempotent writes)."""
+    db = connection(url)
+    try:
+        return call(db)
+    except NodeUnavailableError:
+        forget_connection(url, db)
+    return call(connection(url))
 
 
 def gateway_channel(db: FeedClient) -> grpc.Channel:

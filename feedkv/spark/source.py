@@ -14,8 +14,10 @@ changes of a window ``(previous offset, next offset]`` (see :mod:`feedkv.spark.o
     spark.readStream.format("feedkv").option("url", url).option("table", "rides")
         .option("cursor", ts).option("initial_scan", "no").load()
 
-Options: ``url`` (required: ``feedkv://host:port``), ``table`` (required: ``name`` or
-``database.name``; the database defaults to ``defaultdb``), ``certs_dir`` and ``user``
+Options: ``url`` (required: ``feedkv://host:port``, or several nodes of the cluster,
+``feedkv://h1:p1,h2:p2``: each process connects through the first that answers),
+``table`` (required: ``name`` or ``database.name``; the database defaults to
+``defaultdb``), ``certs_dir`` and ``user``
 (a secure node: connect with TLS as ``user``, root by default, with its client
 certificate ``client.USER.crt`` from ``certs_dir``, as the ``?certs_dir=&user=`` of a
 node's URL does), ``password`` (log in as ``user`` with its SQL password instead of a
@@ -76,19 +78,28 @@ from pyspark.sql.types import StructType
 from feedkv.changefeed.hold_calls import HoldRequest, call_hold
 from feedkv.changefeed.jobs import HOLD_EXPIRES_AFTER_NS, HistoryHold, release_hold
 from feedkv.changefeed.rows import Target
-from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    PermissionDeniedError,
+)
 from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
+from feedkv.rangefeed.feed_client import FeedClient
 from feedkv.spark.offsets import FeedOffset, Piece, plan_pieces
 from feedkv.spark.rows import (
     LOGIN_PARAM,
     cdf_ddl,
     cdf_record_batches,
+    connected,
     connection,
+    forget_connection,
     gateway_channel,
     piece_events,
     record_batches,
     remember_password,
+    replaced,
     spark_ddl,
 )
 from feedkv.sql import catalog
@@ -267,15 +278,24 @@ class SourceOptions:
         """The table as of ``ts`` (now by default); SQLSTATE 42P01 if it does not exist.
         Its VIRTUAL computed columns are left out, as a changefeed leaves them out by
         default: nothing of them is stored to read."""
-        db = connection(self.url)
-        snapshot = catalog.Snapshot(db, ts or db.now())
-        database = catalog.database_by_name(snapshot, self.database)
-        return catalog.table_by_name(snapshot, database, self.table).without_virtual()
+
+        def read(db: FeedClient) -> TableDescriptor:
+            snapshot = catalog.Snapshot(db, ts or db.now())
+            database = catalog.database_by_name(snapshot, self.database)
+            return catalog.table_by_name(snapshot, database, self.table).without_virtual()
+
+        return connected(self.url, read)
+
+
+def _answering(db: FeedClient) -> FeedClient:
+    """``db``, once its node has answered a call."""
+    db.now()
+    return db
 
 
 def range_starts(url: str) -> list[bytes]:
     """Where each range of the node at ``url`` starts: the places to cut batches."""
-    return [info.span.start for info in connection(url).ranges()]
+    return [info.span.start for info in connected(url, lambda db: db.ranges())]
 
 
 def scan_cuts(url: str, span: Span, ts: Timestamp, parts: int) -> list[bytes]:
@@ -311,14 +331,22 @@ class _PieceReader:
 
     def read_piece(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece: Piece = partition.value
-        db = connection(self.options.url)
+        # NB: asked the time first, so a client whose node went away since this worker's
+        # last task is replaced before any row goes out (then a failure fails the task)
+        db = connected(self.options.url, _answering)
         # NB: read with the row before each change, as diff does, so __op can tell an
         # update from an insert; __before is there only with diff.
         events = piece_events(db, Target(self.desc.id), piece, diff=True, omit_virtual=True)
-        if self.options.delta_cdf:
-            yield from cdf_record_batches(events, self.desc)
-        else:
-            yield from record_batches(events, self.desc, diff=self.options.diff)
+        try:
+            if self.options.delta_cdf:
+                yield from cdf_record_batches(events, self.desc)
+            else:
+                yield from record_batches(events, self.desc, diff=self.options.diff)
+        except NodeUnavailableError:
+            # NB: rows went out already: the task fails, and its next attempt (or the
+            # query's restart from its checkpoint) connects anew
+            forget_connection(self.options.url, db)
+            raise
 
 
 class _BatchReader(_PieceReader, DataSourceReader):
@@ -345,7 +373,9 @@ class ResolvedFollower:
         self.resolved = since
         self.error: BaseException | None = None
         self._first = threading.Event()
-        self._feed = connection(url).rangefeed(spans, since, values=False)
+        self.url = url
+        self.db = connection(url)
+        self._feed = self.db.rangefeed(spans, since, values=False)
         self._thread = threading.Thread(target=self._run, name="feedkv-resolved", daemon=True)
         self._thread.start()
 
@@ -360,11 +390,16 @@ class ResolvedFollower:
             self._first.set()
 
     def current(self, *, wait_s: float = 0.0) -> Timestamp:
-        """The resolved timestamp (after waiting up to ``wait_s`` for it to move once)."""
+        """The resolved timestamp (after waiting up to ``wait_s`` for it to move once).
+        Raises :class:`~feedkv.errors.NodeUnavailableError` when the client's node went
+        away: the feed retries without end and would never move again."""
         if wait_s:
             self._first.wait(wait_s)
         if self.error is not None:
             raise self.error
+        if replaced(self.url, self.db):
+            raise NodeUnavailableError("the client's node went away")
+        self.db.now()  # NB: the one call per batch that tells the client's node is gone
         return self.resolved
 
     def close(self) -> None:
@@ -415,7 +450,15 @@ class FollowingStreamReader(DataSourceStreamReader):
         ``wait``: until it has moved once)."""
         if self._follower is None:
             self._follower = ResolvedFollower(self.url, self.spans, since)
-        return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+        try:
+            return self._follower.current(wait_s=FIRST_CHECKPOINT_TIMEOUT_S if wait else 0.0)
+        except NodeUnavailableError:
+            # the client's node went away: follow from where it got to, through another
+            failed = self._follower
+            self._follower = None
+            failed.close()
+            forget_connection(self.url, failed.db)
+            return self.resolved(failed.resolved, wait=wait)
 
 
 class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailableNow):
@@ -432,7 +475,7 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
 
     def start_offset(self) -> FeedOffset:
         o = self.options
-        start = o.cursor or connection(o.url).now()
+        start = o.cursor or connected(o.url, lambda db: db.now())
         return FeedOffset(start, self.span.start if o.initial_scan else None)
 
     def initialOffset(self) -> dict[str, Any]:
@@ -470,7 +513,9 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
     def _hold_request(self, since: Timestamp | None) -> None:
         """Place or renew the hold from ``since`` (``None``: release it): root writes
         it, another user asks the node to (see :mod:`feedkv.changefeed.hold_calls`)."""
-        db = connection(self.options.url)
+        connected(self.options.url, lambda db: self._hold_through(db, since))
+
+    def _hold_through(self, db: FeedClient, since: Timestamp | None) -> None:
         if self._held_by == "txn":
             try:
                 if since is None:
@@ -495,8 +540,8 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         return ReadMaxRows(rows) if rows is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        db = connection(self.options.url)
-        self._stop_at = self.resolved(db.now(), wait=True)
+        now = connected(self.options.url, lambda db: db.now())
+        self._stop_at = self.resolved(now, wait=True)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         offset = FeedOffset.from_json(start)

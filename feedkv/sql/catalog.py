@@ -84,6 +84,7 @@ __all__ = [
     "schema_job_span",
     "list_databases",
     "list_tables",
+    "list_types",
     "list_users",
     "list_sequences",
     "list_views",
@@ -496,6 +497,16 @@ def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[Sequenc
     for _name, descriptor_id in _names(reader, database.id):
         found = get_descriptor(reader, descriptor_id)
         if isinstance(found, SequenceDescriptor):
+            out.append(found)
+    return out
+
+
+def list_types(reader: Reader, database: DatabaseDescriptor) -> list[TypeDescriptor]:
+    """The user-defined types (enums) of ``database``."""
+    out = []
+    for _name, descriptor_id in _names(reader, database.id):
+        found = get_descriptor(reader, descriptor_id)
+        if isinstance(found, TypeDescriptor):
             out.append(found)
     return out
 

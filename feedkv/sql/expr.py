@@ -1491,8 +1491,9 @@ class _Compiler:
         return extract
 
     def json_contains(self, node: exp.ArrayContainsAll | exp.ArrayContainedBy) -> Compiled:
-        """``a @> b``: whether the JSON value ``a`` contains ``b``; ``a <@ b`` the other
-        way round (``@>`` of arrays is 0A000 here)."""
+        """``a @> b``: whether the JSON value ``a`` contains ``b``, or the array ``a``
+        every element of the array ``b`` (as PostgreSQL's, a NULL element is in no
+        array); ``a <@ b`` the other way round."""
         left, right = self.compile(node.this), self.compile(node.expression)
         flipped = isinstance(node, exp.ArrayContainedBy)
         symbol = "<@" if flipped else "@>"
@@ -1502,7 +1503,7 @@ class _Compiler:
             if a is None or b is None:
                 return None
             if isinstance(a, Array) or isinstance(b, Array):
-                raise SQLError("0A000", f"{symbol} of arrays is not supported")
+                return _array_contains(b, a) if flipped else _array_contains(a, b)
             a, b = (_as_json(a, symbol, b), _as_json(b, symbol, a))
             return jsonb.contains(b, a) if flipped else jsonb.contains(a, b)
 
@@ -1755,6 +1756,20 @@ def _json_path(path: Any) -> list[str]:
     if any(item is None for item in items):
         return []  # NB: a NULL step leads nowhere, as CockroachDB
     return [str(item) for item in items]
+
+
+def _array_contains(outer: Any, inner: Any) -> bool:
+    """Whether every element of the array ``inner`` is in the array ``outer``; a
+    string literal or a parameter's list on one side is an array of the other's type."""
+    if isinstance(outer, str | list) and isinstance(inner, Array):
+        outer = coerce(outer, ColumnType(Kind.ARRAY, element=inner.element), None)
+    if isinstance(inner, str | list) and isinstance(outer, Array):
+        inner = coerce(inner, ColumnType(Kind.ARRAY, element=outer.element), None)
+    if not isinstance(outer, Array) or not isinstance(inner, Array):
+        shown = type_of_value(outer if not isinstance(outer, Array) else inner)
+        raise SQLError("42883", f"unsupported comparison operator: array and {shown}")
+    present = [v for v in outer.values if v is not None]
+    return all(v is not None and v in present for v in inner.values)
 
 
 def _as_json(value: Any, symbol: str, other: Any) -> Any:

@@ -18,14 +18,18 @@ import threading
 
 from feedkv.errors import SQLError
 
-__all__ = ["Interrupt", "QueryCanceled"]
+__all__ = ["STATEMENT_TIMEOUT", "Interrupt", "QueryCanceled"]
+
+_CANCELED = "query execution canceled"
+STATEMENT_TIMEOUT = "query execution canceled due to statement timeout"  # CockroachDB's
 
 
 class QueryCanceled(SQLError):
-    """SQLSTATE 57014: the statement was cancelled by the client's request."""
+    """SQLSTATE 57014: the statement was cancelled by the client's request, or ran
+    past the session's ``statement_timeout``."""
 
-    def __init__(self) -> None:
-        super().__init__("57014", "query execution canceled")
+    def __init__(self, message: str = _CANCELED) -> None:
+        super().__init__("57014", message)
 
 
 class Interrupt:
@@ -34,14 +38,44 @@ class Interrupt:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._reason = _CANCELED
+        self._timer: threading.Timer | None = None
+        self._statement = 0  # counts arm() calls: a timer fires for its own statement only
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = _CANCELED) -> None:
+        self._reason = reason
         self._event.set()
 
     def reset(self) -> None:
         """A new statement (or query) starts: an earlier request is spent."""
         if self._event.is_set():  # NB: clear() takes a lock; most queries were not cancelled
             self._event.clear()
+            self._reason = _CANCELED
+
+    def arm(self, seconds: float) -> None:
+        """Cancel the statement that starts now once ``seconds`` have passed (the
+        session's ``statement_timeout``), unless :meth:`disarm` comes first."""
+        self.disarm()
+        self._statement += 1
+        timer = threading.Timer(seconds, self._expire, args=(self._statement,))
+        timer.daemon = True
+        timer.start()
+        self._timer = timer
+
+    def disarm(self) -> None:
+        """The statement ended: its timeout, if armed, will not fire, and one that fired
+        is spent (a client's cancel stays for whoever runs the statements to reset)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._statement += 1  # NB: a timer already firing now cancels nothing
+        if self._event.is_set() and self._reason == STATEMENT_TIMEOUT:
+            self._event.clear()
+            self._reason = _CANCELED
+
+    def _expire(self, statement: int) -> None:
+        if statement == self._statement:
+            self.cancel(STATEMENT_TIMEOUT)
 
     @property
     def cancelled(self) -> bool:
@@ -50,10 +84,10 @@ class Interrupt:
     def check(self) -> None:
         """Raise :class:`QueryCanceled` if the statement was cancelled."""
         if self._event.is_set():
-            raise QueryCanceled
+            raise QueryCanceled(self._reason)
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, or raise :class:`QueryCanceled` as soon as the statement is
         cancelled."""
         if self._event.wait(max(seconds, 0.0)):
-            raise QueryCanceled
+            raise QueryCanceled(self._reason)

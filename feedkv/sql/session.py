@@ -60,6 +60,7 @@ from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
+    TypeDescriptor,
     ViewDescriptor,
 )
 from feedkv.sql.dml import duplicate_key_at
@@ -72,7 +73,7 @@ from feedkv.sql.metrics import SQLMetrics, unregistered_sql_metrics
 from feedkv.sql.parser import parse, placeholder_count
 from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
-from feedkv.sql.session_vars import VARIABLES, checked_value
+from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
 from feedkv.sql.types import ColumnType
 
@@ -345,6 +346,18 @@ class Session:
             self._check_user()
         self.resolve_database(catalog.Snapshot(self.db, self.db.now()), self.database)
 
+    def set_variable(self, name: str, value: str) -> None:
+        """``SET name = value`` for a client's connection parameters (``options='-c
+        name=value'``): 42704 for an unknown variable, its check's error for a bad
+        value or a read-only one."""
+        name = canonical_name(name)
+        value = checked_value(name, value)
+        if name == "database":
+            reader = catalog.Snapshot(self.db, self.db.now())
+            self.database = self.resolve_database(reader, value).name
+        else:
+            self.variables[name] = value
+
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result."""
         results = self.execute_all(text, params)
@@ -479,6 +492,12 @@ class Session:
         database = self.resolve_database(reader, self.database)
         return [*catalog.list_views(reader, database), *catalog.list_sequences(reader, database)]
 
+    def types(self) -> list[TypeDescriptor]:
+        """The user-defined types (enums) of the current database, as this session sees
+        them now (for the catalog views, as :meth:`schema`)."""
+        reader = self._reader()
+        return catalog.list_types(reader, self.resolve_database(reader, self.database))
+
     def users(self) -> list[catalog.User]:
         """Every user, as this session sees them now (for the catalog views, as
         :meth:`schema`)."""
@@ -565,6 +584,18 @@ class Session:
     # Statement execution.
 
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
+        timeout_ms = int(self.variables.get("statement_timeout", "0"))
+        if not timeout_ms:
+            return self._measured(statement, placeholders, params)
+        self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+        try:
+            return self._measured(statement, placeholders, params)
+        finally:
+            self.interrupt.disarm()
+
+    def _measured(
+        self, statement: st.Statement, placeholders: int, params: Sequence[Any]
+    ) -> Result:
         metrics = self.metrics
         if not metrics.enabled:
             # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither

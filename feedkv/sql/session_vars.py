@@ -11,6 +11,7 @@ keeps the values (``database`` is its current database, checked there).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -83,6 +84,23 @@ def _on_off(name: str, value: str) -> str:
     raise SQLError("22023", f'parameter "{name}" requires a Boolean value')
 
 
+_TIMEOUT_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}  # fmt: skip
+_TIMEOUT = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*")
+
+
+def _timeout(name: str, value: str) -> str:
+    """A timeout as CockroachDB shows it: whole milliseconds (``0``: none). A bare
+    number is milliseconds, as in PostgreSQL; else a number and a unit (``500ms``,
+    ``10s``, ``1min``, ``2h``)."""
+    found = _TIMEOUT.fullmatch(value.lower())
+    if found is None or found.group(2) not in ("", *_TIMEOUT_UNITS):
+        raise SQLError(
+            "22023", f"invalid value for parameter {name}: {value!r} (such as '10s' or '500ms')"
+        )
+    return str(int(float(found.group(1)) * _TIMEOUT_UNITS.get(found.group(2), 1)))
+
+
 def _read_only(name: str, value: str) -> str:
     raise SQLError("55000", f'parameter "{name}" cannot be changed')
 
@@ -114,6 +132,9 @@ VARIABLES: dict[str, Variable] = {
     "server_version_num": Variable("130000", _read_only, read_only=True),
     "session_user": Variable("", _read_only, read_only=True),  # the session's user
     "standard_conforming_strings": Variable("on", _one_of("on")),
+    # the session arms its interrupt with it for each statement (feedkv.sql.interrupt):
+    # 57014 once it has passed
+    "statement_timeout": Variable("0", _timeout),
     "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
     "transaction_isolation": Variable("serializable", _isolation),
     # NB: the open transaction's (the session keeps it); outside one, the default's

@@ -125,6 +125,14 @@ def test_initial_scan_only_ends_after_the_scan(table: DB) -> None:
     assert [k for _t, k, _v in data(rows)] == [[1], [2]]
 
 
+def test_initial_scan_only_in_csv_streams_each_row_as_a_csv_line(table: DB) -> None:
+    """As CockroachDB's CSV encoder: no key, the value one line without its line end
+    (the rows were lost, NULL values with their keys, before)."""
+    table.sql("INSERT INTO t VALUES (3, 'x, \"y\"')")
+    result = feed(table, "EXPERIMENTAL CHANGEFEED FOR t WITH format=csv, initial_scan='only'")
+    assert list(result) == [("t", None, "1,a"), ("t", None, "2,b"), ("t", None, '3,"x, ""y"""')]
+
+
 def test_end_time_ends_the_feed_with_nothing_after_it(table: DB) -> None:
     db = table
     db.sql("INSERT INTO t VALUES (3, 'c')")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError
-from feedkv.kv.address import parse_listen, parse_node_url
+from feedkv.kv.address import parse_listen, parse_node_url, parse_node_urls
 
 
 @pytest.mark.parametrize(
@@ -30,3 +30,15 @@ def test_a_sql_url_given_for_a_node_url_points_to_the_grpc_port(url: str) -> Non
     call the gRPC port, and say so rather than only what form they expected."""
     with pytest.raises(InvalidURLError, match=r"SQL port.*feedkv sql --url.*feedkv://HOST:PORT"):
         parse_node_url(url)
+
+
+def test_a_node_url_may_list_several_nodes_to_try_in_order() -> None:
+    """As libpq's and CockroachDB's multi-host URLs: ``feedkv://h1:p1,h2:p2``."""
+    assert parse_node_urls("feedkv://127.0.0.1:1,[::1]:2,h:3?certs_dir=c") == [
+        ("127.0.0.1", 1),
+        ("::1", 2),
+        ("h", 3),
+    ]
+    assert parse_node_urls("feedkv://h:4") == [("h", 4)]
+    with pytest.raises(InvalidURLError, match="expected feedkv://host:port"):
+        parse_node_urls("feedkv://h:1,,h:2")

@@ -4,6 +4,7 @@ to the port, and draining."""
 from __future__ import annotations
 
 import queue
+import socket
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -221,3 +222,21 @@ def test_a_rangefeed_tag_registered_twice_ends_the_stream_as_malformed(
     assert "tag 3 is already registered" in raised.value.details()
     remote.put(b"after", b"still serving")
     assert remote.get(b"after") == b"still serving"
+
+
+def test_a_client_connects_through_the_first_node_of_its_url_that_answers(node: Node) -> None:
+    """A URL may list several nodes (``feedkv://h1:p1,h2:p2``): the first one down, the
+    client connects through the next; none up, the error names each."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    live = node.url.removeprefix("feedkv://")
+    db = feedkv.connect(f"feedkv://{dead},{live}")
+    try:
+        db.put(b"k", b"v")
+        assert db.get(b"k") == b"v"
+    finally:
+        db.close()
+    with pytest.raises(NodeUnavailableError, match="none of the 2 nodes") as raised:
+        feedkv.connect(f"feedkv://{dead},{dead}")
+    assert str(raised.value).count(dead) >= 2

@@ -92,3 +92,27 @@ def test_psql_ctrl_c_cancels_the_running_statement(pg_url: str, pg_server: PGSer
             psql.wait(DEADLINE_S)
     assert "query execution canceled" in err
     assert psql.returncode == 1
+
+
+def test_statement_timeout_cancels_a_statement_that_runs_past_it(db: DB, pg_url: str) -> None:
+    """CockroachDB's and PostgreSQL's ``statement_timeout`` (it was an unknown
+    variable, 42704): SET, or the connection's ``options``; shown in milliseconds."""
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '100ms'")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("100",)
+        with pytest.raises(errors.QueryCanceled) as caught:
+            conn.execute("INSERT INTO t SELECT 1 FROM (SELECT pg_sleep(600)) AS s")
+        assert str(caught.value) == "query execution canceled due to statement timeout"
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        conn.execute("SET statement_timeout = 0")
+        assert conn.execute("SELECT pg_sleep(0.2)").fetchone() == (True,)
+    options = "options=-c%20statement_timeout%3D1min&application_name=shop"
+    with psycopg.connect(f"{pg_url}&{options}", autocommit=True) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("60000",)
+        assert conn.execute("SHOW application_name").fetchone() == ("shop",)
+        assert conn.info.parameter_status("application_name") == "shop"
+    with pytest.raises(psycopg.OperationalError, match="statement_timeout: 'soon'"):
+        psycopg.connect(f"{pg_url}&options=-c%20statement_timeout%3Dsoon")
+    with pytest.raises(psycopg.OperationalError, match='parameter "nope"'):
+        psycopg.connect(f"{pg_url}&options=-c%20nope%3D1")

@@ -168,3 +168,54 @@ def test_bad_source_options_are_refused_naming_the_option(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=says):
         SourceOptions.parse(options)
+
+
+def test_a_stream_goes_on_through_the_next_node_of_its_url_when_its_node_dies(
+    tmp_path: Path,
+) -> None:
+    """The source's URL lists two nodes of a cluster, the first of which the driver's
+    client connects through; that node dies (its ranges are all on the other): the
+    stream's next batch is planned, followed and read through the other node (the
+    query failed with NodeUnavailableError in planPartitions)."""
+    from feedkv.server.cluster import ClusterConfig
+
+    config = StoreConfig(sync=False, closed_ts_target_ns=50_000_000, closed_ts_interval_s=0.02)
+    still = ClusterConfig(rebalance_interval_s=0.0)  # the ranges stay on the first node
+    first = feedkv.connect(
+        tmp_path / "n1", config=config, listen="127.0.0.1:0", join=[], cluster_config=still,
+        changefeed_runner="thread",
+    )  # fmt: skip
+    try:
+        address = first.serving_url().removeprefix("feedkv://")
+        gateway = feedkv.connect(
+            tmp_path / "n2", config=config, listen="127.0.0.1:0", join=[address],
+            cluster_config=still, changefeed_runner="thread",
+        )  # fmt: skip
+        first.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+        first.sql("INSERT INTO t VALUES (1, 'a')")
+        url = f"{gateway.serving_url()},{address}"
+        source = FeedKVDataSource({"url": url, "table": "t", "initial_scan": "no"})
+        reader = source.streamReader(StructType())
+        try:
+            start = reader.initialOffset()
+
+            def batch_to(ts: Timestamp, after: dict[str, Any]) -> Any:
+                def past() -> dict[str, Any] | None:
+                    end = reader.latestOffset(after, ReadAllAvailable())
+                    return end if FeedOffset.from_json(end).resolved >= ts else None
+
+                return wait_until(past, timeout_s=30.0, what=f"a batch past {ts}")
+
+            first.sql("INSERT INTO t VALUES (2, 'b')")
+            middle = batch_to(first.now(), start)
+            planned = reader.partitions(start, middle)
+            gateway.close()  # the node the stream's client connected through
+            # a task of a batch planned before: its worker's client is replaced
+            assert [r["k"] for p in planned for b in reader.read(p) for r in b.to_pylist()] == [2]
+            first.sql("INSERT INTO t VALUES (3, 'c')")
+            end = batch_to(first.now(), middle)
+            assert [r["k"] for r in rows_between(reader, middle, end)] == [3]
+        finally:
+            reader.stop()
+    finally:
+        first.close()

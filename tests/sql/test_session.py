@@ -1095,3 +1095,20 @@ def test_follower_reads_are_off_and_cannot_be_turned_on(
         statement = f"SET default_transaction_use_follower_reads = {value}"
         assert sql_error(lambda text=statement: s.execute(text)).code == "0A000"
     assert s.execute("SHOW default_transaction_use_follower_reads").rows == [("off",)]
+
+
+def test_statement_timeout_cancels_a_statement_of_an_embedded_session(db: DB) -> None:
+    """Set in a session of the Python API, not only over the wire: a statement past it
+    fails with 57014, and the session's next statements run."""
+    session = db.session()
+    session.execute("SET statement_timeout = '100ms'")
+    with pytest.raises(SQLError) as raised:
+        session.execute("SELECT pg_sleep(600)")
+    assert (raised.value.code, raised.value.message) == (
+        "57014",
+        "query execution canceled due to statement timeout",
+    )
+    assert session.execute("SELECT 1").rows == [(1,)]
+    session.execute("RESET statement_timeout")
+    assert session.execute("SHOW statement_timeout").rows == [("0",)]
+    assert session.execute("SELECT pg_sleep(0.2)").rows == [(True,)]

@@ -174,7 +174,9 @@ class TransactionRetryError(RetryableError, Generic[_TS]):
     def __init__(self, reason: str, message: str, ts: _TS | None = None) -> None:
         self.reason = reason
         self.ts = ts
-        super().__init__(f"restart transaction ({reason}): {message}")
+        # NB: worded as CockroachDB's, which clients and people grep for; the SQL layer
+        # puts "restart transaction: " in front (SerializationFailure.restart)
+        super().__init__(f"TransactionRetryError: retry txn ({reason} - {message})")
 
 
 class TransactionAbortedError(RetryableError):
@@ -303,6 +305,16 @@ class SerializationFailure(SQLError, RetryableError):
 
     def __init__(self, message: str) -> None:
         super().__init__("40001", message)
+
+    @classmethod
+    def restart(cls, exc: RetryableError) -> SerializationFailure:
+        """``exc`` as the 40001 a SQL client gets, worded as CockroachDB's
+        (``restart transaction: TransactionRetryWithProtoRefreshError: ...``)."""
+        if isinstance(exc, SerializationFailure):
+            return exc
+        if isinstance(exc, TransactionRetryError | TransactionAbortedError | WriteTooOldError):
+            return cls(f"restart transaction: TransactionRetryWithProtoRefreshError: {exc}")
+        return cls(f"restart transaction: {exc}")
 
 
 class BatchTimestampBeforeGCError(FeedKVError, Generic[_TS]):

@@ -110,6 +110,7 @@ from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
 from feedkv.util.hlc import Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, Span, check_key, key_next
+from feedkv.util.keyspace import pretty_key
 
 __all__ = [
     "Applied",
@@ -730,9 +731,11 @@ class _Evaluator:
         txn = self._txn(req)
         changed = mvcc.first_change(self.rw, req.span, req.from_ts, txn.write_ts, txn_id=txn.id)
         if changed is not None:
+            intents = mvcc.scan_intents(self.rw, Span(changed, key_next(changed)), txn.write_ts)
+            what = "intent" if any(i.txn.id != txn.id for i in intents) else "committed value"
             raise TransactionRetryError(
                 "RETRY_SERIALIZABLE",
-                f"{changed!r} changed after the transaction read it at {req.from_ts}",
+                f"failed preemptive refresh due to a conflict: {what} on key {pretty_key(changed)}",
             )
         self.ctx.tscache.add_span(req.span, txn.write_ts, txn.id)
         return RefreshRangeResponse()

@@ -64,6 +64,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     PermissionDeniedError,
     RetryableError,
+    SerializationFailure,
     SQLError,
 )
 from feedkv.pgwire import messages as m
@@ -226,6 +227,14 @@ _RETRY_HINT = (
     "SAVEPOINT cockroach_restart and ROLLBACK TO SAVEPOINT cockroach_restart. See: "
     "https://www.cockroachlabs.com/docs/stable/transaction-retry-error-reference.html"
 )
+_RETRY_REASON = re.compile(r"retry txn \(([A-Z_]+)")
+
+
+def _retry_hint(message: str) -> str:
+    """The 40001 hint, its link pointing at the reason's entry when the message names one
+    (``#retry_serializable``), as CockroachDB's does."""
+    reason = _RETRY_REASON.search(message)
+    return _RETRY_HINT + (f"#{reason.group(1).lower()}" if reason else "")
 
 
 class _ClientGone(FeedKVError):
@@ -485,7 +494,7 @@ class Connection:
 
     def _error(self, exc: BaseException, out: bytearray) -> None:
         error = _as_sql_error(exc)
-        hint = _RETRY_HINT if error.code == "40001" else None
+        hint = _retry_hint(error.message) if error.code == "40001" else None
         out += m.error_response(
             error.code, error.message, position=error.position, detail=error.detail, hint=hint
         )
@@ -1055,7 +1064,7 @@ def _as_sql_error(exc: BaseException) -> SQLError:
     if isinstance(exc, SQLError):
         return exc
     if isinstance(exc, RetryableError):
-        return SQLError("40001", f"restart transaction: {exc}")
+        return SerializationFailure.restart(exc)
     if isinstance(exc, InvalidArgumentError):
         return SQLError("22023", str(exc))
     if isinstance(exc, PermissionDeniedError):

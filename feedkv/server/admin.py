@@ -48,10 +48,8 @@ from feedkv.security.scram import check_login
 from feedkv.server.feed_history import FeedHistory, Sample
 from feedkv.spark.progress import SparkProgress, read_ranges
 from feedkv.sql import catalog
-from feedkv.sql.row_codec import CATALOG_PREFIX, table_id_of_key, table_prefix
-from feedkv.util.encoding import decode_value
 from feedkv.util.hlc import Timestamp
-from feedkv.util.keys import KEY_MAX, KEY_MIN
+from feedkv.util.keyspace import pretty_key
 
 if TYPE_CHECKING:
     from feedkv.changefeed.job import Job
@@ -65,7 +63,7 @@ if TYPE_CHECKING:
     from feedkv.sql.client import SQLClient
     from feedkv.sql.session import Session
 
-__all__ = ["ACTIONS", "Admin", "AdminNode", "pretty_key", "span_text"]
+__all__ = ["ACTIONS", "Admin", "AdminNode", "span_text"]
 
 log = logging.getLogger(__name__)
 
@@ -349,39 +347,6 @@ def _scan_fraction(record: JobRecord, job: Job | None) -> float | None:
     if isinstance(job, ThreadJob):
         return job.scan_fraction
     return record.fraction_completed
-
-
-def pretty_key(key: bytes) -> str:
-    """A key as CockroachDB's admin pages show one: ``/Min``, ``/Max``,
-    ``/Table/<id>/<index id>/<key values...>`` (as ``SHOW RANGES`` shows them; the rest
-    in hex when it does not decode as ascending key columns), ``/System/...`` for the
-    catalog's keys, else the bytes."""
-    if key == KEY_MIN:
-        return "/Min"
-    if key >= KEY_MAX:
-        return "/Max"
-    table_id = table_id_of_key(key)
-    if table_id is not None:
-        rest = key[len(table_prefix(table_id)) :]
-        return f"/Table/{table_id}" + (f"/{_key_columns(rest)}" if rest else "")
-    if key.startswith(CATALOG_PREFIX):
-        rest = key[len(CATALOG_PREFIX) :]
-        return "/System" + (f"/{rest.hex()}" if rest else "")
-    return repr(key)
-
-
-def _key_columns(rest: bytes) -> str:
-    """The key columns after a table's prefix (its index id first) as ``1/50``; in hex
-    when they do not decode (a descending column, a key split inside a column)."""
-    shown = []
-    pos = 0
-    try:
-        while pos < len(rest):
-            value, pos = decode_value(rest, pos)
-            shown.append("NULL" if value is None else str(value))
-    except InvalidArgumentError:
-        return rest.hex()
-    return "/".join(shown)
 
 
 def span_text(start: bytes, end: bytes) -> str:

@@ -50,6 +50,7 @@ from feedkv.util.encoding import (
 )
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
+from feedkv.util.keyspace import CATALOG_PREFIX, TABLES_PREFIX, table_id_of_key
 
 __all__ = [
     "CATALOG_PREFIX",
@@ -70,9 +71,6 @@ __all__ = [
     "table_prefix",
     "table_span",
 ]
-
-CATALOG_PREFIX = b"\xf1"
-TABLES_PREFIX = b"\xf2"
 
 Row = dict[int, Any]  # column id -> value
 
@@ -222,17 +220,6 @@ def row_split_key(key: bytes) -> bytes:
     except InvalidArgumentError:
         return key
     return key[:last]
-
-
-def table_id_of_key(key: bytes) -> int | None:
-    """The table a key belongs to, or ``None`` for a key outside every table."""
-    if not key.startswith(TABLES_PREFIX):
-        return None
-    try:
-        table_id, _ = decode_value(key, len(TABLES_PREFIX))
-    except InvalidArgumentError:
-        return None
-    return table_id if isinstance(table_id, int) and not isinstance(table_id, bool) else None
 
 
 _Convert = Callable[[Any], Any]

@@ -697,7 +697,7 @@ class Session:
             self._failed = self._retry = True
             if isinstance(exc, SQLError):
                 raise
-            raise SerializationFailure(f"restart transaction: {exc}") from exc
+            raise SerializationFailure.restart(exc) from exc
         except BaseException:
             self._failed = True
             raise
@@ -1094,7 +1094,7 @@ class Session:
         except RetryableError as exc:
             txn.rollback()
             _withdraw(executions)
-            raise SerializationFailure(f"restart transaction: {exc}") from exc
+            raise SerializationFailure.restart(exc) from exc
         except ConditionFailedError as exc:
             # NB: in an explicit transaction only a new rowid is checked at commit
             # (dml._insert_blind): another row took it, and a retry draws a new one

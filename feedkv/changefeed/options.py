@@ -366,17 +366,20 @@ def parse_options(
     return options
 
 
+# What a changefeed that ends after its scan cannot do: no resolved markers or end time
+# (there is no stream), no diff and no updated or MVCC timestamps (as CockroachDB refuses)
+_INITIAL_SCAN_ONLY_UNSUPPORTED = ("end_time", "resolved", "diff", "mvcc_timestamp", "updated")
+
+
 def _check_combinations(o: ChangefeedOptions, named: set[str], now: Timestamp) -> None:
     for name in ("lagging_ranges_threshold", "lagging_ranges_polling_interval"):
         if getattr(o, name) <= 0:
             raise option_error(f"option {name} must be more than 0s, such as '1m'")
     if o.initial_scan == "only":
-        for name in ("resolved", "end_time", "diff"):
+        # NB: CockroachDB's wording; it names the option's old spelling whichever was written
+        for name in _INITIAL_SCAN_ONLY_UNSUPPORTED:
             if name in named:
-                raise option_error(
-                    f"option {name} cannot be used with initial_scan='only': "
-                    "such a changefeed ends after its scan"
-                )
+                raise option_error(f"cannot specify both initial_scan_only and {name}")
     if o.encode_json_value_null_as_object and o.format != "json":
         raise option_error(
             "option encode_json_value_null_as_object is only usable with format=json"

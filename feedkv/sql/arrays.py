@@ -4,14 +4,17 @@ An array knows its element type, which its text, its JSON and its wire format ne
 Arrays compare as PostgreSQL's one-dimensional arrays: element by element, then by
 length. Text is PostgreSQL's: ``{1,2,NULL}``, an element quoted when it is empty,
 ``NULL``, or holds a space, a quote, a backslash, a comma or a brace.
+
+To Python (an embedded ``db.sql`` result) an array is a read-only sequence of its
+values: it iterates, indexes, equals a list of the same values and shows as one.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from feedkv.errors import SQLError
 
@@ -22,12 +25,14 @@ _SPECIAL = set(' "\\,{}\t\n')
 
 @functools.total_ordering
 @dataclass(frozen=True, slots=True, eq=False)
-class Array:
+class Array(Sequence[Any]):
     values: tuple[Any, ...]
     # NB: a feedkv.sql.types.ColumnType; not named here, since types imports this module
     element: Any
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return list(self.values) == other
         return isinstance(other, Array) and self.values == other.values
 
     def __lt__(self, other: object) -> bool:
@@ -46,6 +51,22 @@ class Array:
 
     def __len__(self) -> int:
         return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Array: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return Array(self.values[index], self.element)
+        return self.values[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
+
+    def __repr__(self) -> str:
+        # NB: the values alone, as a list shows them; the element type is for SQL
+        return repr(list(self.values))
 
     def text(self, show: Callable[[Any], str]) -> str:
         """PostgreSQL's text of the array, each element shown by ``show``."""

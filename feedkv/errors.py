@@ -242,7 +242,8 @@ class InvalidKeyError(InvalidArgumentError):
 
 
 class InvalidSpanError(InvalidArgumentError):
-    """A span is empty or inverted (its end must sort after its start)."""
+    """A span is not a pair of byte keys, or is empty or inverted (its end must sort
+    after its start)."""
 
 
 class ValueTooLargeError(InvalidArgumentError):

@@ -273,7 +273,7 @@ class KVClient:
 
     def export(
         self,
-        span: Span,
+        span: Span | tuple[bytes, bytes],
         lo: Timestamp,
         hi: Timestamp,
         *,
@@ -288,7 +288,9 @@ class KVClient:
         adds each version's previous value. Fetched ``page_size`` versions at a time,
         and with ``page_bytes`` about that many bytes at a time at most (a caller that
         must bound what it holds: a page's versions are learnt from the last page's
-        sizes, the first page being :data:`FIRST_BYTES_PAGE` versions at most)."""
+        sizes, the first page being :data:`FIRST_BYTES_PAGE` versions at most).
+        ``span`` is a :class:`Span` or a ``(start, end)`` pair of bytes."""
+        span = Span.of(span)
         if hi < lo:
             raise InvalidArgumentError(f"export window ({lo}, {hi}] is inverted")
         if page_size <= 0:

@@ -82,6 +82,18 @@ class Span:
             )
 
     @classmethod
+    def of(cls, span: Span | tuple[bytes, bytes]) -> Span:
+        """``span`` as a :class:`Span`: a ``Span``, or a ``(start, end)`` pair of bytes (as
+        a rangefeed takes); :class:`InvalidSpanError` names anything else."""
+        if isinstance(span, Span):
+            return span
+        if isinstance(span, tuple | list) and len(span) == 2:
+            return cls(*span)
+        raise InvalidSpanError(
+            f"a span is a Span or a (start, end) pair of bytes, not {span!r:.60}"
+        )
+
+    @classmethod
     def for_key(cls, key: bytes) -> Span:
         """The span holding exactly ``key``."""
         return cls(key, key_next(key))

@@ -11,7 +11,7 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, InvalidSpanError
 from feedkv.kv.api import BatchRequest, Header, HeartbeatTxn, Put, Transaction
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.server.node import Node
@@ -118,6 +118,17 @@ def test_bad_export_arguments_are_refused_clearly(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         list(db.export(EVERYTHING, lo, hi, page_size=page_size))
+
+
+def test_export_takes_a_start_end_pair_as_a_rangefeed_does(db: DB, clock: ManualClock) -> None:
+    written = history(db, clock)
+    lo, hi = written[9][1], written[-1][1]
+    pair = (EVERYTHING.start, EVERYTHING.end)
+    assert as_tuples(db.export(pair, lo, hi)) == as_tuples(db.export(EVERYTHING, lo, hi))
+    assert sorted(as_tuples(db.export(pair, lo, hi))) == sorted(written[10:])
+    for bad in [b"k1", ("k1", "k2"), (b"k1", b"k2", b"k3"), (b"k2", b"k1")]:
+        with pytest.raises(InvalidSpanError, match="span"):
+            list(db.export(bad, lo, hi))  # type: ignore[arg-type]
 
 
 def test_export_over_grpc_matches_the_embedded_answer(tmp_path: Path) -> None:

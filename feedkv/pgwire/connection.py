@@ -49,6 +49,7 @@ Two kinds of query do not go to the SQL layer: ``COPY ... FROM STDIN | TO STDOUT
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import logging
 import re
@@ -109,6 +110,7 @@ from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
+from feedkv.sql.time_zone import statement_zone
 from feedkv.sql.types import ColumnType, Kind, coerce
 
 __all__ = [
@@ -168,6 +170,9 @@ class SQLSession(Protocol):
     def fail(self) -> None: ...
 
     def variable(self, name: str) -> str: ...
+
+    @property
+    def zone(self) -> datetime.tzinfo: ...
 
     @property
     def interrupt(self) -> Interrupt: ...
@@ -705,14 +710,20 @@ class Connection:
         if copy.header:
             out += m.copy_data(encode_row(copy, list(result.columns)))
         digits = self._float_digits()
-        for row in result.rows:
-            text = [
-                None if value is None else encode_text(value, wire.oid, digits).decode()
-                for value, wire in zip(row, types, strict=True)
-            ]
-            out += m.copy_data(encode_row(copy, text))
+        with statement_zone(self._zone()):
+            for row in result.rows:
+                text = [
+                    None if value is None else encode_text(value, wire.oid, digits).decode()
+                    for value, wire in zip(row, types, strict=True)
+                ]
+                out += m.copy_data(encode_row(copy, text))
         out += m.copy_done()
         out += m.command_complete(f"COPY {len(result.rows)}")
+
+    def _zone(self) -> datetime.tzinfo:
+        """The session's time zone: how a TIMESTAMPTZ is written as text."""
+        session = self._session
+        return datetime.UTC if session is None else session.zone
 
     def _float_digits(self) -> int:
         """The session's ``extra_float_digits``: how FLOATs are written as text."""
@@ -799,7 +810,7 @@ class Connection:
             if isinstance(result, FeedResult):
                 self._stream(result, types, codes, out)
                 return
-            _data_rows(result.rows, types, codes, out, self._float_digits())
+            _data_rows(result.rows, types, codes, out, self._float_digits(), self._zone())
         for notice in result.notices:
             out += m.notice_response(notice)
         out += m.command_complete(result.tag)
@@ -823,7 +834,7 @@ class Connection:
                     continue
                 if row is None:
                     break
-                _data_rows([row], types, codes, out, self._float_digits())
+                _data_rows([row], types, codes, out, self._float_digits(), self._zone())
                 sent += 1
                 self._flush(out)
         finally:
@@ -1007,7 +1018,7 @@ class Connection:
         rows = result.rows[portal.sent : end]
         if result.columns or result.rows:
             codes = _formats(portal.result_formats, len(portal.types))
-            _data_rows(rows, portal.types, codes, out, self._float_digits())
+            _data_rows(rows, portal.types, codes, out, self._float_digits(), self._zone())
         portal.sent += len(rows)
         if portal.sent < len(result.rows):
             out += m.portal_suspended()
@@ -1126,13 +1137,17 @@ def _data_rows(
     codes: list[int],
     out: bytearray,
     float_digits: int = 0,
+    zone: datetime.tzinfo = datetime.UTC,
 ) -> None:
+    """``rows`` as DataRow messages; a TIMESTAMPTZ's text is shown in ``zone`` (the
+    session's time zone)."""
     oids = [wire.oid for wire in types]
     encoders = [encode_binary if code else encode_text for code in codes]
-    for row in rows:
-        out += m.data_row(
-            [
-                None if value is None else encode(value, oid, float_digits)
-                for value, oid, encode in zip(row, oids, encoders, strict=True)
-            ]
-        )
+    with statement_zone(zone):
+        for row in rows:
+            out += m.data_row(
+                [
+                    None if value is None else encode(value, oid, float_digits)
+                    for value, oid, encode in zip(row, oids, encoders, strict=True)
+                ]
+            )

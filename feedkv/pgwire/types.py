@@ -41,6 +41,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
+from feedkv.sql.time_zone import current_zone, offset_text
 from feedkv.sql.types import (
     ColumnType,
     FixedChar,
@@ -381,8 +382,9 @@ def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
 
 
 def _timestamp_text(value: datetime.datetime) -> str:
-    if value.tzinfo is not None:
-        return _timestamp_text(value.astimezone(datetime.UTC).replace(tzinfo=None)) + "+00"
+    if value.tzinfo is not None:  # in the session's time zone, with its offset
+        local = value.astimezone(current_zone())
+        return _timestamp_text(local.replace(tzinfo=None)) + offset_text(local)
     text = value.isoformat(sep=" ")
     return text.rstrip("0") if value.microsecond else text
 

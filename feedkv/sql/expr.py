@@ -41,6 +41,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.session_vars import CLUSTER_VERSION
+from feedkv.sql.time_zone import current_zone
 from feedkv.sql.types import (
     DECIMAL_NAN,
     DECIMAL_QUOTIENT,
@@ -1166,7 +1167,7 @@ class _Compiler:
 
     def current_date(self, node: exp.Expr) -> Compiled:
         _no_arguments(node)
-        return lambda row, ctx: ctx.now.date()
+        return lambda row, ctx: ctx.now.astimezone(current_zone()).date()
 
     def uuid(self, node: exp.Expr) -> Compiled:
         _no_arguments(node)

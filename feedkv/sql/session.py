@@ -35,6 +35,7 @@ node, so an embedded store and a server give the same results.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 import random
 import time
@@ -75,6 +76,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
+from feedkv.sql.time_zone import statement_zone, zone_named
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -584,14 +586,20 @@ class Session:
     # Statement execution.
 
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
-        timeout_ms = int(self.variables.get("statement_timeout", "0"))
-        if not timeout_ms:
-            return self._measured(statement, placeholders, params)
-        self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
-        try:
-            return self._measured(statement, placeholders, params)
-        finally:
-            self.interrupt.disarm()
+        with statement_zone(self.zone):
+            timeout_ms = int(self.variables.get("statement_timeout", "0"))
+            if not timeout_ms:
+                return self._measured(statement, placeholders, params)
+            self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+            try:
+                return self._measured(statement, placeholders, params)
+            finally:
+                self.interrupt.disarm()
+
+    @property
+    def zone(self) -> datetime.tzinfo:
+        """The session's time zone (``SET TIME ZONE``), which its statements run in."""
+        return zone_named(self.variables.get("timezone", "UTC"))
 
     def _measured(
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]
@@ -758,6 +766,7 @@ class Session:
         retried on conflicts. ``autocommit``: statements that may write blind and use
         leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
+        zone = self.zone
         statements = [statement for statement, _ in runs]
         for statement in statements:
             self._refuse_if_read_only(statement)
@@ -771,7 +780,8 @@ class Session:
                     interrupt()
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
-                results.append(run(execution, statement))
+                with statement_zone(zone):
+                    results.append(run(execution, statement))
             publish_added_columns(txn, executions)
             return results
 

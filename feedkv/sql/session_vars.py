@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from feedkv.errors import SQLError
+from feedkv.sql.time_zone import checked_zone
 
 __all__ = [
     "CLUSTER_VERSION",
@@ -135,7 +136,9 @@ VARIABLES: dict[str, Variable] = {
     # the session arms its interrupt with it for each statement (feedkv.sql.interrupt):
     # 57014 once it has passed
     "statement_timeout": Variable("0", _timeout),
-    "timezone": Variable("UTC", _one_of("UTC", "Etc/UTC", "GMT", "Z", "+00:00", canonical="UTC")),
+    # UTC, an IANA zone or an offset (feedkv.sql.time_zone); the session runs each
+    # statement in it
+    "timezone": Variable("UTC", checked_zone),
     "transaction_isolation": Variable("serializable", _isolation),
     # NB: the open transaction's (the session keeps it); outside one, the default's
     "transaction_priority": Variable("normal", _one_of("low", "normal", "high")),

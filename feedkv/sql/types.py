@@ -37,6 +37,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
+from feedkv.sql.time_zone import current_zone
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -563,6 +564,8 @@ def _to_bool(value: object, ctype: ColumnType) -> bool:
 
 def _to_date(value: object, ctype: ColumnType) -> datetime.date:
     if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:  # the day in the session's zone
+            value = value.astimezone(current_zone())
         return value.date()
     if isinstance(value, datetime.date):
         return value
@@ -591,8 +594,8 @@ def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
+        if value.tzinfo is not None:  # the wall time in the session's zone
+            value = value.astimezone(current_zone()).replace(tzinfo=None)
         return value
     if isinstance(value, datetime.date):
         return datetime.datetime(value.year, value.month, value.day)
@@ -603,11 +606,12 @@ def _to_timestamptz(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
+        if value.tzinfo is None:  # a wall time in the session's zone
+            return value.replace(tzinfo=current_zone()).astimezone(UTC)
         return value.astimezone(UTC)
     if isinstance(value, datetime.date):
-        return datetime.datetime(value.year, value.month, value.day, tzinfo=UTC)
+        midnight = datetime.datetime(value.year, value.month, value.day)
+        return midnight.replace(tzinfo=current_zone()).astimezone(UTC)
     raise _Mismatch
 
 
@@ -946,8 +950,10 @@ def format_value(value: Any) -> str:
     if isinstance(value, bytes):
         return "\\x" + value.hex()
     if isinstance(value, datetime.datetime):
-        text = value.isoformat(sep=" ")
-        return text
+        moment: datetime.datetime = value
+        if moment.tzinfo is not None:  # in the session's time zone
+            moment = moment.astimezone(current_zone())
+        return moment.isoformat(sep=" ")
     if isinstance(value, datetime.time):
         text = value.isoformat()
         return text.rstrip("0") if value.microsecond else text

@@ -1,0 +1,111 @@
+"""The session's time zone (``SET TIME ZONE``), as CockroachDB takes it.
+
+A zone is UTC (its default; also ``GMT``, ``Z``, ``Etc/UTC``), an IANA name
+(``America/New_York``, any case) or an ISO 8601 offset from UTC (``-04:00``, ``+5:30``,
+``-4``: west of Greenwich is negative). A TIMESTAMPTZ is an instant, stored in UTC; the
+zone only says how one reads and writes it: text without an offset is read in the zone,
+a TIMESTAMPTZ is shown (and cast to TIMESTAMP or DATE) in the zone.
+
+The zone of the statement running is a context variable the session sets around each
+statement (:func:`statement_zone`), so that the conversions deep in the type layer
+(:mod:`feedkv.sql.types`) follow it without threading a session through them; outside a
+session's statement (a changefeed decoding rows) it is UTC.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import re
+import zoneinfo
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from feedkv.errors import SQLError
+
+__all__ = ["checked_zone", "current_zone", "offset_text", "statement_zone", "zone_named"]
+
+_UTC_NAMES = frozenset({"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "universal"})
+_OFFSET = re.compile(r"([+-]?)(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+_ZONE: ContextVar[datetime.tzinfo] = ContextVar("feedkv_statement_zone", default=datetime.UTC)
+
+
+def checked_zone(name: str, value: str) -> str:
+    """``value`` as the session variable ``timezone`` keeps it: ``UTC`` for UTC, an IANA
+    zone's own spelling, an offset as given; 22023 for anything else (as CockroachDB)."""
+    text = value.strip()
+    _, canonical = _zone(text)
+    return canonical
+
+
+def zone_named(text: str) -> datetime.tzinfo:
+    """The zone ``text`` (a value :func:`checked_zone` accepted) names."""
+    return _zone(text.strip())[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _zone(text: str) -> tuple[datetime.tzinfo, str]:
+    if text.lower() in _UTC_NAMES:
+        return datetime.UTC, "UTC"
+    offset = _OFFSET.fullmatch(text)
+    if offset is not None:
+        sign, hours, minutes, seconds = offset.groups()
+        delta = datetime.timedelta(
+            hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0)
+        )
+        if delta >= datetime.timedelta(hours=24) or int(minutes or 0) >= 60:
+            raise _unknown(text)
+        if not delta:
+            return datetime.UTC, "UTC"
+        return datetime.timezone(-delta if sign == "-" else delta), text
+    key = _zone_keys().get(text.lower())
+    if key is None:
+        raise _unknown(text)
+    return zoneinfo.ZoneInfo(key), key
+
+
+@functools.cache
+def _zone_keys() -> dict[str, str]:
+    """Every IANA zone name this system knows, by its lower case (names are read in any
+    case, as PostgreSQL does)."""
+    return {key.lower(): key for key in zoneinfo.available_timezones()}
+
+
+def _unknown(text: str) -> SQLError:
+    return SQLError(
+        "22023",
+        f'invalid value for parameter "timezone": "\'{text}\'"',
+        detail=f'cannot find time zone "{text}": unknown time zone {text}',
+    )
+
+
+def current_zone() -> datetime.tzinfo:
+    """The zone of the statement running in this context (UTC outside one)."""
+    return _ZONE.get()
+
+
+@contextmanager
+def statement_zone(zone: datetime.tzinfo) -> Iterator[None]:
+    """Run the body with ``zone`` as :func:`current_zone`."""
+    token = _ZONE.set(zone)
+    try:
+        yield
+    finally:
+        _ZONE.reset(token)
+
+
+def offset_text(value: datetime.datetime) -> str:
+    """The UTC offset of an aware ``value`` as PostgreSQL writes it: ``+00``, ``-04``,
+    ``+05:30`` (seconds only when there are some)."""
+    offset = value.utcoffset() or datetime.timedelta()
+    sign = "-" if offset < datetime.timedelta() else "+"
+    seconds = abs(int(offset.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{sign}{hours:02d}"
+    if minutes or secs:
+        text += f":{minutes:02d}"
+    if secs:
+        text += f":{secs:02d}"
+    return text

@@ -1,0 +1,53 @@
+"""``SET TIME ZONE`` over the wire, with psycopg: an IANA zone or an offset is accepted,
+a TIMESTAMPTZ's text is written in it (as CockroachDB writes ``2024-05-01 09:00:00-04``),
+text without an offset is read in it, and an unknown zone is 22023."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+from psycopg.adapt import Loader
+
+
+class RawText(Loader):
+    """The column's text as the server sent it (psycopg would parse a TIMESTAMPTZ)."""
+
+    def load(self, data: Any) -> str:
+        return bytes(data).decode()
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(url, autocommit=True)
+    conn.adapters.register_loader("timestamptz", RawText)
+    return conn
+
+
+INSTANT = "'2024-05-01 13:00:00+00'::TIMESTAMPTZ"
+
+
+def test_a_timestamptz_is_written_in_the_sessions_time_zone(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        assert conn.execute(f"SELECT {INSTANT}").fetchone() == ("2024-05-01 13:00:00+00",)
+        conn.execute("SET TIME ZONE 'America/New_York'")
+        assert conn.execute("SHOW TIME ZONE").fetchone() == ("America/New_York",)
+        assert conn.execute(f"SELECT {INSTANT}").fetchone() == ("2024-05-01 09:00:00-04",)
+        winter = "'2024-01-15 13:00:00+00'::TIMESTAMPTZ"  # standard time: -05
+        assert conn.execute(f"SELECT {winter}").fetchone() == ("2024-01-15 08:00:00-05",)
+        # text without an offset is a wall time in the zone
+        row = conn.execute(f"SELECT '2024-05-01 09:00:00'::TIMESTAMPTZ = {INSTANT}").fetchone()
+        assert row == (True,)
+        conn.execute("SET timezone = '+05:30'")
+        assert conn.execute(f"SELECT {INSTANT}").fetchone() == ("2024-05-01 18:30:00+05:30",)
+    with connect(pg_url) as other:  # the zone is the session's own
+        assert other.execute(f"SELECT {INSTANT}").fetchone() == ("2024-05-01 13:00:00+00",)
+
+
+def test_an_unknown_time_zone_is_22023_and_changes_nothing(pg_url: str) -> None:
+    with connect(pg_url) as conn:
+        with pytest.raises(errors.InvalidParameterValue) as caught:
+            conn.execute("SET TIME ZONE 'Mars/Olympus'")
+        assert str(caught.value).startswith('invalid value for parameter "timezone"')
+        assert conn.execute("SHOW TIME ZONE").fetchone() == ("UTC",)

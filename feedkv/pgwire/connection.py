@@ -312,6 +312,7 @@ class Connection:
         self._database = ""
         self._startup_params: dict[str, str] = {}
         self._session: SQLSession | None = None
+        self._reported_zone = "UTC"  # the TimeZone the client was last told
         self._statements: dict[str, _Prepared] = {}
         self._portals: dict[str, _Portal] = {}
         self._skipping = False
@@ -430,6 +431,7 @@ class Connection:
         out += m.authentication_ok()
         for name, value in self._parameters().items():
             out += m.parameter_status(name, value)
+        self._reported_zone = session.variable("timezone")
         out += m.backend_key_data(self.process_id, self.secret)
         out += m.ready_for_query("I")
 
@@ -440,7 +442,7 @@ class Connection:
             "client_encoding": "UTF8",
             "DateStyle": "ISO, MDY",
             "IntervalStyle": "postgres",
-            "TimeZone": "UTC",
+            "TimeZone": self._sql.variable("timezone"),
             "integer_datetimes": "on",
             "standard_conforming_strings": "on",
             "application_name": self._sql.variable("application_name"),
@@ -720,6 +722,14 @@ class Connection:
         out += m.copy_done()
         out += m.command_complete(f"COPY {len(result.rows)}")
 
+    def _report_time_zone(self, out: bytearray) -> None:
+        """A ParameterStatus for ``TimeZone`` once a statement changed it, as PostgreSQL
+        and CockroachDB send one: drivers (psycopg) give TIMESTAMPTZ values in it."""
+        zone = self._sql.variable("timezone")
+        if zone != self._reported_zone:
+            self._reported_zone = zone
+            out += m.parameter_status("TimeZone", zone)
+
     def _zone(self) -> datetime.tzinfo:
         """The session's time zone: how a TIMESTAMPTZ is written as text."""
         session = self._session
@@ -813,6 +823,7 @@ class Connection:
             _data_rows(result.rows, types, codes, out, self._float_digits(), self._zone())
         for notice in result.notices:
             out += m.notice_response(notice)
+        self._report_time_zone(out)
         out += m.command_complete(result.tag)
 
     def _stream(
@@ -893,10 +904,11 @@ class Connection:
                 f'statement "{message.statement}" requires {len(oids)}',
             )
         codes = _formats(message.param_formats, len(oids), what="parameter")
-        params = tuple(
-            None if raw is None else decode_param(raw, oid, code == 1, i + 1)
-            for i, (raw, oid, code) in enumerate(zip(message.params, oids, codes, strict=True))
-        )
+        with statement_zone(self._zone()):  # a TIMESTAMPTZ's text without an offset
+            params = tuple(
+                None if raw is None else decode_param(raw, oid, code == 1, i + 1)
+                for i, (raw, oid, code) in enumerate(zip(message.params, oids, codes, strict=True))
+            )
         self._portals[message.portal] = _Portal(prepared, params, message.result_formats)
         out += m.bind_complete()
 
@@ -1025,6 +1037,7 @@ class Connection:
         else:
             for notice in result.notices:
                 out += m.notice_response(notice)
+            self._report_time_zone(out)
             out += m.command_complete(result.tag)
 
     def _close(self, message: m.Close, out: bytearray) -> None:

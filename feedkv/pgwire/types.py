@@ -10,8 +10,9 @@ own widths. A column's type modifier (RowDescription's, ``pg_attribute.atttypmod
 PostgreSQL's: a length plus 4 for CHAR(n) and STRING(n), ``(precision << 16 | scale) +
 4`` for DECIMAL(p,s), the bit count for BIT(n) and VARBIT(n), else -1.
 
-Text formats follow PostgreSQL's output with ``DateStyle=ISO`` and ``TimeZone=UTC``
-(``t``/``f``, ``\\x`` hex bytes, ``2024-05-01 12:00:00.5+00``); floats print as
+Text formats follow PostgreSQL's output with ``DateStyle=ISO`` (``t``/``f``, ``\\x``
+hex bytes, ``2024-05-01 12:00:00.5+00``; a TIMESTAMPTZ in the session's time zone,
+``2024-05-01 08:00:00.5-04``); floats print as
 CockroachDB prints them (the shortest digits that read back exactly, ``1e+06``). The
 binary formats are PostgreSQL's ``*send``/``*recv`` (big-endian integers, days and
 microseconds since 2000-01-01, numeric as base-10000 digits, jsonb with its version
@@ -609,8 +610,8 @@ def _bytea_text(text: str) -> bytes:
 
 def _timestamptz_text(text: str) -> datetime.datetime:
     value = datetime.datetime.fromisoformat(text)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)  # the session's TimeZone is UTC
+    if value.tzinfo is None:  # a wall time in the session's time zone
+        value = value.replace(tzinfo=current_zone())
     return value.astimezone(datetime.UTC)
 
 

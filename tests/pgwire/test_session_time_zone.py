@@ -4,6 +4,7 @@ text without an offset is read in it, and an unknown zone is 22023."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import psycopg
@@ -51,3 +52,13 @@ def test_an_unknown_time_zone_is_22023_and_changes_nothing(pg_url: str) -> None:
             conn.execute("SET TIME ZONE 'Mars/Olympus'")
         assert str(caught.value).startswith('invalid value for parameter "timezone"')
         assert conn.execute("SHOW TIME ZONE").fetchone() == ("UTC",)
+
+
+def test_the_client_is_told_the_new_time_zone_and_gives_values_in_it(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert str(conn.info.timezone) == "UTC"
+        conn.execute("SET TIME ZONE 'America/New_York'")  # a ParameterStatus follows
+        assert str(conn.info.timezone) == "America/New_York"
+        (value,) = conn.execute(f"SELECT {INSTANT}").fetchone() or (None,)
+        assert isinstance(value, datetime.datetime)
+        assert value.utcoffset() == datetime.timedelta(hours=-4) and value.hour == 9

@@ -181,7 +181,8 @@ class TransactionRetryError(RetryableError, Generic[_TS]):
 
 class TransactionAbortedError(RetryableError):
     """The transaction was aborted: a higher-priority txn pushed it, its record expired, or
-    it was rolled back. Start again with a new transaction; ``run_transaction`` does."""
+    it was rolled back. Start again with a new transaction; ``run_transaction`` does. Its
+    message starts as CockroachDB's: ``TransactionAbortedError(ABORT_REASON_...): ``."""
 
 
 class PushFailedError(RetryableError):

@@ -628,6 +628,7 @@ class _Evaluator:
                 return EndTxnResponse(TxnStatus.ABORTED)
             if record.status is TxnStatus.ABORTED:
                 raise TransactionAbortedError(
+                    "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): "
                     f"txn {txn.id.hex()[:8]} was aborted (a higher-priority transaction or an "
                     "expired heartbeat); start it again"
                 )
@@ -683,6 +684,7 @@ class _Evaluator:
             record = TxnRecord(txn.meta(), TxnStatus.PENDING, txn.priority, now_ns)
         elif record.status is TxnStatus.ABORTED:
             raise TransactionAbortedError(
+                "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): "
                 f"txn {txn.id.hex()[:8]} was aborted while it ran; start it again"
             )
         elif record.status is TxnStatus.PENDING:

@@ -1379,6 +1379,7 @@ class Store:
             record = read_record(snap, txn.key, txn.id)
         if record is not None and record.status is TxnStatus.ABORTED:
             raise TransactionAbortedError(
+                "TransactionAbortedError(ABORT_REASON_PUSHER_ABORTED): "
                 f"txn {txn.id.hex()[:8]} was aborted while it waited for another transaction"
             )
 

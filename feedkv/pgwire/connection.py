@@ -232,7 +232,7 @@ _RETRY_HINT = (
     "SAVEPOINT cockroach_restart and ROLLBACK TO SAVEPOINT cockroach_restart. See: "
     "https://www.cockroachlabs.com/docs/stable/transaction-retry-error-reference.html"
 )
-_RETRY_REASON = re.compile(r"retry txn \(([A-Z_]+)")
+_RETRY_REASON = re.compile(r"(?:retry txn \(|TransactionAbortedError\()([A-Z_]+)")
 
 
 def _retry_hint(message: str) -> str:

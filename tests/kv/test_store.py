@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from feedkv import DB
-from feedkv.errors import NodeUnavailableError, RangeRoutingError, TransactionAbortedError
+from feedkv.errors import (
+    NodeUnavailableError,
+    RangeRoutingError,
+    SerializationFailure,
+    TransactionAbortedError,
+)
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -497,8 +502,17 @@ def test_a_higher_priority_writer_aborts_a_live_lower_priority_transaction(
     assert db.get(b"k") == b"winner"
     record = record_of(store, victim)
     assert record is not None and record.status is TxnStatus.ABORTED
-    with pytest.raises(TransactionAbortedError):
+    with pytest.raises(TransactionAbortedError) as caught:
         store.send(BatchRequest(Header(txn=victim), (EndTxn(True, (Span.for_key(b"k"),)),)))
+    # worded as CockroachDB's, which SQL clients see after "restart transaction: ..."
+    assert str(caught.value).startswith(
+        "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): txn "
+    )
+    restart = SerializationFailure.restart(caught.value)
+    assert restart.code == "40001" and restart.message.startswith(
+        "restart transaction: TransactionRetryWithProtoRefreshError: "
+        "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): "
+    )
 
 
 def _pending_low_priority_intent(db: DB, store: Store) -> Transaction:

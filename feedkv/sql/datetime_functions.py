@@ -4,11 +4,13 @@ CockroachDB computes them: pure functions of the field or unit and the value.
 ``EXTRACT`` gives a FLOAT, as CockroachDB's does (PostgreSQL 14 gives NUMERIC; the
 printed values are the same for whole numbers): ``second`` keeps the fraction,
 ``epoch`` counts seconds since 1970-01-01 UTC, ``dow`` counts Sunday as 0 and
-``isodow`` as 7. A TIMESTAMPTZ is taken in UTC (the session's only time zone). A DATE
-is its midnight; a TIME has only the fields of a time of day.
+``isodow`` as 7. A TIMESTAMPTZ is taken in the session's time zone (its ``epoch`` is
+the instant's, whatever the zone). A DATE is its midnight; a TIME has only the fields of
+a time of day.
 
 ``date_trunc`` keeps the value's type (TIMESTAMP or TIMESTAMPTZ): every field below the
-unit is set to its start (``week`` truncates to the Monday). A DATE or a TIME is
+unit is set to its start (``week`` truncates to the Monday), a TIMESTAMPTZ's in the
+session's time zone (``day``: its local midnight). A DATE or a TIME is
 refused rather than given the type PostgreSQL picks for it.
 
 An unknown field or unit is 22023, naming it.
@@ -20,6 +22,7 @@ import datetime
 from typing import Any
 
 from feedkv.errors import SQLError
+from feedkv.sql.time_zone import current_zone
 
 __all__ = ["date_trunc", "extract"]
 
@@ -27,10 +30,12 @@ _EPOCH = datetime.datetime(1970, 1, 1)
 _TIME_FIELDS = frozenset({"hour", "minute", "second", "millisecond", "microsecond", "epoch"})
 
 
-def _naive(value: datetime.datetime) -> datetime.datetime:
+def _naive(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> datetime.datetime:
+    """``value``'s wall time: its own for a TIMESTAMP, in ``zone`` (the session's time zone
+    by default) for a TIMESTAMPTZ."""
     if value.tzinfo is None:
         return value
-    return value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value.astimezone(zone or current_zone()).replace(tzinfo=None)
 
 
 def extract(field: str, value: Any) -> float:
@@ -41,7 +46,7 @@ def extract(field: str, value: Any) -> float:
             raise SQLError("22023", f"unsupported timespan: {name}")
         moment = datetime.datetime.combine(_EPOCH.date(), value)
     elif isinstance(value, datetime.datetime):
-        moment = _naive(value)
+        moment = _naive(value, datetime.UTC if name == "epoch" else None)
     elif isinstance(value, datetime.date):
         moment = datetime.datetime.combine(value, datetime.time())
     else:
@@ -132,4 +137,6 @@ def date_trunc(unit: str, value: Any) -> datetime.datetime:
             first = 1 if span >= 100 else 0  # centuries and millennia start at year ...01
             year = (day.year - first) // span * span + first
             truncated = day.replace(year=max(year, 1), month=1, day=1)
-    return truncated.replace(tzinfo=datetime.UTC) if tz is not None else truncated
+    if tz is None:
+        return truncated
+    return truncated.replace(tzinfo=current_zone()).astimezone(datetime.UTC)

@@ -26,7 +26,10 @@ from feedkv.errors import SQLError
 
 __all__ = ["checked_zone", "current_zone", "offset_text", "statement_zone", "zone_named"]
 
-_UTC_NAMES = frozenset({"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "universal"})
+# NB: LOCAL and DEFAULT are the server's zone, which is UTC, as in CockroachDB
+_UTC_NAMES = frozenset(
+    {"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "universal", "local", "default"}
+)
 _OFFSET = re.compile(r"([+-]?)(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
 _ZONE: ContextVar[datetime.tzinfo] = ContextVar("feedkv_statement_zone", default=datetime.UTC)
 

@@ -589,12 +589,29 @@ class Session:
         with statement_zone(self.zone):
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
-                return self._measured(statement, placeholders, params)
+                return self._in_zone(self._measured(statement, placeholders, params))
             self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
             try:
-                return self._measured(statement, placeholders, params)
+                return self._in_zone(self._measured(statement, placeholders, params))
             finally:
                 self.interrupt.disarm()
+
+    def _in_zone(self, result: Result) -> Result:
+        """``result`` with its TIMESTAMPTZ values (aware datetimes, the same instants) in
+        the session's time zone, as a driver gives them after ``SET TIME ZONE``."""
+        zone = self.zone
+        if zone is datetime.UTC or type(result) is not Result or not result.rows:
+            return result
+        rows = [
+            tuple(
+                v.astimezone(zone)
+                if isinstance(v, datetime.datetime) and v.tzinfo is not None
+                else v
+                for v in row
+            )
+            for row in result.rows
+        ]
+        return dataclasses.replace(result, rows=rows)
 
     @property
     def zone(self) -> datetime.tzinfo:
@@ -748,7 +765,8 @@ class Session:
             for _statement, placeholders in prepared:
                 if len(params) != placeholders:
                     raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
-            return self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
+            results = self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
+            return [self._in_zone(result) for result in results]
         except BaseException:
             self.metrics.failure.inc()
             raise

@@ -76,7 +76,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
-from feedkv.sql.time_zone import statement_zone, zone_named
+from feedkv.sql.time_zone import ZONE, statement_zone, zone_named
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -293,6 +293,7 @@ class Session:
         self.user = user
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
+        self._zone: tuple[str, datetime.tzinfo] = ("UTC", datetime.UTC)  # (name, zone)
         # SET LOCAL: each variable's value before the transaction changed it (None: it
         # was not set), put back when the transaction ends
         self._local_saved: dict[str, str | None] = {}
@@ -586,7 +587,10 @@ class Session:
     # Statement execution.
 
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
-        with statement_zone(self.zone):
+        # NB: not statement_zone(): a statement is tens of microseconds, and its
+        # generator-based context manager cost a few of them
+        token = ZONE.set(self.zone)
+        try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
                 return self._in_zone(self._measured(statement, placeholders, params))
@@ -595,6 +599,8 @@ class Session:
                 return self._in_zone(self._measured(statement, placeholders, params))
             finally:
                 self.interrupt.disarm()
+        finally:
+            ZONE.reset(token)
 
     def _in_zone(self, result: Result) -> Result:
         """``result`` with its TIMESTAMPTZ values (aware datetimes, the same instants) in
@@ -616,7 +622,10 @@ class Session:
     @property
     def zone(self) -> datetime.tzinfo:
         """The session's time zone (``SET TIME ZONE``), which its statements run in."""
-        return zone_named(self.variables.get("timezone", "UTC"))
+        name = self.variables.get("timezone", "UTC")
+        if name != self._zone[0]:
+            self._zone = (name, zone_named(name))
+        return self._zone[1]
 
     def _measured(
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]

@@ -24,14 +24,22 @@ from contextvars import ContextVar
 
 from feedkv.errors import SQLError
 
-__all__ = ["checked_zone", "current_zone", "offset_text", "statement_zone", "zone_named"]
+__all__ = [
+    "ZONE",
+    "checked_zone",
+    "current_zone",
+    "offset_text",
+    "statement_zone",
+    "zone_named",
+]
 
 # NB: LOCAL and DEFAULT are the server's zone, which is UTC, as in CockroachDB
 _UTC_NAMES = frozenset(
     {"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "universal", "local", "default"}
 )
 _OFFSET = re.compile(r"([+-]?)(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
-_ZONE: ContextVar[datetime.tzinfo] = ContextVar("feedkv_statement_zone", default=datetime.UTC)
+# The zone of the statement running (set and reset it as statement_zone does)
+ZONE: ContextVar[datetime.tzinfo] = ContextVar("feedkv_statement_zone", default=datetime.UTC)
 
 
 def checked_zone(name: str, value: str) -> str:
@@ -85,17 +93,17 @@ def _unknown(text: str) -> SQLError:
 
 def current_zone() -> datetime.tzinfo:
     """The zone of the statement running in this context (UTC outside one)."""
-    return _ZONE.get()
+    return ZONE.get()
 
 
 @contextmanager
 def statement_zone(zone: datetime.tzinfo) -> Iterator[None]:
     """Run the body with ``zone`` as :func:`current_zone`."""
-    token = _ZONE.set(zone)
+    token = ZONE.set(zone)
     try:
         yield
     finally:
-        _ZONE.reset(token)
+        ZONE.reset(token)
 
 
 def offset_text(value: datetime.datetime) -> str:

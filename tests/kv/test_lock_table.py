@@ -161,8 +161,12 @@ def test_locking_scan_refreshes_other_reads_or_fails(db: feedkv.DB) -> None:
     txn.get(b"seen")
     db.put(b"seen", b"1")  # what txn read changes, then the row it locks
     db.put(b"row", b"1")  # the locking read must move up to it: the refresh fails
-    with pytest.raises(TransactionRetryError):
+    with pytest.raises(TransactionRetryError) as caught:
         txn.scan(b"row", b"rox", lock=True)
+    assert str(caught.value) == (  # worded as CockroachDB's
+        "TransactionRetryError: retry txn (RETRY_SERIALIZABLE - failed preemptive refresh due "
+        "to a conflict: committed value on key b'seen')"
+    )
     txn.rollback()
     assert len(_locks(db)) == 0
 

@@ -402,6 +402,7 @@ def sequence_by_name(reader: Reader, database: DatabaseDescriptor, name: str) ->
 
 _KIND_NAMES = {TableDescriptor: "table", ViewDescriptor: "view", SequenceDescriptor: "sequence"}
 _R = TypeVar("_R", TableDescriptor, ViewDescriptor, SequenceDescriptor)
+_D = TypeVar("_D", ViewDescriptor, SequenceDescriptor, TypeDescriptor)
 
 
 def _of_kind(reader: Reader, database: DatabaseDescriptor, name: str, kind: type[_R]) -> _R:
@@ -484,31 +485,22 @@ def list_tables(reader: Reader, database: DatabaseDescriptor) -> list[TableDescr
 
 
 def list_views(reader: Reader, database: DatabaseDescriptor) -> list[ViewDescriptor]:
-    out = []
-    for _name, descriptor_id in _names(reader, database.id):
-        found = get_descriptor(reader, descriptor_id)
-        if isinstance(found, ViewDescriptor):
-            out.append(found)
-    return out
+    return _named_of(reader, database, ViewDescriptor)
 
 
 def list_sequences(reader: Reader, database: DatabaseDescriptor) -> list[SequenceDescriptor]:
-    out = []
-    for _name, descriptor_id in _names(reader, database.id):
-        found = get_descriptor(reader, descriptor_id)
-        if isinstance(found, SequenceDescriptor):
-            out.append(found)
-    return out
+    return _named_of(reader, database, SequenceDescriptor)
 
 
 def list_types(reader: Reader, database: DatabaseDescriptor) -> list[TypeDescriptor]:
     """The user-defined types (enums) of ``database``."""
-    out = []
-    for _name, descriptor_id in _names(reader, database.id):
-        found = get_descriptor(reader, descriptor_id)
-        if isinstance(found, TypeDescriptor):
-            out.append(found)
-    return out
+    return _named_of(reader, database, TypeDescriptor)
+
+
+def _named_of(reader: Reader, database: DatabaseDescriptor, kind: type[_D]) -> list[_D]:
+    """The descriptors of ``kind`` that ``database``'s names name."""
+    found = (get_descriptor(reader, d) for _name, d in _names(reader, database.id))
+    return [descriptor for descriptor in found if isinstance(descriptor, kind)]
 
 
 def get_user(reader: Reader, name: str) -> User | None:

@@ -20,6 +20,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     SQLError,
 )
+from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
 from feedkv.sql import statements as st
@@ -470,6 +471,8 @@ def _record_jobs(ex: Execution, verb: str, desc: TableDescriptor, text: str) -> 
         f"{verb} {qualified}",
         text,
         ex.session.user,
+        now_ns=ex.session.db.now().wall,
+        gc_ttl_ns=catalog.gc_ttl_of(ex.write_txn, desc.id),
     )
 
 
@@ -985,7 +988,8 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 
-ZONE_SETTINGS = ("num_replicas", "closed_timestamp_target")
+ZONE_SETTINGS = ("gc.ttlseconds", "num_replicas", "closed_timestamp_target")
+DEFAULT_GC_TTL_SECONDS = DEFAULT_GC_TTL_NS // 1_000_000_000  # a zone without gc.ttlseconds
 _LONGEST_CLOSED_TARGET_NS = 3600 * 1_000_000_000
 MAX_REPLICAS = 7
 
@@ -1014,6 +1018,8 @@ def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
             )
         if name == "num_replicas":
             zone["num_replicas"] = _num_replicas(value)
+        elif name == "gc.ttlseconds":
+            zone["gc_ttl_seconds"] = _gc_ttl_seconds(value)
         elif s.table is None:
             raise SQLError(
                 "22023",
@@ -1023,8 +1029,9 @@ def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
         else:
             zone["closed_timestamp_target_ns"] = _closed_target(name, value)
     ex.write_txn.put(key, json.dumps(zone).encode())
-    if s.table is not None and "num_replicas" in zone:
-        # NB: the table's ranges must hold its keys alone for its factor to apply to them
+    if s.table is not None and ("num_replicas" in zone or "gc_ttl_seconds" in zone):
+        # NB: the table's ranges must hold its keys alone for its factor (or its GC TTL)
+        # to apply to them
         span = table_span(desc.id)
         for boundary in (span.start, span.end):
             ex.after_commit.append(lambda key=boundary: ex.session.db.split(key))  # type: ignore[misc]
@@ -1043,6 +1050,16 @@ def _num_replicas(value: str | None) -> int:
             "(3 replicas survive the loss of 1 node, 5 of 2)",
         )
     return n
+
+
+def _gc_ttl_seconds(value: str | None) -> int:
+    try:
+        seconds = int(value or "")
+    except ValueError:
+        raise SQLError("22023", f"gc.ttlseconds: {value!r} is not a whole number") from None
+    if seconds < 1:
+        raise SQLError("22023", f"gc.ttlseconds: {seconds} is below the least allowed, 1 (second)")
+    return seconds
 
 
 def _closed_target(name: str, value: str | None) -> int:
@@ -1096,7 +1113,9 @@ def _duration_text(ns: int) -> str:
 
 
 def _zone_row(target: str, zone: dict[str, Any]) -> tuple[str, str]:
-    settings = [f"num_replicas = {zone['num_replicas']}"]
+    # NB: in CockroachDB's order: gc.ttlseconds before num_replicas
+    ttl = zone.get("gc_ttl_seconds", DEFAULT_GC_TTL_SECONDS)
+    settings = [f"gc.ttlseconds = {ttl}", f"num_replicas = {zone['num_replicas']}"]
     target_ns = zone.get("closed_timestamp_target_ns")
     if isinstance(target_ns, int):
         settings.append(f"closed_timestamp_target = '{_duration_text(target_ns)}'")

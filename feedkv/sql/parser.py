@@ -2150,6 +2150,10 @@ class _Statement:
                 raise self._error_at(i, "expected an option name")
             name = token.text.lower()
             i += 1
+            # NB: a dotted name, as zone settings have (gc.ttlseconds)
+            while i + 1 < len(words) and words[i] == "." and self.tokens[i + 1].text.isidentifier():
+                name = f"{name}.{self.tokens[i + 1].text.lower()}"
+                i += 2
             value = None
             if values and i < len(words) and words[i] == "=":
                 value_token = self.tokens[i + 1] if i + 1 < len(words) else None

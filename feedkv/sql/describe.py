@@ -109,6 +109,8 @@ def describe(
             columns = ((statement.name, _STRING),)
     elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
         columns = ()
+    elif isinstance(statement, st.Explain):
+        columns = (("info", _STRING),)
     elif isinstance(statement, st.CreateChangefeed):
         # As CockroachDB: a sinkless feed's rows, else the new job's id. The key and
         # value are text (JSON) or bytes (Avro), known from the values.

@@ -657,6 +657,8 @@ class _Statement:
 
     def parse(self) -> st.Statement:
         words = self.words
+        if words[0] == "EXPLAIN":
+            return self._explain()
         if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
             return self._set_transaction(2)
         if words[:2] == ["SET", "TRANSACTION"] and "," in words:
@@ -735,6 +737,39 @@ class _Statement:
         converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
+
+    def _explain(self) -> st.Explain:
+        """``EXPLAIN [ANALYZE | ANALYSE] statement``; CockroachDB's other forms
+        (``EXPLAIN (OPT)``, ``(VEC)``, ``(DISTSQL)``, ...) are refused."""
+        # NB: sqlglot's tokenizer reads all that follows EXPLAIN (a command) as one token
+        first = self.tokens[0]
+        at = self._pos(first) + len("EXPLAIN")
+        rest = self.text[at:]
+        analyze = re.match(r"\s*ANALY[SZ]E\b", rest, re.IGNORECASE)
+        if analyze is not None:
+            at += analyze.end()
+            rest = self.text[at:]
+        options = re.match(r"\s*\(([^)]*)\)", rest)
+        if options is not None:
+            raise SQLError(
+                "0A000",
+                f"EXPLAIN ({options.group(1).strip()}) is not supported; feedkv has EXPLAIN "
+                "and EXPLAIN ANALYZE",
+            )
+        at += len(rest) - len(rest.lstrip())
+        text = self.text[at:]
+        if not text:
+            raise self._error_at(len(self.tokens), "EXPLAIN needs a statement to explain")
+        inner = _parse_one(text, _tokenize(text, self.offset + at), self.offset + at)
+        if not isinstance(
+            inner, st.Select | st.SetOperation | st.Values | st.Insert | st.Update | st.Delete
+        ):
+            raise SQLError(
+                "0A000",
+                f"EXPLAIN of {type(inner).__name__} is not supported; feedkv explains "
+                "SELECT, INSERT, UPSERT, UPDATE and DELETE",
+            )
+        return st.Explain(self.text, inner, analyze is not None)
 
     def _storing_as_include(self) -> None:
         """CockroachDB's CREATE INDEX ... STORING (...) is PostgreSQL's INCLUDE (...)."""

@@ -15,6 +15,7 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "ROW_ASSIGNMENT",
+    "Explain",
     "RowLock",
     "AddPrimaryKey",
     "AddColumn",
@@ -681,6 +682,16 @@ class Values(Statement):
 
 
 Query = Select | SetOperation | Values
+
+
+@dataclass(frozen=True, slots=True)
+class Explain(Statement):
+    """``EXPLAIN [ANALYZE] statement``: the plan of a query, INSERT, UPDATE or DELETE
+    (:mod:`feedkv.sql.explain`); with ``analyze``, the statement runs and the plan says
+    what it read and how long it took."""
+
+    statement: Query | Insert | Update | Delete
+    analyze: bool = False
 
 
 @dataclass(frozen=True, slots=True)

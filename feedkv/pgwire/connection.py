@@ -277,7 +277,11 @@ class Connection:
         send: Callable[[bytes], None] | None = None,
         peer_gone: Callable[[], bool] | None = None,
         max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
+        client_address: str | None = None,
+        terminate: Callable[[], None] | None = None,
     ) -> None:
+        """``client_address``: the client's host:port; ``terminate``: closes the
+        connection from another thread (CANCEL SESSION)."""
         self.process_id = process_id
         self.secret = secret
         self.closed = False
@@ -288,6 +292,9 @@ class Connection:
         self._on_cancel = on_cancel
         self._send = send
         self._peer_gone = peer_gone
+        self._client_address = client_address or peer_host or ""
+        self._application_name = ""
+        self._terminate = terminate
         self._decoder = m.Decoder(max_message_bytes)
         self._phase = "startup"
         self._database = ""
@@ -384,6 +391,7 @@ class Connection:
             )
         self.user = user
         self._database = params.get("database") or "defaultdb"
+        self._application_name = params.get("application_name", "")
         self._phase = "authentication"
         self._authenticated(self._authenticator.begin(user, self._peer_host), out)
 
@@ -402,6 +410,10 @@ class Connection:
             self._fatal(exc, out)
             return
         self._session = session
+        attach = getattr(session, "attach_connection", None)
+        if attach is not None and self._terminate is not None:
+            # NB: a session of feedkv.sql.session; a test's stand-in may have none
+            attach(self._client_address, self.cancel, self._terminate, self._application_name)
         self._phase = "ready"
         out += outcome.message
         out += m.authentication_ok()
@@ -420,7 +432,7 @@ class Connection:
             "TimeZone": "UTC",
             "integer_datetimes": "on",
             "standard_conforming_strings": "on",
-            "application_name": "",
+            "application_name": self._application_name,
             "is_superuser": "on" if self.user == "root" else "off",
             "session_authorization": self.user,
             "default_transaction_isolation": "serializable",

@@ -67,6 +67,7 @@ _ROWLESS = (
     | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
     | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.CancelActivity
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)

@@ -659,6 +659,15 @@ class _Statement:
         words = self.words
         if words[0] == "EXPLAIN":
             return self._explain()
+        if words[0] == "SHOW":
+            scope = words[1:]
+            if scope[:1] == ["ALL"]:
+                scope = scope[1:]
+            if scope[:1] in (["CLUSTER"], ["LOCAL"]):
+                scope = scope[1:]
+            if scope in (["SESSIONS"], ["QUERIES"], ["STATEMENTS"]):
+                # NB: before SHOW <variable>, which would take the word for a name
+                return st.ShowSessions(self.text, queries=scope != ["SESSIONS"])
         if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
             return self._set_transaction(2)
         if words[:2] == ["SET", "TRANSACTION"] and "," in words:
@@ -696,6 +705,13 @@ class _Statement:
             return self._alter_user()
         if words[:2] in (["DROP", "USER"], ["DROP", "ROLE"]):
             return self._drop_user()
+        if words[0] == "CANCEL" and words[1:2] in (
+            ["QUERY"],
+            ["QUERIES"],
+            ["SESSION"],
+            ["SESSIONS"],
+        ):
+            return self._cancel_activity()
         if words[0] in ("PAUSE", "RESUME", "CANCEL") or words[:2] == ["DROP", "CHANGEFEED"]:
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
@@ -2283,6 +2299,25 @@ class _Statement:
         elif len(words) > at:
             raise self._error_at(at, "unexpected input after the job id")
         return st.ControlJob(self.text, action, job_id, job_param=param)
+
+    def _cancel_activity(self) -> st.CancelActivity:
+        """``CANCEL QUERY | SESSION [IF EXISTS] <id>`` or ``CANCEL QUERIES | SESSIONS [IF
+        EXISTS] <query>``."""
+        words = self.words
+        sessions = words[1].startswith("SESSION")
+        at = 2
+        if_exists = words[2:4] == ["IF", "EXISTS"]
+        at += 2 * if_exists
+        if at >= len(words):
+            raise self._error_at(at, f"expected the {words[1].lower()} to cancel")
+        if words[1] in ("QUERIES", "SESSIONS"):
+            return st.CancelActivity(
+                self.text, sessions, None, self._jobs_query(at), if_exists=if_exists
+            )
+        start = self._pos(self.tokens[at])
+        return st.CancelActivity(
+            self.text, sessions, parse_expression(self.text[start:]), if_exists=if_exists
+        )
 
     def _jobs_query(self, first: int) -> str:
         """The SELECT from token ``first`` to the end, bare or in parentheses, that picks

@@ -15,7 +15,9 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "ROW_ASSIGNMENT",
+    "CancelActivity",
     "Explain",
+    "ShowSessions",
     "RowLock",
     "AddPrimaryKey",
     "AddColumn",
@@ -970,6 +972,26 @@ class DropConstraint(Statement):
     if_exists: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ShowSessions(Statement):
+    """``SHOW [ALL] [CLUSTER | LOCAL] SESSIONS``, or ``QUERIES`` (``STATEMENTS``) when
+    ``queries`` (:mod:`feedkv.sql.active_sessions`)."""
+
+    queries: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CancelActivity(Statement):
+    """``CANCEL QUERY [IF EXISTS] <id>`` or ``CANCEL SESSION ...`` (``sessions``); the
+    plural forms (``CANCEL QUERIES <query>``) take the ids in the first column of
+    ``query``'s rows, the singular ones the value of ``id``."""
+
+    sessions: bool
+    id: exp.Expr | None
+    query: str | None = None
+    if_exists: bool = False
+
+
 # The SHOW statements whose rows a statement may read as a table (see StatementSource).
 SourceShow = (
     ShowTables
@@ -981,4 +1003,5 @@ SourceShow = (
     | ShowGrants
     | ShowRanges
     | ShowPartitions
+    | ShowSessions
 )

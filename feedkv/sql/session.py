@@ -39,6 +39,7 @@ import dataclasses
 import itertools
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
-from feedkv.sql.active_sessions import SessionRegistry
+from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
 from feedkv.sql.copy_rows import CopyDeclined
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
@@ -325,13 +326,18 @@ class Session:
         self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
         self.registry = registry
-        self.active = (
-            registry.register(
-                user, self.interrupt.cancel, lambda: self.variable("application_name")
-            )
-            if registry is not None
-            else None
-        )
+        self.active: ActiveSession | None = None
+        if registry is not None:
+            # NB: the registry holds no reference to the session: a session never closed
+            # (a thread's own, of DB.sql) leaves the list when it is collected
+            this = weakref.ref(self)
+
+            def application_name() -> str:
+                session = this()
+                return session.variable("application_name") if session is not None else ""
+
+            self.active = registry.register(user, self.interrupt.cancel, application_name)
+            weakref.finalize(self, registry.remove, self.active)
         self._attached = False  # a connection resets the interrupt before each query
 
     def attach_connection(

@@ -4,6 +4,7 @@ cancels their own, an admin everyone's."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 
@@ -134,3 +135,12 @@ def test_a_closed_session_leaves_the_list(db: DB) -> None:
     assert [r[5] for r in db.sql("SHOW SESSIONS").rows].count("brief") == 1
     session.close()
     assert [r[5] for r in db.sql("SHOW SESSIONS").rows].count("brief") == 0
+
+
+def test_a_session_nobody_holds_leaves_the_list(db: DB) -> None:
+    session = db.session()
+    session.execute("SET application_name = 'forgotten'")
+    assert [r[5] for r in db.sql("SHOW SESSIONS").rows].count("forgotten") == 1
+    del session
+    gc.collect()
+    assert [r[5] for r in db.sql("SHOW SESSIONS").rows].count("forgotten") == 0

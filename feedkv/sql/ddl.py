@@ -26,7 +26,7 @@ from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequence
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
-from feedkv.sql.describe import type_of
+from feedkv.sql.describe import describe, type_of
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
     ROWID,
@@ -71,7 +71,7 @@ from feedkv.sql.types import (
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import counted, parse_duration_ns
 
 __all__ = ["HANDLERS"]
 
@@ -1429,6 +1429,10 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
             raise SQLError("42P07", f'relation "{s.view.name}" already exists')
         replaced = catalog.view_by_name(txn, database, s.view.name)  # 42809: a table
     body = views.qualified(s.query, database.name)
+    writes = views.writes_in(body)
+    if writes:
+        # NB: the view's query runs on every read: its rows must not cost a write
+        raise SQLError("0A000", f"{writes[0]} cannot be used inside a view definition")
     result = query(ex, body)
     columns = _result_columns("CREATE VIEW", s.columns, result.columns, exact=True)
     depends_on = []
@@ -1446,6 +1450,7 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
                 f"({', '.join(kept)}) to ({', '.join(columns)}): only new columns may be added "
                 "at the end",
             )
+        _refuse_type_changes(ex, replaced, body, database.name, result.types)
     view = ViewDescriptor(
         replaced.id if replaced is not None else catalog.allocate_id(txn),
         s.view.name,
@@ -1458,6 +1463,39 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
     return Result(tag="CREATE VIEW")
 
 
+def _refuse_type_changes(
+    ex: Execution,
+    view: ViewDescriptor,
+    body: st.Query,
+    database: str,
+    types: tuple[ColumnType | None, ...],
+) -> None:
+    """42P16 if CREATE OR REPLACE VIEW gives one of ``view``'s columns another type (its
+    new query ``body`` ran with result ``types``), as CockroachDB refuses it: what reads
+    the view would read values of another type. The types are those the statements'
+    descriptions give (:mod:`feedkv.sql.describe`), else those their results carry."""
+    old_query = views.view_query(view.query, database)
+    old = _described_types(ex, old_query, database) or query(ex, old_query).types
+    new = _described_types(ex, body, database) or types
+    for name, before, after in zip(view.columns, old, new, strict=False):
+        if before is not None and after is not None and before.kind is not after.kind:
+            raise SQLError(
+                "42P16",
+                f'cannot change type of view column "{name}" from {before.kind.name.lower()} '
+                f"to {after.kind.name.lower()}",
+            )
+
+
+def _described_types(ex: Execution, body: st.Query, database: str) -> tuple[ColumnType | None, ...]:
+    """The types of ``body``'s columns as its description gives them (``()``: it has
+    none, as a query over a view)."""
+    try:
+        columns = describe(body, 0, ex.table, database).columns
+    except SQLError:
+        return ()
+    return tuple(ctype for _name, ctype in columns or ())
+
+
 def _result_columns(
     what: str, named: tuple[str, ...], columns: tuple[str, ...], *, exact: bool
 ) -> tuple[str, ...]:
@@ -1466,7 +1504,8 @@ def _result_columns(
     if len(named) > len(columns) or (exact and named and len(named) != len(columns)):
         raise SQLError(
             "42601",
-            f"{what} specifies {len(named)} column names, but the query has {len(columns)} columns",
+            f"{what} specifies {counted(len(named), 'column name')}, but data source has "
+            f"{counted(len(columns), 'column')}",
         )
     out = (*named, *columns[len(named) :])
     for i, name in enumerate(out):

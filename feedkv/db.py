@@ -18,6 +18,7 @@ import concurrent.futures.thread  # noqa: F401  (its exit hook must be registere
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -294,7 +295,9 @@ class DB(KVFeedClient):
             if self._active_sessions is None:
                 from feedkv.sql.active_sessions import SessionRegistry
 
-                self._active_sessions = SessionRegistry(lambda: self.now().wall, self._node_id)
+                # NB: the local clock: the registry reads it for every statement, and a
+                # remote client's now() is a round trip
+                self._active_sessions = SessionRegistry(time.time_ns, self._node_id)
             return self._active_sessions
 
     def _node_id(self) -> int | None:

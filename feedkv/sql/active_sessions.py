@@ -4,7 +4,7 @@ CockroachDB has them.
 
 Every session a node opens (over the SQL port or embedded) registers in its node's
 :class:`SessionRegistry` while it is open and marks the query it runs. Ids are
-CockroachDB's shape, 32 hex digits: the node's clock when the session or query started
+CockroachDB's shape, 32 hex digits: the local wall clock when the session or query started
 (nanoseconds), then a counter and the node id, so they are unique on the node and sort
 by start.
 
@@ -33,11 +33,19 @@ __all__ = ["ActiveQuery", "ActiveSession", "SessionRegistry"]
 
 @dataclass(frozen=True, slots=True)
 class ActiveQuery:
-    """A query a session runs now: its id, its text, when it started (UTC)."""
+    """A query a session runs now: its id, its text, when it started (wall ns)."""
 
     id: str
     text: str
-    started: datetime.datetime
+    started_ns: int
+
+    @property
+    def started(self) -> datetime.datetime:
+        return _utc(self.started_ns)
+
+
+def _utc(ns: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
 
 
 class ActiveSession:
@@ -55,7 +63,7 @@ class ActiveSession:
         self.registry = registry
         self.id = session_id
         self.user = user
-        self.started = registry.utc_now()
+        self.started = _utc(registry.wall_ns())
         self.client_address = ""
         self.cancel = cancel
         self.terminate: Callable[[], None] | None = None
@@ -76,7 +84,8 @@ class ActiveSession:
         the session was cancelled (CANCEL SESSION) before."""
         if self.terminated:
             raise SQLError("57P01", "terminating connection due to administrator command")
-        query = ActiveQuery(self.registry.new_id(), text, self.registry.utc_now())
+        now = self.registry.wall_ns()
+        query = ActiveQuery(self.registry.new_id(now), text, now)
         self.cancelled_by_statement = False
         self.query = query
         try:
@@ -94,23 +103,29 @@ class ActiveSession:
 
 
 class SessionRegistry:
-    """A node's open sessions (thread-safe). ``wall_ns`` is the node's clock and
-    ``node_id`` its id (``None`` before it has one)."""
+    """A node's open sessions (thread-safe). ``wall_ns`` is the local clock (read for
+    every statement: it must cost no round trip) and ``node_id`` finds the node's id
+    (``None`` while it has none; kept once known)."""
 
     def __init__(self, wall_ns: Callable[[], int], node_id: Callable[[], int | None]) -> None:
-        self._wall_ns = wall_ns
-        self.node_id = node_id
+        self.wall_ns = wall_ns
+        self._find_node_id = node_id
+        self._node_id: int | None = None
         self._lock = threading.Lock()
         self._sessions: dict[str, ActiveSession] = {}
         self._counter = itertools.count(1)
 
-    def utc_now(self) -> datetime.datetime:
-        return datetime.datetime.fromtimestamp(self._wall_ns() / 1e9, tz=datetime.UTC)
+    def node_id(self) -> int | None:
+        if self._node_id is None:
+            self._node_id = self._find_node_id()
+        return self._node_id
 
-    def new_id(self) -> str:
-        """A fresh session or query id (CockroachDB's 128 bits, in hex)."""
+    def new_id(self, now_ns: int | None = None) -> str:
+        """A fresh session or query id (CockroachDB's 128 bits, in hex): the wall time
+        (``now_ns``, else read now), then a counter and the node id."""
+        wall = self.wall_ns() if now_ns is None else now_ns
         low = (next(self._counter) << 32) | ((self.node_id() or 0) & 0xFFFFFFFF)
-        return f"{self._wall_ns() & (2**64 - 1):016x}{low & (2**64 - 1):016x}"
+        return f"{wall & (2**64 - 1):016x}{low & (2**64 - 1):016x}"
 
     def register(
         self, user: str, cancel: Callable[[], None], application_name: Callable[[], str]

@@ -34,6 +34,7 @@ from typing import Any
 from sqlglot import exp
 
 from feedkv.errors import SQLError
+from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.crdb_internal import is_virtual
 from feedkv.sql.descriptor import Column, SequenceDescriptor, TableDescriptor, ViewDescriptor
@@ -42,6 +43,7 @@ from feedkv.sql.expr import Scope, contains_aggregate, outer_nodes
 from feedkv.sql.plan import DeletePlan, Selection, SelectPlan, UpdatePlan, key_constraint
 from feedkv.sql.row_codec import table_span
 from feedkv.sql.types import Kind, coerce, format_value
+from feedkv.sql.views import view_query
 
 __all__ = ["HANDLERS", "Node", "explain", "render"]
 
@@ -286,9 +288,6 @@ class _Planner:
             return Node("virtual table", [f"table: {source.name}@primary"])
         desc = ex.relation(source)
         if isinstance(desc, ViewDescriptor):
-            from feedkv.sql import catalog
-            from feedkv.sql.views import view_query
-
             database = catalog.get_descriptor(ex.read_source, desc.database_id)
             name = database.name if database is not None else ex.session.database
             return self.query(view_query(desc.query, name))

@@ -54,6 +54,7 @@ from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
 __all__ = [
+    "as_written",
     "annotated_constants",
     "column_type",
     "ordered",
@@ -344,6 +345,17 @@ _FORCE_INDEX = re.compile(
     r"|@\{\s*FORCE_INDEX\s*=\s*(\w+|\"(?:[^\"]|\"\")*\")\s*\}",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+_SHOWN_SOURCE = re.compile(rf'{_VIRTUAL_SCHEMA}\."\[((?:[^"]|"")*)\]"')
+
+
+def as_written(text: str) -> str:
+    """A statement's text with its ``[SHOW ...]`` (``[INSERT ...]``...) sources as they
+    were written, not as the parser reads them (``crdb_internal."[SHOW QUERIES]"``)."""
+    if '"[' not in text:
+        return text
+    return _SHOWN_SOURCE.sub(lambda m: "[" + m.group(1).replace('""', '"') + "]", text)
 
 
 def _force_index_hints(text: str) -> str:

@@ -14,7 +14,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
 from feedkv.sql.execution import Execution, Result
-from feedkv.sql.parser import parse
+from feedkv.sql.parser import as_written, parse
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["HANDLERS", "QUERIES_COLUMNS", "SESSIONS_COLUMNS"]
@@ -82,7 +82,7 @@ def show_sessions(ex: Execution, s: st.ShowSessions) -> Result:
                         session.id,
                         session.user,
                         _naive(query.started),
-                        query.text,
+                        as_written(query.text),
                         session.client_address,
                         session.application_name(),
                         False,
@@ -98,8 +98,8 @@ def show_sessions(ex: Execution, s: st.ShowSessions) -> Result:
                 session.user,
                 session.client_address,
                 session.application_name(),
-                query.text if query is not None else "",
-                session.last_query,
+                as_written(query.text) if query is not None else "",
+                as_written(session.last_query),
                 _naive(session.started),
                 _naive(query.started) if query is not None else None,
                 None,

@@ -144,3 +144,8 @@ def test_a_session_nobody_holds_leaves_the_list(db: DB) -> None:
     del session
     gc.collect()
     assert [r[5] for r in db.sql("SHOW SESSIONS").rows].count("forgotten") == 0
+
+
+def test_a_query_shows_as_written(db: DB) -> None:
+    text = "SELECT query FROM [SHOW QUERIES] WHERE query LIKE '%[SHOW%'"
+    assert db.sql(text).rows == [(text,)]

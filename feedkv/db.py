@@ -18,6 +18,7 @@ import concurrent.futures.thread  # noqa: F401  (its exit hook must be registere
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from feedkv.rangefeed.store_feeds import FeedConfig
     from feedkv.server.cluster import ClusterConfig
     from feedkv.server.node import Node
+    from feedkv.sql.active_sessions import SessionRegistry
     from feedkv.sql.leases import Leases
     from feedkv.sql.session import Result, Session
 
@@ -227,6 +229,7 @@ class DB(KVFeedClient):
         self._sessions = threading.local()
         self._changefeeds: Changefeeds | None = None
         self._leases: Leases | None = None
+        self._active_sessions: SessionRegistry | None = None
 
     @property
     def node(self) -> Node | None:
@@ -283,7 +286,26 @@ class DB(KVFeedClient):
             metrics=self._node.metrics.sql if self._node is not None else None,
             external_io_dir=self._node.external_io_dir if self._node is not None else None,
             default_replicas=self._default_replicas(),
+            registry=self.active_sessions,
         )
+
+    @property
+    def active_sessions(self) -> SessionRegistry:
+        """The SQL sessions open on this client's node (SHOW SESSIONS, CANCEL QUERY)."""
+        with self._lock:
+            if self._active_sessions is None:
+                from feedkv.sql.active_sessions import SessionRegistry
+
+                # NB: the local clock: the registry reads it for every statement, and a
+                # remote client's now() is a round trip
+                self._active_sessions = SessionRegistry(time.time_ns, self._node_id)
+            return self._active_sessions
+
+    def _node_id(self) -> int | None:
+        try:
+            return self.gateway_node()
+        except InvalidArgumentError:
+            return None  # NB: a transport that knows no node
 
     def _default_replicas(self) -> int:
         node = self._node

@@ -13,6 +13,10 @@ after it. A value Spark would not take is refused when it is set.
 so the ``SET CLUSTER SETTING kv.rangefeed.enabled = true`` that CockroachDB's changefeed
 tutorials begin with does nothing, and turning it off is refused.
 
+``jobs.retention_time`` is how long the record of a finished job is kept (CockroachDB's,
+14 days by default): older schema-change job records are deleted when the next one is
+written (:mod:`feedkv.sql.schema_jobs`).
+
 ``cluster.organization`` is the organization's name, any text (empty by default): kept
 and shown, as CockroachDB keeps it for its licence; feedkv checks no licence.
 
@@ -35,6 +39,7 @@ from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.columnar import DEFAULT_MAX_BYTES, MAX_BYTES_SETTING
 from feedkv.sql.execution import Result
+from feedkv.sql.schema_jobs import RETENTION_SETTING, parse_retention_ns
 from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.util.units import parse_duration_ns, parse_size
 
@@ -53,9 +58,11 @@ CLUSTER_SETTINGS = (
     "cluster.organization",
     MAX_BYTES_SETTING,
     "version",
+    RETENTION_SETTING,
 )
 RANGEFEED_ENABLED = "kv.rangefeed.enabled"
 TIME_UNTIL_STORE_DEAD_DEFAULT = "5m0s"
+RETENTION_DEFAULT = "336h0m0s"  # as CockroachDB shows its 14 days
 _SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
 
 
@@ -94,6 +101,8 @@ def check_setting(name: str, value: str) -> None:
             raise SQLError("22023", f"{MAX_BYTES_SETTING}: {exc}") from None
         if size < 0:
             raise SQLError("22023", f"{MAX_BYTES_SETTING} {value!r} must be >= 0")
+    elif name == RETENTION_SETTING:
+        parse_retention_ns(value)
 
 
 def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
@@ -113,8 +122,10 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
         if shown is None and name == "server.time_until_store_dead":
             shown = TIME_UNTIL_STORE_DEAD_DEFAULT
-        if shown is None and name == MAX_BYTES_SETTING:
+        elif shown is None and name == MAX_BYTES_SETTING:
             shown = f"{DEFAULT_MAX_BYTES >> 20}MiB"
+        elif shown is None and name == RETENTION_SETTING:
+            shown = RETENTION_DEFAULT
         return Result(columns=(name,), rows=[(shown or "",)], tag="SHOW")
     if statement.action == "set" and statement.value:
         check_setting(name, statement.value)

@@ -379,10 +379,11 @@ class Changefeeds:
         a user who is no admin sees their own only; SHOW JOBS lists those finished within
         :data:`SHOW_JOBS_FINISHED_NS`, as CockroachDB's. ``WHEN COMPLETE`` does not wait
         for one: a GC job waits for the GC TTL (hours), and is refused (0A000)."""
-        now = time.time_ns()
+        snapshot = self._snapshot()
+        now = snapshot.ts.wall  # NB: the HLC the jobs' times were taken on
         jobs = [
             j
-            for j in list_schema_jobs(self._snapshot())
+            for j in list_schema_jobs(snapshot)
             if (admin or j.user == session.user) and job_id in (None, j.id)
         ]
         if statement.shape == "jobs" and job_id is None:  # as CockroachDB's SHOW JOBS

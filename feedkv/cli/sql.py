@@ -9,7 +9,9 @@ statement, up to the first error, which names its line.
 Lines that start with a backslash, where a statement would start, are the shell's own
 commands in the shell and in scripts, as ``cockroach sql``'s: ``\q`` quits, ``\l``,
 ``\dt``, ``\du`` and ``\d [TABLE]`` run the SHOW statement they stand for, ``\?``
-lists them.
+lists them. As in psql, such a command takes the rest of its line, semicolons and all:
+``\d u; DROP TABLE u`` shows ``u`` and warns that ``DROP``, ``TABLE`` and ``u`` are
+extra arguments, ignored; it drops nothing.
 
 When stderr is a terminal (or ``progress=True``), ``CREATE CHANGEFEED ... INTO`` is
 followed by a progress bar of the new job's initial scan (rows, rate, ETA:
@@ -35,7 +37,7 @@ from feedkv.cli.pg_session import PG_SCHEMES, open_pg_session
 from feedkv.cli.scan_progress import JobScan, watch_scan
 from feedkv.errors import FeedKVError, SQLError
 from feedkv.sql.jsonb import JSON_NULL
-from feedkv.sql.script import split_statements
+from feedkv.sql.script import split_script
 from feedkv.sql.session import Result, Session
 from feedkv.sql.types import format_value
 
@@ -141,31 +143,27 @@ def _run_script(
     them: each takes effect on its own, and the first error stops the script (exit 1),
     named with its line (``<stdin>:2: ERROR: ...``)."""
     line, counted = 1, 0
-    for offset, text in split_statements(script):
+    for offset, text in split_script(script):
         line += script.count("\n", counted, offset)  # NB: counted once, not per statement
         counted = offset
-        while text.startswith("\\"):  # the shell's own commands, a line each
-            command_line, _, text = text.partition("\n")
-            where = f"<stdin>:{line}: "
-            line, counted = line + 1, counted + len(command_line) + 1
+        where = f"<stdin>:{line}: "
+        if text.startswith("\\"):  # the shell's own command: the rest of its line
             try:
-                command = client_command(command_line)
+                command, ignored = parse_client_command(text)
             except SQLError as exc:
-                _print_error(exc, command_line, stderr, where)
+                _print_error(exc, text, stderr, where)
                 return 1
+            for warning in ignored:
+                stderr.write(f"{where}{warning}\n")
             if command is QUIT:
                 return 0
             if command is HELP:
                 stdout.write(HELP_TEXT)
             elif not _execute(session, str(command), output, stdout, stderr, where=where):
                 return 1
-            skipped = len(text) - len(text.lstrip())
-            line += text.count("\n", 0, skipped)
-            counted += skipped
-            text = text.lstrip()
+            continue
         if not text.strip():
             continue
-        where = f"<stdin>:{line}: "
         if not _execute(
             session, text.rstrip(), output, stdout, stderr, batch=False, where=where, watch=watch
         ):
@@ -196,22 +194,39 @@ _NAME = r'(?:[A-Za-z_][\w$]*|"(?:[^"]|"")+")'
 _TABLE_NAME = re.compile(rf"{_NAME}(?:\.{_NAME}){{0,2}}")
 
 
-def client_command(line: str) -> object:
+# psql's arguments of a backslash command: runs of anything but blanks, quoted parts whole
+_ARGUMENT = re.compile(r"""(?:"(?:[^"]|"")*"|'(?:[^']|'')*'|[^\s"']+)+""")
+
+
+def parse_client_command(line: str) -> tuple[object, list[str]]:
     """What the shell's own command ``line`` (``\\dt``, ``\\d t``, ...) does: the SQL it
-    stands for, :data:`QUIT` or :data:`HELP`; 42601 for a command feedkv does not have."""
-    name, _, argument = line.strip().partition(" ")
-    argument = argument.strip().rstrip(";").strip()
-    if name == "\\q" and not argument:
-        return QUIT
-    if name == "\\?" and not argument:
-        return HELP
-    if name == "\\d" and argument:
-        if not _TABLE_NAME.fullmatch(argument):
-            raise SQLError("42601", f"\\d takes a table's name, not {argument!r}")
-        return f"SHOW COLUMNS FROM {argument}"
-    if name in _SHOWS and not argument:
-        return _SHOWS[name]
+    stands for, :data:`QUIT` or :data:`HELP`, with psql's warning for each argument past
+    those it takes (``\\d: extra argument "DROP" ignored``: as in psql, the whole line is
+    the command's, so ``\\d u; DROP TABLE u`` drops nothing). As psql, semicolons that
+    end an argument are dropped. 42601 for a command feedkv does not have, or a pattern
+    it cannot filter by (``\\dt t*``)."""
+    name, *arguments = _ARGUMENT.findall(line.strip())
+    name = name.rstrip(";")
+    first = arguments[0].rstrip(";") if arguments else ""
+    ignored = [f'{name}: extra argument "{extra}" ignored' for extra in arguments[1:]]
+    if name == "\\q" and not first:
+        return QUIT, ignored
+    if name == "\\?" and not first:
+        return HELP, ignored
+    if name == "\\d" and first:
+        if not _TABLE_NAME.fullmatch(first):
+            raise SQLError("42601", f"\\d takes a table's name, not {first!r}")
+        return f"SHOW COLUMNS FROM {first}", ignored
+    if name in _SHOWS and not first:
+        return _SHOWS[name], ignored
+    if name in _SHOWS:
+        raise SQLError("42601", f"{name} takes no pattern here; \\d TABLE shows one table")
     raise SQLError("42601", f"invalid command {line.strip()}: \\? lists the shell's own commands")
+
+
+def client_command(line: str) -> object:
+    """:func:`parse_client_command`'s command alone."""
+    return parse_client_command(line)[0]
 
 
 def _shell(
@@ -245,10 +260,12 @@ def _shell(
             line = "\\?"
         if not buffer and line.lstrip().startswith("\\"):
             try:
-                command = client_command(line)
+                command, ignored = parse_client_command(line)
             except SQLError as exc:
                 _print_error(exc, line, stderr)
                 continue
+            for warning in ignored:
+                stderr.write(f"{warning}\n")
             if command is QUIT:
                 return 0
             if command is HELP:

@@ -467,6 +467,9 @@ class Store:
         # Spans whose ranges close at a target of their own (ns), set by the layers
         # above (tables' zone configurations); read every CLOSED_TARGETS_REFRESH_S.
         self.closed_targets: Callable[[], list[tuple[Span, int]]] = list
+        # The GC TTLs the layers above set (ns): the default zone's (None: the config's
+        # gc_ttl_ns) and those of spans with their own (tables' zone configurations).
+        self.gc_ttls: Callable[[], tuple[int | None, list[tuple[Span, int]]]] = lambda: (None, [])
         self._threads = [
             threading.Thread(target=self._close_loop, name="feedkv-closed-ts", daemon=True),
             threading.Thread(target=self._resolve_loop, name="feedkv-resolver", daemon=True),
@@ -1525,16 +1528,18 @@ class Store:
             self._quietly(self.collect_garbage)
 
     def collect_garbage(self) -> int:
-        """GC every range up to ``gc_ttl`` ago, but never past its closed timestamp nor
-        into history that :attr:`protected` (spans and the timestamps they need history
-        from, set by the layers above: changefeed jobs) still holds. Returns the number
-        of versions removed."""
+        """GC every range up to its GC TTL ago (:meth:`_gc_ttl_ns`), but never past its
+        closed timestamp nor into history that :attr:`protected` (spans and the
+        timestamps they need history from, set by the layers above: changefeed jobs)
+        still holds. Returns the number of versions removed."""
         protected = self.protected()
-        horizon = self.clock.now().wall - self.config.gc_ttl_ns
+        default_ttl, ttls = self.gc_ttls()
+        now = self.clock.now().wall
         removed = 0
         for desc in self.descriptors():
             if not self._leads(desc.range_id):
                 continue
+            horizon = now - self._gc_ttl_ns(desc.span, default_ttl, ttls)
             threshold = min(Timestamp(max(horizon, 0), 0), self.closed_timestamp(desc.range_id))
             for span, ts in protected:
                 if span.overlaps(desc.span):
@@ -1548,6 +1553,16 @@ class Store:
                     if isinstance(r, GCResponse)
                 )
         return removed
+
+    def _gc_ttl_ns(self, span: Span, default: int | None, ttls: list[tuple[Span, int]]) -> int:
+        """The GC TTL of a range's ``span``: that of a span with its own that covers it,
+        else the longest of the default's and those of the spans it overlaps (a range
+        holding keys of several zones keeps history for the one that wants it longest)."""
+        fallback = self.config.gc_ttl_ns if default is None else default
+        for own, ttl in ttls:
+            if own.contains(span):
+                return ttl
+        return max([fallback, *(ttl for own, ttl in ttls if own.overlaps(span))])
 
     def _quietly(self, fn: Callable[..., object], *args: object) -> None:
         try:

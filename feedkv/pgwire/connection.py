@@ -296,7 +296,11 @@ class Connection:
         send: Callable[[bytes], None] | None = None,
         peer_gone: Callable[[], bool] | None = None,
         max_message_bytes: int = m.DEFAULT_MAX_MESSAGE_BYTES,
+        client_address: str | None = None,
+        terminate: Callable[[], None] | None = None,
     ) -> None:
+        """``client_address``: the client's host:port; ``terminate``: closes the
+        connection from another thread (CANCEL SESSION)."""
         self.process_id = process_id
         self.secret = secret
         self.closed = False
@@ -307,6 +311,9 @@ class Connection:
         self._on_cancel = on_cancel
         self._send = send
         self._peer_gone = peer_gone
+        self._client_address = client_address or peer_host or ""
+        self._application_name = ""
+        self._terminate = terminate
         self._decoder = m.Decoder(max_message_bytes)
         self._phase = "startup"
         self._database = ""
@@ -406,6 +413,7 @@ class Connection:
         self.user = user
         self._database = params.get("database") or "defaultdb"
         self._startup_params = dict(params)
+        self._application_name = params.get("application_name", "")
         self._phase = "authentication"
         self._authenticated(self._authenticator.begin(user, self._peer_host), out)
 
@@ -426,6 +434,10 @@ class Connection:
             self._fatal(exc, out)
             return
         self._session = session
+        attach = getattr(session, "attach_connection", None)
+        if attach is not None and self._terminate is not None:
+            # NB: a session of feedkv.sql.session; a test's stand-in may have none
+            attach(self._client_address, self.cancel, self._terminate, self._application_name)
         self._phase = "ready"
         out += outcome.message
         out += m.authentication_ok()

@@ -231,6 +231,8 @@ class PGServer:
             send=sock.sendall,
             peer_gone=lambda: _peer_gone(sock),
             max_message_bytes=self._max_message_bytes,
+            client_address=_address(sock, peer_host),
+            terminate=lambda: _shut(sock),
         )
         with self._lock:
             self._connections[process_id] = (conn, sock)
@@ -270,6 +272,15 @@ _CLOSE_NOTIFY_S = 1.0  # how long a closing TLS connection waits for the peer's 
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
+
+
+def _address(sock: socket.socket, host: str) -> str:
+    """The client's ``host:port`` (its host alone if the socket no longer says)."""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return host
+    return f"{peer[0]}:{peer[1]}"
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:

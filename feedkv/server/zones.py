@@ -1,6 +1,8 @@
 """Zone configurations applied to a node: each table's ``closed_timestamp_target``
 (``ALTER TABLE t CONFIGURE ZONE USING closed_timestamp_target = '200ms'``) becomes the
 target its ranges close their timestamps at (:attr:`feedkv.kv.store.Store.closed_targets`);
+the default zone's and each table's ``gc.ttlseconds`` how much history the store's GC
+keeps of their ranges (:attr:`feedkv.kv.store.Store.gc_ttls`);
 the default zone's and each table's ``num_replicas`` and the cluster setting
 ``server.time_until_store_dead`` drive the replication of a cluster's ranges
 (:attr:`feedkv.server.cluster.Cluster.zone_settings`).
@@ -31,7 +33,11 @@ def apply_zone_configs(node: Node, client: KV) -> None:
     def closed_targets() -> list[tuple[Span, int]]:
         return catalog.zone_spans(catalog.Snapshot(client, client.now()))
 
+    def gc_ttls() -> tuple[int | None, list[tuple[Span, int]]]:
+        return catalog.zone_gc_ttls(catalog.Snapshot(client, client.now()))
+
     node.store.closed_targets = closed_targets
+    node.store.gc_ttls = gc_ttls
     cluster = node.cluster
     if cluster is not None:
         cluster.zone_settings = lambda: read_zone_settings(client)

@@ -68,6 +68,8 @@ __all__ = [
     "is_name_key",
     "descriptor_span",
     "zone_key",
+    "zone_gc_ttls",
+    "gc_ttl_of",
     "default_zone_key",
     "get_zone",
     "zone_replicas",
@@ -334,6 +336,32 @@ def zone_spans(reader: Reader) -> list[tuple[Span, int]]:
         if desc is not None and not desc.dropped and isinstance(target, int):
             out.append((table_span(desc.id), target))
     return out
+
+
+def _gc_ttl_ns(zone: dict[str, Any]) -> int | None:
+    seconds = zone.get("gc_ttl_seconds")
+    return seconds * 1_000_000_000 if isinstance(seconds, int) else None
+
+
+def gc_ttl_of(reader: Reader, table_id: int) -> int | None:
+    """The GC TTL (ns) of a table's data: its own zone's ``gc.ttlseconds``, else the
+    default zone's; ``None``: neither sets one (the store's default applies)."""
+    own = _gc_ttl_ns(get_zone(reader, table_id))
+    return own if own is not None else _gc_ttl_ns(get_zone(reader, None))
+
+
+def zone_gc_ttls(reader: Reader) -> tuple[int | None, list[tuple[Span, int]]]:
+    """The default zone's GC TTL (ns; ``None``: not set) and the span of every table
+    whose own zone sets one, with it. Dropped tables count: their old rows are
+    collected after their own TTL, as CockroachDB's GC job waits for it."""
+    default = _gc_ttl_ns(get_zone(reader, None))
+    tables = []
+    for kv in reader.scan(_ZONE, prefix_end(_ZONE)):
+        table_id, _end = decode_value(kv.key, len(_ZONE))
+        ttl = _gc_ttl_ns(json.loads(kv.value)) if isinstance(table_id, int) else None
+        if ttl is not None and isinstance(table_id, int):
+            tables.append((table_span(table_id), ttl))
+    return default, tables
 
 
 def changefeed_name_key(database_id: int, name: str) -> bytes:

@@ -255,10 +255,11 @@ def _check_reference(
         return
     names = ", ".join(_name(desc, i) for i in fk.column_ids)
     shown = ", ".join(format_value(v) for v in values)
+    # NB: as CockroachDB sends it: the key in the DETAIL field, not the message
     raise SQLError(
         "23503",
-        f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}": '
-        f'Key ({names})=({shown}) is not present in table "{parent.name}".',
+        f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}"',
+        detail=f'Key ({names})=({shown}) is not present in table "{parent.name}".',
     )
 
 
@@ -310,8 +311,8 @@ def _check_referenced(
             raise SQLError(
                 "23503",
                 f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}" '
-                f'on table "{child.name}": Key ({names})=({shown}) is still referenced from '
-                f'table "{child.name}".',
+                f'on table "{child.name}"',
+                detail=f'Key ({names})=({shown}) is still referenced from table "{child.name}".',
             )
     return cascaded
 

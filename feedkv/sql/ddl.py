@@ -20,12 +20,13 @@ from feedkv.errors import (
     InvalidArgumentError,
     SQLError,
 )
+from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
-from feedkv.sql.describe import type_of
+from feedkv.sql.describe import describe, type_of
 from feedkv.sql.descriptor import (
     PRIMARY_FAMILY,
     ROWID,
@@ -70,7 +71,7 @@ from feedkv.sql.types import (
 )
 from feedkv.util.encoding import decode_value
 from feedkv.util.keys import check_key
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import counted, parse_duration_ns
 
 __all__ = ["HANDLERS"]
 
@@ -470,6 +471,8 @@ def _record_jobs(ex: Execution, verb: str, desc: TableDescriptor, text: str) -> 
         f"{verb} {qualified}",
         text,
         ex.session.user,
+        now_ns=ex.session.db.now().wall,
+        gc_ttl_ns=catalog.gc_ttl_of(ex.write_txn, desc.id),
     )
 
 
@@ -985,7 +988,8 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 
-ZONE_SETTINGS = ("num_replicas", "closed_timestamp_target")
+ZONE_SETTINGS = ("gc.ttlseconds", "num_replicas", "closed_timestamp_target")
+DEFAULT_GC_TTL_SECONDS = DEFAULT_GC_TTL_NS // 1_000_000_000  # a zone without gc.ttlseconds
 _LONGEST_CLOSED_TARGET_NS = 3600 * 1_000_000_000
 MAX_REPLICAS = 7
 
@@ -1014,6 +1018,8 @@ def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
             )
         if name == "num_replicas":
             zone["num_replicas"] = _num_replicas(value)
+        elif name == "gc.ttlseconds":
+            zone["gc_ttl_seconds"] = _gc_ttl_seconds(value)
         elif s.table is None:
             raise SQLError(
                 "22023",
@@ -1023,8 +1029,9 @@ def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
         else:
             zone["closed_timestamp_target_ns"] = _closed_target(name, value)
     ex.write_txn.put(key, json.dumps(zone).encode())
-    if s.table is not None and "num_replicas" in zone:
-        # NB: the table's ranges must hold its keys alone for its factor to apply to them
+    if s.table is not None and ("num_replicas" in zone or "gc_ttl_seconds" in zone):
+        # NB: the table's ranges must hold its keys alone for its factor (or its GC TTL)
+        # to apply to them
         span = table_span(desc.id)
         for boundary in (span.start, span.end):
             ex.after_commit.append(lambda key=boundary: ex.session.db.split(key))  # type: ignore[misc]
@@ -1043,6 +1050,16 @@ def _num_replicas(value: str | None) -> int:
             "(3 replicas survive the loss of 1 node, 5 of 2)",
         )
     return n
+
+
+def _gc_ttl_seconds(value: str | None) -> int:
+    try:
+        seconds = int(value or "")
+    except ValueError:
+        raise SQLError("22023", f"gc.ttlseconds: {value!r} is not a whole number") from None
+    if seconds < 1:
+        raise SQLError("22023", f"gc.ttlseconds: {seconds} is below the least allowed, 1 (second)")
+    return seconds
 
 
 def _closed_target(name: str, value: str | None) -> int:
@@ -1096,7 +1113,9 @@ def _duration_text(ns: int) -> str:
 
 
 def _zone_row(target: str, zone: dict[str, Any]) -> tuple[str, str]:
-    settings = [f"num_replicas = {zone['num_replicas']}"]
+    # NB: in CockroachDB's order: gc.ttlseconds before num_replicas
+    ttl = zone.get("gc_ttl_seconds", DEFAULT_GC_TTL_SECONDS)
+    settings = [f"gc.ttlseconds = {ttl}", f"num_replicas = {zone['num_replicas']}"]
     target_ns = zone.get("closed_timestamp_target_ns")
     if isinstance(target_ns, int):
         settings.append(f"closed_timestamp_target = '{_duration_text(target_ns)}'")
@@ -1410,6 +1429,10 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
             raise SQLError("42P07", f'relation "{s.view.name}" already exists')
         replaced = catalog.view_by_name(txn, database, s.view.name)  # 42809: a table
     body = views.qualified(s.query, database.name)
+    writes = views.writes_in(body)
+    if writes:
+        # NB: the view's query runs on every read: its rows must not cost a write
+        raise SQLError("0A000", f"{writes[0]} cannot be used inside a view definition")
     result = query(ex, body)
     columns = _result_columns("CREATE VIEW", s.columns, result.columns, exact=True)
     depends_on = []
@@ -1427,6 +1450,7 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
                 f"({', '.join(kept)}) to ({', '.join(columns)}): only new columns may be added "
                 "at the end",
             )
+        _refuse_type_changes(ex, replaced, body, database.name, result.types)
     view = ViewDescriptor(
         replaced.id if replaced is not None else catalog.allocate_id(txn),
         s.view.name,
@@ -1439,6 +1463,39 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
     return Result(tag="CREATE VIEW")
 
 
+def _refuse_type_changes(
+    ex: Execution,
+    view: ViewDescriptor,
+    body: st.Query,
+    database: str,
+    types: tuple[ColumnType | None, ...],
+) -> None:
+    """42P16 if CREATE OR REPLACE VIEW gives one of ``view``'s columns another type (its
+    new query ``body`` ran with result ``types``), as CockroachDB refuses it: what reads
+    the view would read values of another type. The types are those the statements'
+    descriptions give (:mod:`feedkv.sql.describe`), else those their results carry."""
+    old_query = views.view_query(view.query, database)
+    old = _described_types(ex, old_query, database) or query(ex, old_query).types
+    new = _described_types(ex, body, database) or types
+    for name, before, after in zip(view.columns, old, new, strict=False):
+        if before is not None and after is not None and before.kind is not after.kind:
+            raise SQLError(
+                "42P16",
+                f'cannot change type of view column "{name}" from {before.kind.name.lower()} '
+                f"to {after.kind.name.lower()}",
+            )
+
+
+def _described_types(ex: Execution, body: st.Query, database: str) -> tuple[ColumnType | None, ...]:
+    """The types of ``body``'s columns as its description gives them (``()``: it has
+    none, as a query over a view)."""
+    try:
+        columns = describe(body, 0, ex.table, database).columns
+    except SQLError:
+        return ()
+    return tuple(ctype for _name, ctype in columns or ())
+
+
 def _result_columns(
     what: str, named: tuple[str, ...], columns: tuple[str, ...], *, exact: bool
 ) -> tuple[str, ...]:
@@ -1447,7 +1504,8 @@ def _result_columns(
     if len(named) > len(columns) or (exact and named and len(named) != len(columns)):
         raise SQLError(
             "42601",
-            f"{what} specifies {len(named)} column names, but the query has {len(columns)} columns",
+            f"{what} specifies {counted(len(named), 'column name')}, but data source has "
+            f"{counted(len(columns), 'column')}",
         )
     out = (*named, *columns[len(named) :])
     for i, name in enumerate(out):

@@ -67,6 +67,7 @@ _ROWLESS = (
     | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
     | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.CancelActivity
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)
@@ -109,6 +110,8 @@ def describe(
             columns = ((statement.name, _STRING),)
     elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
         columns = ()
+    elif isinstance(statement, st.Explain):
+        columns = (("info", _STRING),)
     elif isinstance(statement, st.CreateChangefeed):
         # As CockroachDB: a sinkless feed's rows, else the new job's id. The key and
         # value are text (JSON) or bytes (Avro), known from the values.

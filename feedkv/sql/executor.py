@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, InvalidKeyError, SQLError, ValueTooLargeError
-from feedkv.sql import copy_rows, ddl, dml, query
+from feedkv.sql import copy_rows, ddl, dml, explain, query, session_activity
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
@@ -23,6 +23,8 @@ _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **query.HANDLERS,
     **dml.HANDLERS,
     **copy_rows.HANDLERS,
+    **explain.HANDLERS,
+    **session_activity.HANDLERS,
 }
 LEASED = (
     st.Select | st.Insert | st.Update | st.Delete | st.CopyRows

@@ -54,6 +54,7 @@ from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
 
 __all__ = [
+    "as_written",
     "annotated_constants",
     "column_type",
     "ordered",
@@ -344,6 +345,17 @@ _FORCE_INDEX = re.compile(
     r"|@\{\s*FORCE_INDEX\s*=\s*(\w+|\"(?:[^\"]|\"\")*\")\s*\}",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+_SHOWN_SOURCE = re.compile(rf'{_VIRTUAL_SCHEMA}\."\[((?:[^"]|"")*)\]"')
+
+
+def as_written(text: str) -> str:
+    """A statement's text with its ``[SHOW ...]`` (``[INSERT ...]``...) sources as they
+    were written, not as the parser reads them (``crdb_internal."[SHOW QUERIES]"``)."""
+    if '"[' not in text:
+        return text
+    return _SHOWN_SOURCE.sub(lambda m: "[" + m.group(1).replace('""', '"') + "]", text)
 
 
 def _force_index_hints(text: str) -> str:
@@ -657,6 +669,17 @@ class _Statement:
 
     def parse(self) -> st.Statement:
         words = self.words
+        if words[0] == "EXPLAIN":
+            return self._explain()
+        if words[0] == "SHOW":
+            scope = words[1:]
+            if scope[:1] == ["ALL"]:
+                scope = scope[1:]
+            if scope[:1] in (["CLUSTER"], ["LOCAL"]):
+                scope = scope[1:]
+            if scope in (["SESSIONS"], ["QUERIES"], ["STATEMENTS"]):
+                # NB: before SHOW <variable>, which would take the word for a name
+                return st.ShowSessions(self.text, queries=scope != ["SESSIONS"])
         if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
             return self._set_transaction(2)
         if words[:2] == ["SET", "TRANSACTION"] and "," in words:
@@ -694,6 +717,13 @@ class _Statement:
             return self._alter_user()
         if words[:2] in (["DROP", "USER"], ["DROP", "ROLE"]):
             return self._drop_user()
+        if words[0] == "CANCEL" and words[1:2] in (
+            ["QUERY"],
+            ["QUERIES"],
+            ["SESSION"],
+            ["SESSIONS"],
+        ):
+            return self._cancel_activity()
         if words[0] in ("PAUSE", "RESUME", "CANCEL") or words[:2] == ["DROP", "CHANGEFEED"]:
             return self._job_control()
         if words[:2] == ["ALTER", "CHANGEFEED"]:
@@ -735,6 +765,39 @@ class _Statement:
         converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
+
+    def _explain(self) -> st.Explain:
+        """``EXPLAIN [ANALYZE | ANALYSE] statement``; CockroachDB's other forms
+        (``EXPLAIN (OPT)``, ``(VEC)``, ``(DISTSQL)``, ...) are refused."""
+        # NB: sqlglot's tokenizer reads all that follows EXPLAIN (a command) as one token
+        first = self.tokens[0]
+        at = self._pos(first) + len("EXPLAIN")
+        rest = self.text[at:]
+        analyze = re.match(r"\s*ANALY[SZ]E\b", rest, re.IGNORECASE)
+        if analyze is not None:
+            at += analyze.end()
+            rest = self.text[at:]
+        options = re.match(r"\s*\(([^)]*)\)", rest)
+        if options is not None:
+            raise SQLError(
+                "0A000",
+                f"EXPLAIN ({options.group(1).strip()}) is not supported; feedkv has EXPLAIN "
+                "and EXPLAIN ANALYZE",
+            )
+        at += len(rest) - len(rest.lstrip())
+        text = self.text[at:]
+        if not text:
+            raise self._error_at(len(self.tokens), "EXPLAIN needs a statement to explain")
+        inner = _parse_one(text, _tokenize(text, self.offset + at), self.offset + at)
+        if not isinstance(
+            inner, st.Select | st.SetOperation | st.Values | st.Insert | st.Update | st.Delete
+        ):
+            raise SQLError(
+                "0A000",
+                f"EXPLAIN of {type(inner).__name__} is not supported; feedkv explains "
+                "SELECT, INSERT, UPSERT, UPDATE and DELETE",
+            )
+        return st.Explain(self.text, inner, analyze is not None)
 
     def _storing_as_include(self) -> None:
         """CockroachDB's CREATE INDEX ... STORING (...) is PostgreSQL's INCLUDE (...)."""
@@ -2150,6 +2213,10 @@ class _Statement:
                 raise self._error_at(i, "expected an option name")
             name = token.text.lower()
             i += 1
+            # NB: a dotted name, as zone settings have (gc.ttlseconds)
+            while i + 1 < len(words) and words[i] == "." and self.tokens[i + 1].text.isidentifier():
+                name = f"{name}.{self.tokens[i + 1].text.lower()}"
+                i += 2
             value = None
             if values and i < len(words) and words[i] == "=":
                 value_token = self.tokens[i + 1] if i + 1 < len(words) else None
@@ -2244,6 +2311,25 @@ class _Statement:
         elif len(words) > at:
             raise self._error_at(at, "unexpected input after the job id")
         return st.ControlJob(self.text, action, job_id, job_param=param)
+
+    def _cancel_activity(self) -> st.CancelActivity:
+        """``CANCEL QUERY | SESSION [IF EXISTS] <id>`` or ``CANCEL QUERIES | SESSIONS [IF
+        EXISTS] <query>``."""
+        words = self.words
+        sessions = words[1].startswith("SESSION")
+        at = 2
+        if_exists = words[2:4] == ["IF", "EXISTS"]
+        at += 2 * if_exists
+        if at >= len(words):
+            raise self._error_at(at, f"expected the {words[1].lower()} to cancel")
+        if words[1] in ("QUERIES", "SESSIONS"):
+            return st.CancelActivity(
+                self.text, sessions, None, self._jobs_query(at), if_exists=if_exists
+            )
+        start = self._pos(self.tokens[at])
+        return st.CancelActivity(
+            self.text, sessions, parse_expression(self.text[start:]), if_exists=if_exists
+        )
 
     def _jobs_query(self, first: int) -> str:
         """The SELECT from token ``first`` to the end, bare or in parentheses, that picks

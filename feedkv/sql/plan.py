@@ -73,6 +73,7 @@ __all__ = [
     "check_index",
     "check_returning",
     "column_default",
+    "key_constraint",
     "env_of",
     "flatten_and",
     "holds",
@@ -288,12 +289,11 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
     return point
 
 
-def _index_plan(
+def _best_index(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
-) -> Callable[[Context], Span | None] | None:
-    """The span of the best secondary index for ``where``: the one whose leading
-    columns it fixes most (equalities, then a range on the next column); a unique
-    index all of whose columns are fixed wins."""
+) -> tuple[Index, _KeyPlan] | None:
+    """The secondary index whose leading columns ``where`` fixes most (equalities, then
+    a range on the next column; a unique index all of whose columns are fixed wins)."""
     best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
     for index in desc.indexes:
         columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
@@ -304,9 +304,38 @@ def _index_plan(
         rank = (int(whole), len(plan.equal), int(plan.low is not None or plan.high is not None))
         if best is None or rank > best[0]:
             best = (rank, index, plan)
+    return None if best is None else (best[1], best[2])
+
+
+def key_constraint(
+    desc: TableDescriptor, where: exp.Expr | None, scope: Scope
+) -> tuple[Index | None, list[Column], _KeyPlan] | None:
+    """What :meth:`Selection.of` narrows a read of ``desc`` by (for EXPLAIN): the index
+    (``None``: the primary key), its columns and the constraints ``where`` puts on
+    them; ``None`` when the table is read whole."""
+    if where is None:
+        return None
+    where = condition(where, scope)
+    plan = _key_plan(desc, where, scope)
+    if plan is not None:
+        return None, list(desc.key_columns), plan
+    best = _best_index(desc, where, scope) if desc.indexes else None
     if best is None:
         return None
-    _rank, index, plan = best
+    index, plan = best
+    return index, [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None], plan
+
+
+def _index_plan(
+    desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> Callable[[Context], Span | None] | None:
+    """The span of the best secondary index for ``where``: the one whose leading
+    columns it fixes most (equalities, then a range on the next column); a unique
+    index all of whose columns are fixed wins."""
+    best = _best_index(desc, where, scope)
+    if best is None:
+        return None
+    index, plan = best
     columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
     entries = index_span(desc.id, index.id)
 

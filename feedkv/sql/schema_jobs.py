@@ -7,44 +7,56 @@ before the table's data is cleared (``running``, its running status ``waiting fo
 GC``). feedkv does the same work inside the statement's transaction (the rows are
 deleted as MVCC history that the store's GC removes once it is older than the GC TTL),
 so its records say what happened: the schema change ``succeeded`` when the statement
-committed, and the GC job is ``running`` until the GC TTL has passed since then, after
-which nothing of the old rows can be read any more (a read in the past that far back is
-refused) and it has ``succeeded``.
+committed, and the GC job is ``running`` until the table's GC TTL has passed since then,
+after which nothing of the old rows can be read any more (a read in the past that far
+back is refused) and it has ``succeeded``. The TTL is the table's zone's
+``gc.ttlseconds`` (else the default zone's, else the store's default, 4 hours), as the
+store's GC reads it (:func:`feedkv.sql.catalog.zone_gc_ttls`); times are the cluster's
+HLC wall time, the clock every node's GC measures against.
 
 A record (``F1 "schemajob" id`` in the catalog, JSON) is written in the statement's own
-transaction, so a statement that rolls back leaves no job.
+transaction, so a statement that rolls back leaves no job. That transaction also deletes
+the records of jobs finished more than ``jobs.retention_time`` ago (CockroachDB's
+setting, 14 days by default), so they do not pile up without bound.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
+from feedkv.util.units import parse_duration_ns
 
 __all__ = [
+    "DEFAULT_RETENTION_NS",
     "GC_RUNNING_STATUS",
+    "RETENTION_SETTING",
     "SCHEMA_CHANGE",
     "SCHEMA_CHANGE_GC",
     "SchemaJob",
     "list_schema_jobs",
+    "parse_retention_ns",
+    "prune_schema_jobs",
     "record_drop",
 ]
 
 SCHEMA_CHANGE = "SCHEMA CHANGE"
 SCHEMA_CHANGE_GC = "SCHEMA CHANGE GC"
 GC_RUNNING_STATUS = "waiting for MVCC GC"  # CockroachDB's words for a GC job's wait
+RETENTION_SETTING = "jobs.retention_time"
+DEFAULT_RETENTION_NS = 14 * 24 * 3600 * 1_000_000_000  # CockroachDB's jobs.retention_time
 
 
 @dataclass(frozen=True, slots=True)
 class SchemaJob:
-    """One job. ``created_ns``: when the statement ran (wall nanoseconds); a GC job's
-    ``gc_after_ns`` is when its data is older than the GC TTL (``None``: a schema
+    """One job. ``created_ns``: when the statement ran (HLC wall nanoseconds); a GC
+    job's ``gc_after_ns`` is when its data is older than the GC TTL (``None``: a schema
     change, finished when it committed)."""
 
     id: int
@@ -118,24 +130,68 @@ class SchemaJob:
 
 
 def record_drop(
-    txn: Txn, ids: tuple[int, int], description: str, statement: str, user: str
+    txn: Txn,
+    ids: tuple[int, int],
+    description: str,
+    statement: str,
+    user: str,
+    *,
+    now_ns: int,
+    gc_ttl_ns: int | None,
 ) -> None:
     """Record, in ``txn`` (the DROP TABLE or TRUNCATE's), its schema change (``ids[0]``,
-    succeeded) and the GC job that clears the old rows (``ids[1]``). ``description``:
-    the statement on the table, its name qualified (``DROP TABLE test.public.a``)."""
-    now = time.time_ns()
-    change = SchemaJob(ids[0], SCHEMA_CHANGE, description, statement, user, now)
+    succeeded) and the GC job that clears the old rows (``ids[1]``) after ``gc_ttl_ns``
+    (the table's zone's; ``None``: the store's default). ``description``: the statement
+    on the table, its name qualified (``DROP TABLE test.public.a``); ``now_ns``: the HLC
+    wall time. Records of jobs finished more than ``jobs.retention_time`` before
+    ``now_ns`` are deleted in the same transaction."""
+    ttl = DEFAULT_GC_TTL_NS if gc_ttl_ns is None else gc_ttl_ns
+    change = SchemaJob(ids[0], SCHEMA_CHANGE, description, statement, user, now_ns)
     gc = SchemaJob(
         ids[1],
         SCHEMA_CHANGE_GC,
         f"GC for {description}",
         statement,
         user,
-        now,
-        gc_after_ns=now + DEFAULT_GC_TTL_NS,
+        now_ns,
+        gc_after_ns=now_ns + ttl,
     )
+    prune_schema_jobs(txn, now_ns - retention_ns(txn))
     for job in (change, gc):
         txn.put(catalog.schema_job_key(job.id), job.to_json())
+
+
+def retention_ns(reader: catalog.Reader) -> int:
+    """``jobs.retention_time``: how long a finished job's record is kept."""
+    raw = catalog.get_setting(reader, RETENTION_SETTING)
+    if raw is None:
+        return DEFAULT_RETENTION_NS
+    try:
+        return parse_retention_ns(raw)
+    except SQLError:
+        return DEFAULT_RETENTION_NS  # NB: refused when set; an older value that no longer parses
+
+
+def parse_retention_ns(value: str) -> int:
+    """A ``jobs.retention_time`` value (``336h``, ``10m``); SQLSTATE 22023 when it is
+    not a positive duration."""
+    try:
+        ns = parse_duration_ns(value)
+    except InvalidArgumentError as exc:
+        raise SQLError("22023", f"{RETENTION_SETTING}: {exc}") from None
+    if ns <= 0:
+        raise SQLError("22023", f"{RETENTION_SETTING} {value!r} must be above 0")
+    return ns
+
+
+def prune_schema_jobs(txn: Txn, before_ns: int) -> int:
+    """Delete the records of jobs that finished before ``before_ns``; returns how many."""
+    pruned = 0
+    for job in list_schema_jobs(txn):
+        if job.finished_before(before_ns):
+            txn.delete(catalog.schema_job_key(job.id))
+            pruned += 1
+    return pruned
 
 
 def list_schema_jobs(reader: catalog.Reader) -> list[SchemaJob]:

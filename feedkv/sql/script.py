@@ -1,18 +1,21 @@
-"""A SQL script cut into statements without parsing them, and where a quote or comment
+r"""A SQL script cut into statements without parsing them, and where a quote or comment
 that never closes starts.
 
 ``split_statements`` finds the semicolons outside quoted strings (``'...'``, ``e'...'``
 and ``b'...'`` with their backslash escapes, ``$tag$...$tag$``), quoted identifiers and
 comments (``--``, nested ``/* */``), so each statement of a script can run, or fail, on
 its own (``feedkv sql`` reading a script); :func:`runaway` names what never closes, for
-the parser's error.
+the parser's error. ``split_script`` does the same for a script that may hold the
+shell's own commands: as psql reads one, a backslash where a statement would start makes
+the rest of its line that command, semicolons and all (``\d u; DROP TABLE u`` is ``\d``
+with the arguments ``u;``, ``DROP``, ``TABLE`` and ``u``: nothing is dropped).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["runaway", "split_statements"]
+__all__ = ["runaway", "split_script", "split_statements"]
 
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
@@ -99,6 +102,32 @@ def split_statements(text: str) -> list[tuple[int, str]]:
     out.append((start, text[start:]))
     words = [(offset, part, _first_word(part)) for offset, part in out]
     return [(offset + first, part[first:]) for offset, part, first in words if first is not None]
+
+
+def split_script(text: str) -> list[tuple[int, str]]:
+    """The statements and the shell's own commands of a script, each with the 0-based
+    offset of its first character: as :func:`split_statements`, but a backslash where a
+    statement would start takes the rest of its line (without its newline)."""
+    out: list[tuple[int, str]] = []
+    position = 0
+    while position < len(text):
+        first = _first_word(text[position:])
+        if first is None:
+            break
+        start = position + first
+        if text[start] == "\\":
+            newline = text.find("\n", start)
+            end = len(text) if newline < 0 else newline
+            out.append((start, text[start:end]))
+            position = end + 1
+            continue
+        i = start
+        while i < len(text) and text[i] != ";":
+            after = _skip_quoted(text, i)
+            i = len(text) if after is None else after
+        out.append((start, text[start:i]))
+        position = i + 1
+    return out
 
 
 def _first_word(text: str) -> int | None:

@@ -34,11 +34,13 @@ node, so an embedded store and a server give the same results.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import itertools
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,7 @@ from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
+from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
 from feedkv.sql.copy_rows import CopyDeclined
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
@@ -279,11 +282,13 @@ class Session:
         metrics: SQLMetrics | None = None,
         external_io_dir: Path | None = None,
         default_replicas: int = 1,
+        registry: SessionRegistry | None = None,
     ) -> None:
         """``external_io_dir``: IMPORT INTO reads ``file://`` URIs only below it (``None``:
         anywhere, with the rights of this process, as an embedded node's sinks write).
         ``default_replicas``: the default zone's ``num_replicas`` until one is set (the
-        node's ``--replicas``)."""
+        node's ``--replicas``). ``registry``: the node's open sessions, which this one
+        joins until it closes (SHOW SESSIONS, CANCEL QUERY)."""
         self.db = db
         self.default_replicas = default_replicas
         self.changefeeds = changefeeds
@@ -324,6 +329,54 @@ class Session:
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
+        self.registry = registry
+        self.active: ActiveSession | None = None
+        if registry is not None:
+            # NB: the registry holds no reference to the session: a session never closed
+            # (a thread's own, of DB.sql) leaves the list when it is collected
+            this = weakref.ref(self)
+
+            def application_name() -> str:
+                session = this()
+                return session.variable("application_name") if session is not None else ""
+
+            self.active = registry.register(user, self.interrupt.cancel, application_name)
+            weakref.finalize(self, registry.remove, self.active)
+        self._attached = False  # a connection resets the interrupt before each query
+
+    def attach_connection(
+        self,
+        client_address: str,
+        cancel: Callable[[], None],
+        terminate: Callable[[], None],
+        application_name: str = "",
+    ) -> None:
+        """The SQL connection this session serves: its client's address, how to cancel
+        its running query (a CancelRequest's way), how to close it (CANCEL SESSION) and
+        the application name its startup message gave (the session's
+        ``application_name``, as CockroachDB takes it)."""
+        self._attached = True
+        if application_name:
+            self.variables["application_name"] = application_name
+        if self.active is not None:
+            self.active.client_address = client_address
+            self.active.cancel = cancel
+            self.active.terminate = terminate
+
+    @contextlib.contextmanager
+    def _running(self, text: str) -> Iterator[None]:
+        """Mark ``text`` as this session's active query while it runs."""
+        if self.active is None:
+            yield
+            return
+        try:
+            with self.active.running(text):
+                yield
+        finally:
+            if self.active.cancelled_by_statement and not self._attached:
+                # NB: CANCEL QUERY was for this query: the next one must not see it (a
+                # connection resets the interrupt before each query itself)
+                self.interrupt.reset()
 
     @property
     def in_transaction(self) -> bool:
@@ -582,6 +635,8 @@ class Session:
 
     def close(self) -> None:
         """Roll back an open transaction. Idempotent."""
+        if self.registry is not None and self.active is not None:
+            self.registry.remove(self.active)
         self._abandon()
 
     # Statement execution.
@@ -591,14 +646,15 @@ class Session:
         # generator-based context manager cost a few of them
         token = ZONE.set(self.zone)
         try:
-            timeout_ms = int(self.variables.get("statement_timeout", "0"))
-            if not timeout_ms:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
-            try:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            finally:
-                self.interrupt.disarm()
+            with self._running(statement.text):
+                timeout_ms = int(self.variables.get("statement_timeout", "0"))
+                if not timeout_ms:
+                    return self._in_zone(self._measured(statement, placeholders, params))
+                self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+                try:
+                    return self._in_zone(self._measured(statement, placeholders, params))
+                finally:
+                    self.interrupt.disarm()
         finally:
             ZONE.reset(token)
 
@@ -767,6 +823,12 @@ class Session:
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
     ) -> list[Result]:
         """Statements sent together outside ``BEGIN``, as one implicit transaction."""
+        with self._running("; ".join(statement.text for statement, _ in prepared)):
+            return self._run_batch_measured(prepared, params)
+
+    def _run_batch_measured(
+        self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
+    ) -> list[Result]:
         for statement, _ in prepared:
             self.metrics.count(statement)
         started = time.perf_counter_ns()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
     from feedkv.sql import catalog
     from feedkv.sql import statements as st
+    from feedkv.sql.active_sessions import SessionRegistry
     from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
     from feedkv.sql.interrupt import Interrupt
     from feedkv.sql.leases import Lease, Leases
@@ -82,6 +83,11 @@ class SessionContext(Protocol):
         ...
 
     def variable(self, name: str) -> str: ...
+
+    @property
+    def registry(self) -> SessionRegistry | None:
+        """The node's open sessions (SHOW SESSIONS); ``None``: a session of no node."""
+        ...
 
     def show_jobs(self, source: st.ShowSource) -> Relation:
         """The rows of a SHOW of jobs read as a table (``FROM [SHOW JOBS]``), with

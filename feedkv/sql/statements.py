@@ -15,6 +15,9 @@ from feedkv.sql.types import ColumnType
 
 __all__ = [
     "ROW_ASSIGNMENT",
+    "CancelActivity",
+    "Explain",
+    "ShowSessions",
     "RowLock",
     "AddPrimaryKey",
     "AddColumn",
@@ -684,6 +687,16 @@ Query = Select | SetOperation | Values
 
 
 @dataclass(frozen=True, slots=True)
+class Explain(Statement):
+    """``EXPLAIN [ANALYZE] statement``: the plan of a query, INSERT, UPDATE or DELETE
+    (:mod:`feedkv.sql.explain`); with ``analyze``, the statement runs and the plan says
+    what it read and how long it took."""
+
+    statement: Query | Insert | Update | Delete
+    analyze: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ChangefeedTarget:
     """``TABLE t`` or ``TABLE t FAMILY f`` in a changefeed's target list, and with
     ``VALUES FROM (start) TO (end)`` only the rows whose primary key is in
@@ -959,6 +972,26 @@ class DropConstraint(Statement):
     if_exists: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ShowSessions(Statement):
+    """``SHOW [ALL] [CLUSTER | LOCAL] SESSIONS``, or ``QUERIES`` (``STATEMENTS``) when
+    ``queries`` (:mod:`feedkv.sql.active_sessions`)."""
+
+    queries: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CancelActivity(Statement):
+    """``CANCEL QUERY [IF EXISTS] <id>`` or ``CANCEL SESSION ...`` (``sessions``); the
+    plural forms (``CANCEL QUERIES <query>``) take the ids in the first column of
+    ``query``'s rows, the singular ones the value of ``id``."""
+
+    sessions: bool
+    id: exp.Expr | None
+    query: str | None = None
+    if_exists: bool = False
+
+
 # The SHOW statements whose rows a statement may read as a table (see StatementSource).
 SourceShow = (
     ShowTables
@@ -970,4 +1003,5 @@ SourceShow = (
     | ShowGrants
     | ShowRanges
     | ShowPartitions
+    | ShowSessions
 )

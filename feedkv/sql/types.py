@@ -52,6 +52,7 @@ __all__ = [
     "coerce_column",
     "decimal_from_key",
     "decimal_key",
+    "decimal_of_float",
     "float_text",
     "format_value",
     "from_key",
@@ -448,6 +449,17 @@ def _to_float(value: object, ctype: ColumnType) -> float:
     return narrowed
 
 
+def decimal_of_float(value: float) -> decimal.Decimal:
+    """The DECIMAL a FLOAT casts to, as CockroachDB makes it: the float's shortest
+    digits in exponent form (Go's ``%E`` with the fewest digits), read as a decimal; so
+    no trailing zeros: ``1.0`` gives ``1``, ``0.1`` gives ``0.1``, ``100.0`` gives
+    ``1E+2``, ``1e20`` gives ``1E+20``; infinities stay infinite."""
+    # NB: repr is Python's shortest round-tripping text, the digits Go's -1 precision
+    # picks; normalize drops the trailing zeros repr's plain form adds ('1.0', '100.0')
+    result = decimal.Decimal(repr(value))
+    return result.normalize() if result.is_finite() else result
+
+
 class Float4(float):
     """A FLOAT4 (REAL) value: a float32, held as the float64 of the same value (as
     CockroachDB holds it). Its text has float32's digits (:func:`float_text`); any
@@ -473,7 +485,7 @@ def _to_decimal(value: object, ctype: ColumnType) -> decimal.Decimal:
     elif isinstance(value, int):
         result = decimal.Decimal(value)
     elif isinstance(value, float):
-        result = decimal.Decimal(repr(value))
+        result = decimal_of_float(value)
     elif isinstance(value, str):
         try:
             result = decimal.Decimal(value.strip())

@@ -19,7 +19,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.parser import parse
 from feedkv.sql.statement_cache import StatementCache
 
-__all__ = ["qualified", "tables_read", "view_query"]
+__all__ = ["qualified", "tables_read", "view_query", "writes_in"]
 
 
 def _view_query(text: str, database: str) -> st.Query:
@@ -55,6 +55,31 @@ def tables_read(query: st.Query) -> list[st.TableName]:
         return name
 
     _walk(query, frozenset(), note)
+    return found
+
+
+def writes_in(query: st.Query) -> list[str]:
+    """The writes ``query`` reads the rows of (``FROM [INSERT ... RETURNING ...]``), by
+    their verbs (INSERT, UPSERT, UPDATE, DELETE), in the order written."""
+    found: list[str] = []
+
+    def note(value: Any) -> None:
+        if isinstance(value, st.StatementSource):
+            inner = value.statement
+            if isinstance(inner, st.Insert):
+                found.append("UPSERT" if inner.upsert else "INSERT")
+            elif isinstance(inner, st.Update | st.Delete):
+                found.append(type(inner).__name__.upper())
+        elif isinstance(value, tuple):
+            for item in value:
+                note(item)
+        elif isinstance(value, st.Cte):
+            note(value.query)
+        elif isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
+            for f in dataclasses.fields(value):
+                note(getattr(value, f.name))
+
+    note(query)
     return found
 
 

@@ -22,7 +22,7 @@ import pytest
 import feedkv
 from feedkv.cli.main import main
 from feedkv.cli.pg_session import _is_sinkless_changefeed
-from feedkv.cli.sql import client_command
+from feedkv.cli.sql import client_command, parse_client_command
 from feedkv.errors import SQLError
 from feedkv.kv.store import StoreConfig
 from feedkv.server.node import Node
@@ -355,11 +355,36 @@ def test_an_unknown_backslash_command_stops_a_script_naming_its_line(tmp_path: P
     assert "2" not in run.stdout.split()
 
 
-def test_backslash_d_takes_a_tables_name_and_nothing_more() -> None:
+def test_backslash_d_takes_a_tables_name_and_ignores_the_rest_of_its_line() -> None:
+    """As psql: the rest of a backslash command's line is its arguments; a trailing
+    semicolon is dropped, and the arguments past those it takes are ignored, each with a
+    warning."""
     assert client_command('\\d db.public."My T";') == 'SHOW COLUMNS FROM db.public."My T"'
+    assert parse_client_command("\\d t; DROP TABLE t") == (
+        "SHOW COLUMNS FROM t",
+        [
+            '\\d: extra argument "DROP" ignored',
+            '\\d: extra argument "TABLE" ignored',
+            '\\d: extra argument "t" ignored',
+        ],
+    )
     with pytest.raises(SQLError, match="takes a table's name") as refused:
-        client_command("\\d t; DROP TABLE t")
+        client_command("\\d 'x'")
     assert refused.value.code == "42601"
+
+
+def test_a_piped_backslash_line_runs_no_statement_after_a_semicolon(tmp_path: Path) -> None:
+    script = "CREATE TABLE u (k INT PRIMARY KEY);\n\\d u; DROP TABLE u\nSELECT count(*) FROM u;\n"
+
+    run = sql_process("--store", str(tmp_path / "store"), "--format", "csv", stdin=script)
+
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines() == [
+        '<stdin>:2: \\d: extra argument "DROP" ignored',
+        '<stdin>:2: \\d: extra argument "TABLE" ignored',
+        '<stdin>:2: \\d: extra argument "u" ignored',
+    ]
+    assert run.stdout.splitlines()[-2:] == ["count", "0"]  # u is still there
 
 
 def test_only_a_changefeed_statement_is_parsed_on_the_client() -> None:

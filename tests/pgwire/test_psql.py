@@ -133,3 +133,20 @@ def test_psql_shows_a_changefeed_jobs_tables_as_an_array(pg_url: str, tmp_path: 
     done = psql(pg_url, "-c", "SELECT full_table_names FROM [SHOW CHANGEFEED JOBS]")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["{defaultdb.public.t}"]
+
+
+def test_psql_shows_a_foreign_key_violations_key_on_its_detail_line(pg_url: str) -> None:
+    done = psql(
+        pg_url,
+        "-c",
+        "CREATE TABLE parent (id INT PRIMARY KEY)",
+        "-c",
+        "CREATE TABLE child (k INT PRIMARY KEY, p INT REFERENCES parent (id))",
+        "-c",
+        "INSERT INTO child VALUES (1, 3)",
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[:2] == [
+        'ERROR:  23503: insert on table "child" violates foreign key constraint "child_p_fkey"',
+        'DETAIL:  Key (p)=(3) is not present in table "parent".',
+    ]

@@ -44,7 +44,11 @@ def test_the_default_zone_and_a_tables_zone_set_each_ranges_replicas(
     wait_until(lambda: set(_factors(db)) == {3}, timeout_s=DEADLINE_S, what="3 replicas")
     shown = db.sql("SHOW ZONE CONFIGURATION FOR RANGE default").rows
     assert [tuple(r) for r in shown] == [
-        ("RANGE default", "ALTER RANGE default CONFIGURE ZONE USING\n\tnum_replicas = 3")
+        (
+            "RANGE default",
+            "ALTER RANGE default CONFIGURE ZONE USING\n\tgc.ttlseconds = 14400,"
+            "\n\tnum_replicas = 3",
+        )
     ]
 
     db.sql("ALTER TABLE kv CONFIGURE ZONE USING num_replicas = 1")
@@ -57,7 +61,8 @@ def test_the_default_zone_and_a_tables_zone_set_each_ranges_replicas(
     assert [tuple(r) for r in shown] == [
         (
             "TABLE defaultdb.public.kv",
-            "ALTER TABLE defaultdb.public.kv CONFIGURE ZONE USING\n\tnum_replicas = 1",
+            "ALTER TABLE defaultdb.public.kv CONFIGURE ZONE USING\n\tgc.ttlseconds = 14400,"
+            "\n\tnum_replicas = 1",
         )
     ]
     db.sql("INSERT INTO kv VALUES (3, 'three')")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from feedkv.sql.script import split_statements
+from feedkv.sql.script import split_script, split_statements
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,14 @@ def test_a_script_splits_at_semicolons_outside_quotes_and_comments(
     assert split_statements(script) == statements
     for offset, text in statements:
         assert script[offset:].startswith(text)
+
+
+def test_a_backslash_command_takes_the_rest_of_its_line() -> None:
+    script = "CREATE TABLE u (k INT);\n\\d u; DROP TABLE u\nSELECT ';'; \\dt\n\\q"
+    assert split_script(script) == [
+        (0, "CREATE TABLE u (k INT)"),
+        (24, "\\d u; DROP TABLE u"),
+        (43, "SELECT ';'"),
+        (55, "\\dt"),
+        (59, "\\q"),
+    ]

@@ -140,9 +140,12 @@ def test_zone_settings_add_up_and_show_as_cockroachdb_shows_them(slow_db: DB) ->
     t_zone = (
         "TABLE defaultdb.public.t",
         "ALTER TABLE defaultdb.public.t CONFIGURE ZONE USING\n"
-        "\tnum_replicas = 3,\n\tclosed_timestamp_target = '200ms'",
+        "\tgc.ttlseconds = 14400,\n\tnum_replicas = 3,\n\tclosed_timestamp_target = '200ms'",
     )
-    default = ("RANGE default", "ALTER RANGE default CONFIGURE ZONE USING\n\tnum_replicas = 5")
+    default = (
+        "RANGE default",
+        "ALTER RANGE default CONFIGURE ZONE USING\n\tgc.ttlseconds = 14400,\n\tnum_replicas = 5",
+    )
     assert show("SHOW ZONE CONFIGURATION FOR TABLE t") == [t_zone]
     assert show("SHOW ZONE CONFIGURATION FOR TABLE u") == [default]
     assert show("SHOW ZONE CONFIGURATION FOR RANGE default") == [default]

@@ -1,0 +1,158 @@
+"""The SQL sessions a node serves and the query each runs now: what ``SHOW SESSIONS``,
+``SHOW QUERIES`` (``SHOW STATEMENTS``), ``CANCEL QUERY`` and ``CANCEL SESSION`` see, as
+CockroachDB has them.
+
+Every session a node opens (over the SQL port or embedded) registers in its node's
+:class:`SessionRegistry` while it is open and marks the query it runs. Ids are
+CockroachDB's shape, 32 hex digits: the local wall clock when the session or query started
+(nanoseconds), then a counter and the node id, so they are unique on the node and sort
+by start.
+
+NB: this node's sessions only. feedkv has no RPC through which a node lists another's
+sessions, so ``SHOW CLUSTER SESSIONS`` is ``SHOW LOCAL SESSIONS`` (and so for queries),
+and ``CANCEL QUERY`` finds a query only on the node the statement runs on.
+
+Cancelling a query sets its session's interrupt (:mod:`feedkv.sql.interrupt`): the query
+stops with 57014 where it next looks. Cancelling a session cancels its query and closes
+its connection (an embedded session's next statement fails with 57P01).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from feedkv.errors import SQLError
+
+__all__ = ["ActiveQuery", "ActiveSession", "SessionRegistry"]
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveQuery:
+    """A query a session runs now: its id, its text, when it started (wall ns)."""
+
+    id: str
+    text: str
+    started_ns: int
+
+    @property
+    def started(self) -> datetime.datetime:
+        return _utc(self.started_ns)
+
+
+def _utc(ns: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+
+
+class ActiveSession:
+    """One open session. ``cancel`` stops its running query (from any thread);
+    ``terminate``, once a connection attaches, closes the connection."""
+
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        session_id: str,
+        user: str,
+        cancel: Callable[[], None],
+        application_name: Callable[[], str],
+    ) -> None:
+        self.registry = registry
+        self.id = session_id
+        self.user = user
+        self.started = _utc(registry.wall_ns())
+        self.client_address = ""
+        self.cancel = cancel
+        self.terminate: Callable[[], None] | None = None
+        self.application_name = application_name
+        self.query: ActiveQuery | None = None
+        self.last_query = ""
+        self.terminated = False
+        self.cancelled_by_statement = False  # CANCEL QUERY stopped the last query
+
+    def cancel_query(self) -> None:
+        """CANCEL QUERY: stop the running query."""
+        self.cancelled_by_statement = True
+        self.cancel()
+
+    @contextmanager
+    def running(self, text: str) -> Iterator[ActiveQuery]:
+        """Mark ``text`` as the session's active query while the block runs; 57P01 if
+        the session was cancelled (CANCEL SESSION) before."""
+        if self.terminated:
+            raise SQLError("57P01", "terminating connection due to administrator command")
+        now = self.registry.wall_ns()
+        query = ActiveQuery(self.registry.new_id(now), text, now)
+        self.cancelled_by_statement = False
+        self.query = query
+        try:
+            yield query
+        finally:
+            self.query = None
+            self.last_query = text
+
+    def end(self) -> None:
+        """CANCEL SESSION: stop its query and close its connection."""
+        self.terminated = True
+        self.cancel()
+        if self.terminate is not None:
+            self.terminate()
+
+
+class SessionRegistry:
+    """A node's open sessions (thread-safe). ``wall_ns`` is the local clock (read for
+    every statement: it must cost no round trip) and ``node_id`` finds the node's id
+    (``None`` while it has none; kept once known)."""
+
+    def __init__(self, wall_ns: Callable[[], int], node_id: Callable[[], int | None]) -> None:
+        self.wall_ns = wall_ns
+        self._find_node_id = node_id
+        self._node_id: int | None = None
+        self._lock = threading.Lock()
+        self._sessions: dict[str, ActiveSession] = {}
+        self._counter = itertools.count(1)
+
+    def node_id(self) -> int | None:
+        if self._node_id is None:
+            self._node_id = self._find_node_id()
+        return self._node_id
+
+    def new_id(self, now_ns: int | None = None) -> str:
+        """A fresh session or query id (CockroachDB's 128 bits, in hex): the wall time
+        (``now_ns``, else read now), then a counter and the node id."""
+        wall = self.wall_ns() if now_ns is None else now_ns
+        low = (next(self._counter) << 32) | ((self.node_id() or 0) & 0xFFFFFFFF)
+        return f"{wall & (2**64 - 1):016x}{low & (2**64 - 1):016x}"
+
+    def register(
+        self, user: str, cancel: Callable[[], None], application_name: Callable[[], str]
+    ) -> ActiveSession:
+        session = ActiveSession(self, self.new_id(), user, cancel, application_name)
+        with self._lock:
+            self._sessions[session.id] = session
+        return session
+
+    def remove(self, session: ActiveSession) -> None:
+        """The session closed. Idempotent."""
+        with self._lock:
+            self._sessions.pop(session.id, None)
+
+    def sessions(self) -> list[ActiveSession]:
+        """The open sessions, oldest first."""
+        with self._lock:
+            return sorted(self._sessions.values(), key=lambda s: s.id)
+
+    def by_query(self, query_id: str) -> ActiveSession | None:
+        """The session running query ``query_id`` now."""
+        for session in self.sessions():
+            query = session.query
+            if query is not None and query.id == query_id:
+                return session
+        return None
+
+    def by_id(self, session_id: str) -> ActiveSession | None:
+        with self._lock:
+            return self._sessions.get(session_id)

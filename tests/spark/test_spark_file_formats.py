@@ -30,12 +30,14 @@ def resolved(out: Path) -> Timestamp:
     return max((Timestamp.parse(m) for m in markers), default=Timestamp(0, 0))
 
 
-def export(db: DB, table: str, out: Path, file_format: str, more: str = "") -> None:
+def export(
+    db: DB, table: str, out: Path, file_format: str, more: str = "", scan: str = "only"
+) -> None:
     """Runs an ``initial_scan = 'only'`` job of ``table`` into ``out`` to its end
-    (``more``: further options)."""
+    (``more``: further options; ``scan``: another initial_scan, with an end_time)."""
     [(job_id,)] = db.sql(
         f"CREATE CHANGEFEED FOR TABLE {table} INTO 'file://{out}' "
-        f"WITH format = {file_format}, initial_scan = 'only'{more}"
+        f"WITH format = {file_format}, initial_scan = '{scan}'{more}"
     ).rows
     assert db.changefeeds.wait(job_id, 120)
     assert db.changefeeds.error(job_id) is None
@@ -125,7 +127,9 @@ def test_a_parquet_scan_in_blocks_writes_what_its_rows_one_by_one_would(
             + ", ".join(f"({k}, 'r{k}', {k}.25)" for k in range(start, start + 1000))
         )
     out = tmp_path / "scan"
-    export(db, "p", out, "parquet", ", updated")
+    # NB: a scan at the cursor, then the end: initial_scan='only' refuses updated
+    since, end = db.now(), db.now()
+    export(db, "p", out, "parquet", f", updated, cursor='{since}', end_time='{end}'", scan="yes")
     got = pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/*/*.parquet"))
     got = got.sort_by("k")
     (scan_ts,) = set(got["__crdb__updated"].to_pylist())

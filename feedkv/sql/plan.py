@@ -668,9 +668,10 @@ class InsertPlan:
     its key, so it may be written without reading (as CockroachDB's UPSERT fast path):
     the statement is an UPSERT, or ON CONFLICT on the primary key DO UPDATE without
     WHERE that sets every other column to its ``excluded`` value; it names every
-    column (or is an UPSERT without a column list, which writes the defaults of those
-    its rows leave out); the table has nothing a write must also check or index (``constrained``),
-    and no DECIMAL key (whose scale as proposed may differ from the stored row's)."""
+    column but key columns left to their DEFAULT (or is an UPSERT without a column
+    list, which writes the defaults of those its rows leave out); the table has
+    nothing a write must also check or index (``constrained``), and no DECIMAL key
+    (whose scale as proposed may differ from the stored row's)."""
 
     targets: list[Column]
     rows: list[list[Compiled]]
@@ -784,7 +785,9 @@ class InsertPlan:
                 if c.id not in key_ids
             ]
         blind = (
-            (not filled or (s.upsert and s.columns is None))
+            # NB: a key column left to its DEFAULT (a hidden rowid) is the proposed key:
+            # a row found there would be rewritten whole all the same
+            (all(c.id in key_ids for c, _ in filled) or (s.upsert and s.columns is None))
             and not desc.constrained
             and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
             and (s.upsert or _sets_excluded(desc, s, conflict_scope, conflict_index))

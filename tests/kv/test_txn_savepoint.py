@@ -161,7 +161,8 @@ def test_savepoints_of_an_ended_transaction_are_refused(db: DB) -> None:
 
 
 # A model check: any sequence of writes, savepoints, releases and rollbacks commits what a
-# stack of copies of the buffer says it should.
+# stack of copies of the buffer says it should, and a scan in between reads it (the scan
+# finds the buffered writes of its span among the written keys kept in order).
 
 _KEYS = [b"a", b"k", b"q", b"z"]
 _steps = strats.lists(
@@ -171,6 +172,7 @@ _steps = strats.lists(
         strats.just(("savepoint",)),
         strats.tuples(strats.just("release"), strats.integers(0, 3)),
         strats.tuples(strats.just("rollback"), strats.integers(0, 3)),
+        strats.tuples(strats.just("scan"), strats.sampled_from(_KEYS), strats.integers(1, 4)),
     ),
     max_size=25,
 )
@@ -185,6 +187,16 @@ def test_savepoints_agree_with_a_stack_of_buffer_copies(db: DB, steps: list[tupl
     prefix = b"t%d/" % next(_prefixes)
     db.put(prefix + b"k", b"committed")
     model: dict[bytes, bytes | None] = {}
+
+    def now() -> dict[bytes, bytes]:
+        rows = {b"k": b"committed"}
+        for key, value in model.items():
+            if value is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = value
+        return rows
+
     held: list[tuple[object, dict[bytes, bytes | None]]] = []
     with db.transaction() as txn:
         for step in steps:
@@ -196,6 +208,14 @@ def test_savepoints_agree_with_a_stack_of_buffer_copies(db: DB, steps: list[tupl
                 model[step[1]] = None
             elif step[0] == "savepoint":
                 held.append((txn.savepoint(), dict(model)))
+            elif step[0] == "scan":
+                start = _KEYS.index(step[1])
+                keys = _KEYS[start : start + step[2]]
+                end = prefix + keys[-1] + b"\x00"
+                scanned = {
+                    kv.key[len(prefix) :]: kv.value for kv in txn.scan(prefix + keys[0], end)
+                }
+                assert scanned == {k: v for k, v in now().items() if k in keys}
             elif held:
                 index = step[1] % len(held)
                 if step[0] == "release":
@@ -208,11 +228,6 @@ def test_savepoints_agree_with_a_stack_of_buffer_copies(db: DB, steps: list[tupl
                     del held[index + 1 :]
                     txn.rollback_to(held[index][0])  # type: ignore[arg-type]
                     model = dict(held[index][1])
-    expected = {b"k": b"committed"}
-    for key, value in model.items():
-        if value is None:
-            expected.pop(key, None)
-        else:
-            expected[key] = value
+    expected = now()
     found = {kv.key[len(prefix) :]: kv.value for kv in db.scan(prefix, prefix + b"\xff")}
     assert found == expected

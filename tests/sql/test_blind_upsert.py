@@ -19,6 +19,8 @@ TABLES = {
     "checked": "CREATE TABLE checked (k INT PRIMARY KEY, v INT CHECK (v > 0))",
     "dec": "CREATE TABLE dec (k DECIMAL PRIMARY KEY, v STRING)",
     "pair": "CREATE TABLE pair (a INT, b INT, v STRING, PRIMARY KEY (a, b))",
+    "bag": "CREATE TABLE bag (s STRING)",  # keyed by the hidden rowid
+    "defk": "CREATE TABLE defk (k INT PRIMARY KEY DEFAULT 7, v STRING, n INT)",
 }
 
 BLIND = [
@@ -61,6 +63,14 @@ BLIND = [
         "INSERT INTO pair VALUES (1, 2, 'x') ON CONFLICT (b, a) DO UPDATE SET v = excluded.v",
         True,
     ),
+    ("UPSERT INTO bag (s) VALUES ('x')", True),  # a new rowid: the key left to DEFAULT
+    ("UPSERT INTO defk (v, n) VALUES ('x', 1)", True),
+    ("UPSERT INTO defk (v) VALUES ('x')", False),  # n stays as it was
+    (
+        "INSERT INTO defk (v, n) VALUES ('x', 1) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n",
+        True,
+    ),
 ]
 
 
@@ -97,6 +107,24 @@ def test_a_blind_upsert_replaces_inserts_and_returns_the_rows_it_wrote(tables: D
         (2, "deux", 20),
         (3, "trois", 30),
     ]
+
+
+def test_a_blind_upsert_that_leaves_the_key_to_its_default_replaces_the_row_there(
+    tables: DB,
+) -> None:
+    tables.sql("INSERT INTO defk VALUES (7, 'seven', 1)")
+    result = tables.sql("UPSERT INTO defk (v, n) VALUES ('sept', 2) RETURNING k, v, n")
+    assert result.rows == [(7, "sept", 2)]
+    assert tables.sql("SELECT k, v, n FROM defk").rows == [(7, "sept", 2)]
+    tables.sql("UPSERT INTO bag (s) VALUES ('a'), ('a')")
+    assert tables.sql("UPSERT INTO bag (s) VALUES ('b') RETURNING s").rows == [("b",)]
+    assert tables.sql("SELECT s, count(*) FROM bag GROUP BY s ORDER BY s").rows == [
+        ("a", 2),
+        ("b", 1),
+    ]
+    with pytest.raises(SQLError) as caught:
+        tables.sql("UPSERT INTO defk (v, n) VALUES ('x', 1), ('y', 2)")
+    assert caught.value.code == "21000"
 
 
 def test_a_blind_upsert_still_refuses_a_key_proposed_twice(tables: DB) -> None:

@@ -41,6 +41,7 @@ from feedkv.sql.descriptor import Column, SequenceDescriptor, TableDescriptor, V
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, contains_aggregate, outer_nodes
 from feedkv.sql.plan import DeletePlan, Selection, SelectPlan, UpdatePlan, key_constraint
+from feedkv.sql.query import lookup_columns
 from feedkv.sql.row_codec import table_span
 from feedkv.sql.types import Kind, coerce, format_value
 from feedkv.sql.views import view_query
@@ -331,27 +332,12 @@ class _Planner:
 
     def _lookup(self, q: st.Select, n: int, join: st.Join) -> tuple[str, str, str] | None:
         """``(index, left column, right column)`` when the first join is looked up."""
-        on = join.on
-        if n != 0 or join.side not in ("inner", "left") or join.using or join.natural:
-            return None
-        if not isinstance(on, exp.EQ) or not isinstance(join.table, st.TableName):
+        columns = lookup_columns(q, join) if n == 0 else None
+        if columns is None or not isinstance(join.table, st.TableName):
             return None
         if self._is_cte(join.table) or is_virtual(join.table):
             return None
-        a, b = on.this, on.expression
-        if not isinstance(a, exp.Column) or not isinstance(b, exp.Column):
-            return None
-        right_name = join.alias or join.table.name
-        left_name = q.alias or (q.table.name if isinstance(q.table, st.TableName) else "")
-        if a.table == right_name and b.table == left_name:
-            a, b = b, a
-        if (
-            a.table != left_name
-            or b.table != right_name
-            or not left_name
-            or left_name == right_name
-        ):
-            return None
+        a, b = columns
         desc = self.ex.relation(join.table)
         if not isinstance(desc, TableDescriptor):
             return None

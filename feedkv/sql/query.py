@@ -415,6 +415,26 @@ def _source_locking(ex: Execution, s: st.Select) -> list[RowLocking | None]:
 _LOOKUP_LIMIT = 256
 
 
+def lookup_columns(s: st.Select, join: st.Join) -> tuple[exp.Column, exp.Column] | None:
+    """``(a, b)`` of ``left [INNER | LEFT] JOIN t ON left.a = t.b`` (either way round),
+    the shape a join may look ``t``'s rows up by; ``None`` for any other join."""
+    on = join.on
+    if join.side not in ("inner", "left") or join.using or join.natural:
+        return None
+    if not isinstance(on, exp.EQ) or not isinstance(join.table, st.TableName):
+        return None
+    a, b = on.this, on.expression
+    if not isinstance(a, exp.Column) or not isinstance(b, exp.Column):
+        return None
+    right_name = join.alias or join.table.name
+    left_name = s.alias or (s.table.name if isinstance(s.table, st.TableName) else "")
+    if a.table == right_name and b.table == left_name:
+        a, b = b, a
+    if a.table != left_name or b.table != right_name or not left_name or left_name == right_name:
+        return None
+    return a, b
+
+
 def _looked_up(
     ex: Execution,
     s: st.Select,
@@ -426,22 +446,12 @@ def _looked_up(
     primary key or one of its indexes: only the rows of ``t`` whose ``b`` is one of
     ``left``'s values of ``a`` (none other can match, so the join gives the same rows,
     and the spans read cover every row it depends on). ``None``: read ``t`` whole."""
-    on = join.on
-    if join.side not in ("inner", "left") or join.using or join.natural:
-        return None
-    if not isinstance(on, exp.EQ) or not isinstance(join.table, st.TableName):
+    columns = lookup_columns(s, join)
+    if columns is None or not isinstance(join.table, st.TableName):
         return None
     if _cte(ex, join.table) is not None:
         return None
-    a, b = on.this, on.expression
-    if not isinstance(a, exp.Column) or not isinstance(b, exp.Column):
-        return None
-    right_name = join.alias or join.table.name
-    left_name = s.alias or (s.table.name if isinstance(s.table, st.TableName) else "")
-    if a.table == right_name and b.table == left_name:
-        a, b = b, a
-    if a.table != left_name or b.table != right_name or not left_name or left_name == right_name:
-        return None
+    a, b = columns
     desc = ex.relation(join.table)
     if not isinstance(desc, TableDescriptor):
         return None

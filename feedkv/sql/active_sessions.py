@@ -22,8 +22,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from feedkv.errors import SQLError
@@ -78,21 +77,21 @@ class ActiveSession:
         self.cancelled_by_statement = True
         self.cancel()
 
-    @contextmanager
-    def running(self, text: str) -> Iterator[ActiveQuery]:
-        """Mark ``text`` as the session's active query while the block runs; 57P01 if
-        the session was cancelled (CANCEL SESSION) before."""
+    def begin(self, text: str) -> None:
+        """Mark ``text`` as the session's active query until :meth:`finish`; 57P01 if
+        the session was cancelled (CANCEL SESSION) before. (Two calls, not a context
+        manager: a statement takes tens of microseconds, a generator's a few of them.)"""
         if self.terminated:
             raise SQLError("57P01", "terminating connection due to administrator command")
         now = self.registry.wall_ns()
-        query = ActiveQuery(self.registry.new_id(now), text, now)
         self.cancelled_by_statement = False
-        self.query = query
-        try:
-            yield query
-        finally:
-            self.query = None
-            self.last_query = text
+        self.query = ActiveQuery(self.registry.new_id(now), text, now)
+
+    def finish(self) -> None:
+        """The active query ended."""
+        query, self.query = self.query, None
+        if query is not None:
+            self.last_query = query.text
 
     def end(self) -> None:
         """CANCEL SESSION: stop its query and close its connection."""

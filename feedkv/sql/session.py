@@ -34,7 +34,6 @@ node, so an embedded store and a server give the same results.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import itertools
@@ -363,20 +362,13 @@ class Session:
             self.active.cancel = cancel
             self.active.terminate = terminate
 
-    @contextlib.contextmanager
-    def _running(self, text: str) -> Iterator[None]:
-        """Mark ``text`` as this session's active query while it runs."""
-        if self.active is None:
-            yield
-            return
-        try:
-            with self.active.running(text):
-                yield
-        finally:
-            if self.active.cancelled_by_statement and not self._attached:
-                # NB: CANCEL QUERY was for this query: the next one must not see it (a
-                # connection resets the interrupt before each query itself)
-                self.interrupt.reset()
+    def _finish(self, active: ActiveSession) -> None:
+        """The active query ended (see :meth:`ActiveSession.begin`)."""
+        active.finish()
+        if active.cancelled_by_statement and not self._attached:
+            # NB: CANCEL QUERY was for this query: the next one must not see it (a
+            # connection resets the interrupt before each query itself)
+            self.interrupt.reset()
 
     @property
     def in_transaction(self) -> bool:
@@ -644,19 +636,23 @@ class Session:
     def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
         # NB: not statement_zone(): a statement is tens of microseconds, and its
         # generator-based context manager cost a few of them
+        active = self.active
+        if active is not None:
+            active.begin(statement.text)
         token = ZONE.set(self.zone)
         try:
-            with self._running(statement.text):
-                timeout_ms = int(self.variables.get("statement_timeout", "0"))
-                if not timeout_ms:
-                    return self._in_zone(self._measured(statement, placeholders, params))
-                self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
-                try:
-                    return self._in_zone(self._measured(statement, placeholders, params))
-                finally:
-                    self.interrupt.disarm()
+            timeout_ms = int(self.variables.get("statement_timeout", "0"))
+            if not timeout_ms:
+                return self._in_zone(self._measured(statement, placeholders, params))
+            self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+            try:
+                return self._in_zone(self._measured(statement, placeholders, params))
+            finally:
+                self.interrupt.disarm()
         finally:
             ZONE.reset(token)
+            if active is not None:
+                self._finish(active)
 
     def _in_zone(self, result: Result) -> Result:
         """``result`` with its TIMESTAMPTZ values (aware datetimes, the same instants) in
@@ -823,8 +819,14 @@ class Session:
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
     ) -> list[Result]:
         """Statements sent together outside ``BEGIN``, as one implicit transaction."""
-        with self._running("; ".join(statement.text for statement, _ in prepared)):
+        active = self.active
+        if active is not None:
+            active.begin("; ".join(statement.text for statement, _ in prepared))
+        try:
             return self._run_batch_measured(prepared, params)
+        finally:
+            if active is not None:
+                self._finish(active)
 
     def _run_batch_measured(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import random
 import statistics
@@ -397,10 +398,14 @@ def writer_main(args: argparse.Namespace) -> int:
         written = 0
         busy = 0.0
         cpu0 = time.process_time()
-        next_at = t0
         deadline = t0 + args.seconds
-        # NB: no statement due at or past the deadline (one more than the rate asked)
-        while next_at < deadline and (now := time.monotonic()) < deadline:
+        # NB: no statement due at or past the deadline (one more than the rate asked),
+        # each due time counted from t0, not summed: ten sums of 0.1 fall short of 1.0
+        due = math.ceil(args.seconds / interval - 1e-9)
+        for n in range(due):
+            next_at = t0 + n * interval
+            if (now := time.monotonic()) >= deadline:
+                break
             if now < next_at:
                 time.sleep(next_at - now)  # wait-ok: pacing the writer to its rate
             began = time.monotonic()
@@ -409,7 +414,6 @@ def writer_main(args: argparse.Namespace) -> int:
             print(f"{db.now()} {acked}", flush=True)
             busy += time.monotonic() - began
             written += per
-            next_at += interval
         elapsed = time.monotonic() - t0
         summary = {
             "written": written,

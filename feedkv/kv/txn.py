@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from feedkv.kv.router import Router
     from feedkv.security.secrets import HeldKey
 
-__all__ = ["Savepoint", "Txn", "TxnState"]
+__all__ = ["Savepoint", "Txn", "TxnState", "TxnView"]
 
 HEARTBEAT_INTERVAL_S = 1.0
 _HEARTBEATS = HeartbeatTimer(HEARTBEAT_INTERVAL_S)
@@ -232,6 +232,10 @@ class Txn:
         check_key(key)
         if key in self._writes:
             return self._writes[key]
+        return self._get_committed(key)
+
+    def _get_committed(self, key: bytes) -> bytes | None:
+        """``key``'s value at the read timestamp, this transaction's writes left out."""
         response = self._send_key(key, (Get(key),))
         self._reads.append(Span.for_key(key))
         result = response.responses[0]
@@ -257,6 +261,20 @@ class Txn:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         writes = self._writes
         own = {k: writes[k] for k in self._written_in(start, end)}
+        return self._merged(span, own, limit, reverse, lock=lock, nowait=nowait)
+
+    def _merged(
+        self,
+        span: Span,
+        own: dict[bytes, bytes | None],
+        limit: int | None,
+        reverse: bool,
+        *,
+        lock: bool = False,
+        nowait: bool = False,
+    ) -> list[KeyValue]:
+        """The committed keys of ``span`` read at the read timestamp, with ``own`` (this
+        transaction's writes in the span, by key) applied over them."""
         if lock:
             rows = self._locking_scan(span, None if own else limit, reverse, nowait)
         else:
@@ -371,6 +389,14 @@ class Txn:
                 if exc.reason != "RETRY_WRITE_TOO_OLD" or exc.ts is None:
                     raise
                 self._refresh(max(exc.ts, self._txn.write_ts))
+
+    def view(self) -> TxnView:
+        """A reader that sees what this transaction sees now, and none of the writes it
+        makes after (a SQL cursor's view: insensitive, as PostgreSQL's and CockroachDB's).
+        Its reads are the transaction's: at its read timestamp, remembered and refreshed
+        as any other. Costs a copy of the writes buffered so far."""
+        self._check_open()
+        return TxnView(self, dict(self._writes))
 
     # Writes (buffered until commit).
 
@@ -1005,3 +1031,37 @@ class Txn:
             self.commit()
         else:
             self.rollback()
+
+
+class TxnView:
+    """A transaction's reads with its own writes as they were when :meth:`Txn.view` made
+    it (a :class:`~feedkv.sql.catalog.Reader`). Use it from the transaction's thread,
+    while the transaction is open."""
+
+    def __init__(self, txn: Txn, writes: dict[bytes, bytes | None]) -> None:
+        self._txn = txn
+        self._writes = writes
+        self._keys = sorted(writes)
+
+    @property
+    def sealer(self) -> HeldKey:
+        return self._txn.sealer
+
+    def get(self, key: bytes) -> bytes | None:
+        self._txn._check_open()
+        check_key(key)
+        if key in self._writes:
+            return self._writes[key]
+        return self._txn._get_committed(key)
+
+    def scan(
+        self, start: bytes, end: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> list[KeyValue]:
+        self._txn._check_open()
+        if limit is not None and limit < 0:
+            raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
+        keys = self._keys[
+            bisect.bisect_left(self._keys, start) : bisect.bisect_left(self._keys, end)
+        ]
+        own = {key: self._writes[key] for key in keys}
+        return self._txn._merged(Span(start, end), own, limit, reverse)

@@ -67,7 +67,7 @@ _ROWLESS = (
     | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
     | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
-    | st.CancelActivity
+    | st.CancelActivity | st.CloseCursor
 )  # fmt: skip
 
 _STRING = ColumnType(Kind.STRING)
@@ -110,6 +110,11 @@ def describe(
             columns = ((statement.name, _STRING),)
     elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
         columns = ()
+    elif isinstance(statement, st.DeclareCursor):
+        # NB: its placeholders are its query's (FETCH's columns are the cursor's: the
+        # session describes FETCH)
+        inner = describe(statement.query, placeholders, resolve, database, param_types)
+        columns, params = (), list(inner.params)
     elif isinstance(statement, st.Explain):
         columns = (("info", _STRING),)
     elif isinstance(statement, st.CreateChangefeed):

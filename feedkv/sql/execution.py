@@ -418,14 +418,20 @@ class Execution:
 
         NB: a scan locks every row it reads, those the WHERE clause then drops among
         them, as CockroachDB's does when the filter is not part of the span."""
+        return list(self.iter_selected(desc, selection, lock=lock))
+
+    def iter_selected(
+        self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """:meth:`selected`'s rows as they are read, a page at a time (a cursor's)."""
         if selection.index_span is not None:
-            return [env for _row, _pairs, env in self.matching(desc, selection, lock=lock)]
+            return (env for _row, _pairs, env in self.matching(desc, selection, lock=lock))
         context = self.context
         span, exact = selection.span(context)
         test = None if exact else selection.test
         if test is None:
-            return list(self.envs(desc, span, lock=lock))
-        return [env for env in self.envs(desc, span, lock=lock) if holds(test(env, context))]
+            return self.envs(desc, span, lock=lock)
+        return (env for env in self.envs(desc, span, lock=lock) if holds(test(env, context)))
 
     def matching(
         self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None

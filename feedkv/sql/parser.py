@@ -46,7 +46,7 @@ from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
-from feedkv.sql import crdb_internal
+from feedkv.sql import crdb_internal, cursor_syntax
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt
 from feedkv.sql.script import runaway
@@ -671,6 +671,8 @@ class _Statement:
         words = self.words
         if words[0] == "EXPLAIN":
             return self._explain()
+        if words[0] in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
+            return self._cursor(words[0])
         if words[0] == "SHOW":
             scope = words[1:]
             if scope[:1] == ["ALL"]:
@@ -798,6 +800,24 @@ class _Statement:
                 "SELECT, INSERT, UPSERT, UPDATE and DELETE",
             )
         return st.Explain(self.text, inner, analyze is not None)
+
+    def _cursor(self, verb: str) -> st.DeclareCursor | st.FetchCursor | st.CloseCursor:
+        """DECLARE, FETCH, MOVE or CLOSE (:mod:`feedkv.sql.cursor_syntax`)."""
+        if verb == "CLOSE":
+            return cursor_syntax.parse_close(self.text, self.offset)
+        if verb != "DECLARE":
+            return cursor_syntax.parse_fetch(self.text, self.offset)
+        head = cursor_syntax.parse_declare(self.text, self.offset)
+        text, at = self.text[head.query_at :], self.offset + head.query_at
+        inner = _parse_one(text, _tokenize(text, at), at)
+        if not isinstance(inner, st.Select | st.SetOperation | st.Values):
+            raise SQLError(
+                "42601",
+                f'at or near "{text.split(None, 1)[0].lower()}": syntax error: a cursor is '
+                "declared FOR a query (SELECT, VALUES, or a set operation of them)",
+                position=at + 1,
+            )
+        return st.DeclareCursor(self.text, head.name, inner, head.binary, head.scroll, head.hold)
 
     def _storing_as_include(self) -> None:
         """CockroachDB's CREATE INDEX ... STORING (...) is PostgreSQL's INCLUDE (...)."""

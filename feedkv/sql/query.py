@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -43,7 +44,7 @@ from feedkv.sql.types import ColumnType, Kind, coerce, logical_decimal, timestam
 from feedkv.sql.views import view_query
 from feedkv.util.keys import prefix_end
 
-__all__ = ["HANDLERS", "query", "read_source", "read_view", "select"]
+__all__ = ["HANDLERS", "query", "read_source", "read_view", "select", "stream"]
 
 
 def select(ex: Execution, s: st.Select) -> Result:
@@ -161,6 +162,55 @@ def _query(ex: Execution, q: st.Query) -> Result:
     lock = table_locking(q, name)
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
     return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
+
+
+def stream(
+    ex: Execution, q: st.Query
+) -> tuple[tuple[str, ...], tuple[ColumnType | None, ...], Iterator[tuple[Any, ...]]]:
+    """``q``'s columns, their types and its rows as an iterator (a cursor's). A SELECT of
+    one table in the order it is stored (no ORDER BY, grouping, window, DISTINCT,
+    subquery or locking) reads its rows as the iterator is advanced, a page of the scan
+    at a time; any other query runs whole now."""
+    plan = _streamed(ex, q)
+    if plan is None:
+        result = select(ex, q) if isinstance(q, st.Select) else query(ex, q)
+        return result.columns, result.types, iter(result.rows)
+    s, desc, select_plan = plan
+    context, projections = ex.context, select_plan.result.projections
+    rows: Iterator[tuple[Any, ...]] = (
+        tuple(f(env, context) for f in projections)
+        for env in ex.iter_selected(desc, select_plan.selection)
+    )
+    skip = ex.count(s.offset, "OFFSET") if s.offset is not None else None
+    kept = ex.count(s.limit, "LIMIT") if s.limit is not None else None
+    if skip or kept is not None:
+        rows = itertools.islice(rows, skip or 0, None if kept is None else (skip or 0) + kept)
+    return select_plan.result.names, select_plan.result.types, rows
+
+
+def _streamed(ex: Execution, q: st.Query) -> tuple[st.Select, TableDescriptor, SelectPlan] | None:
+    """``q`` with its table and plan when :func:`stream` reads it lazily, else None."""
+    if (
+        not isinstance(q, st.Select)
+        or not isinstance(q.table, st.TableName)
+        or q.ctes
+        or q.joins
+        or q.subqueries
+        or q.locks
+        or q.as_of is not None
+        or q.group_by
+        or _is_relation(ex, q.table)
+        or (q.items and _aggregates(q))
+    ):
+        return None
+    desc = ex.relation(q.table)
+    if not isinstance(desc, TableDescriptor):
+        return None
+    plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
+    result = plan.result
+    if result.grouping or result.windows or result.order or result.distinct or result.distinct_on:
+        return None
+    return q, desc, plan
 
 
 def _aggregates(s: st.Select) -> bool:

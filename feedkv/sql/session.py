@@ -58,6 +58,7 @@ from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
 from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
 from feedkv.sql.copy_rows import CopyDeclined
+from feedkv.sql.cursors import Cursors
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -168,6 +169,9 @@ _OWN_TRANSACTION = (
     | st.SessionVariable
     | st.SetTransaction
     | st.ImportInto
+    | st.DeclareCursor
+    | st.FetchCursor
+    | st.CloseCursor
 )
 RESTART_SAVEPOINT = "cockroach_restart"
 # Statements that change the schema, users or placement: a savepoint before one cannot be
@@ -306,6 +310,7 @@ class Session:
         # (the name None: a plain SET overrode the change since)
         self._local_changes: list[tuple[str | None, str | None]] = []
         self.sequences = SequenceState()  # currval and lastval (see sql.sequences)
+        self.cursors = Cursors()  # DECLARE's (see sql.cursors)
         # A CancelRequest for the running statement (set from another thread; see
         # feedkv.sql.interrupt); whoever runs statements resets it before each.
         self.interrupt = Interrupt()
@@ -524,6 +529,11 @@ class Session:
         if len(prepared) != 1:
             raise SQLError("42601", f"expected one statement to describe, got {len(prepared)}")
         statement, placeholders = prepared[0]
+        if isinstance(statement, st.FetchCursor):
+            if statement.move:
+                return Description((), ())
+            cursor = self.cursors.get(statement.name)
+            return Description(tuple(zip(cursor.columns, cursor.types, strict=True)), ())
         reader = self._reader()
         return describe(
             statement,
@@ -777,6 +787,12 @@ class Session:
         if isinstance(statement, _DDL):
             self._ddl += 1
         try:
+            if isinstance(statement, _DDL) and self.cursors.in_transaction():
+                raise SQLError(
+                    "0A000",
+                    "unimplemented: cannot run schema change in a transaction with open "
+                    "DECLARE cursors",
+                )
             self._refuse_if_read_only(statement)
             result = run(execution, statement)
         except RetryableError as exc:
@@ -1067,6 +1083,11 @@ class Session:
                 f"block (ROLLBACK TO SAVEPOINT {RESTART_SAVEPOINT} retries it)",
             )
         try:
+            self.cursors.before_commit()
+        except BaseException:
+            self._failed = True
+            raise
+        try:
             self._commit_txn(self._txn)
         except SerializationFailure:
             self._failed = True  # ROLLBACK TO SAVEPOINT starts it over
@@ -1117,6 +1138,7 @@ class Session:
         txn.rollback_to(held.mark)
         undone = self._executions[held.executions :]
         del self._executions[held.executions :]
+        self.cursors.rolled_back(undone)
         del self._after_commit[held.after_commit :]
         self._undo_local_changes(held.local_changes)
         _withdraw(undone)
@@ -1143,6 +1165,7 @@ class Session:
         keeping the first ``keep`` savepoints (all taken before its first statement)."""
         if self._txn is not None:
             self._txn.rollback()
+        self.cursors.end_transaction(False)
         _withdraw(self._executions)
         _release(self._executions)
         txn = self._txn = self.db.transaction()
@@ -1178,6 +1201,11 @@ class Session:
         if self._failed:
             self._abandon()
             return Result(tag="ROLLBACK")
+        try:
+            self.cursors.before_commit()
+        except BaseException:
+            self._abandon()  # NB: as CockroachDB, a held cursor that fails rolls back
+            raise
         self._txn = None
         self._restart = False
         self._restore_local()
@@ -1188,10 +1216,12 @@ class Session:
         """Commit ``txn`` and run its statements' after-commit hooks."""
         hooks, self._after_commit = self._after_commit, []
         executions, self._executions = self._executions, []
+        committed = False
         try:
             self._renew_leases(txn, executions)
             publish_added_columns(txn, executions)
             txn.commit()
+            committed = True
         except RetryableError as exc:
             txn.rollback()
             _withdraw(executions)
@@ -1205,6 +1235,7 @@ class Session:
             ) from exc
         finally:
             _release(executions)
+            self.cursors.end_transaction(committed)
         for hook in hooks:
             hook()
 
@@ -1236,6 +1267,7 @@ class Session:
         txn.deadline = min(lease.expires for e in executions for lease in e.leases)
 
     def _abandon(self) -> None:
+        self.cursors.end_transaction(False)  # NB: no-op once RELEASE committed it
         if self._txn is not None:
             self._txn.rollback()  # NB: nothing to do once RELEASE committed it
         _withdraw(self._executions)

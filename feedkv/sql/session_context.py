@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from feedkv.sql import catalog
     from feedkv.sql import statements as st
     from feedkv.sql.active_sessions import SessionRegistry
+    from feedkv.sql.cursors import Cursors
     from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
     from feedkv.sql.interrupt import Interrupt
     from feedkv.sql.leases import Lease, Leases
@@ -69,6 +70,11 @@ class SessionContext(Protocol):
 
     @property
     def interrupt(self) -> Interrupt: ...
+
+    @property
+    def cursors(self) -> Cursors:
+        """The session's SQL cursors (:mod:`feedkv.sql.cursors`)."""
+        ...
 
     def resolve_database(self, reader: catalog.Reader, name: str) -> DatabaseDescriptor: ...
 

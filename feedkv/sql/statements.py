@@ -18,6 +18,9 @@ __all__ = [
     "CancelActivity",
     "Explain",
     "ShowSessions",
+    "DeclareCursor",
+    "FetchCursor",
+    "CloseCursor",
     "RowLock",
     "AddPrimaryKey",
     "AddColumn",
@@ -694,6 +697,39 @@ class Explain(Statement):
 
     statement: Query | Insert | Update | Delete
     analyze: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeclareCursor(Statement):
+    """``DECLARE name [BINARY] [ASENSITIVE | INSENSITIVE] [[NO] SCROLL] CURSOR
+    [{WITH | WITHOUT} HOLD] FOR query`` (:mod:`feedkv.sql.cursors`); ``name``
+    lower-cased unless quoted; ``scroll`` None when neither SCROLL nor NO SCROLL."""
+
+    name: str
+    query: Query
+    binary: bool = False
+    scroll: bool | None = None
+    hold: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchCursor(Statement):
+    """``FETCH`` or (``move``) ``MOVE`` ``[direction] [FROM | IN] name``: ``kind`` is
+    ``count`` (NEXT, PRIOR, n, FORWARD [n], BACKWARD [n]: ``count`` rows, negative
+    backwards), ``all`` (ALL, FORWARD ALL), ``backward_all``, ``first``, ``last``,
+    ``absolute`` or ``relative`` (with ``count``)."""
+
+    name: str
+    kind: Literal["count", "all", "backward_all", "first", "last", "absolute", "relative"]
+    count: int = 1
+    move: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CloseCursor(Statement):
+    """``CLOSE name`` or (``name`` None) ``CLOSE ALL``."""
+
+    name: str | None
 
 
 @dataclass(frozen=True, slots=True)

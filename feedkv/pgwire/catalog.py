@@ -19,6 +19,7 @@ id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_sche
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sqlite3
@@ -45,14 +46,18 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["reads_catalog", "run_catalog_query"]
+__all__ = ["CursorRow", "reads_catalog", "run_catalog_query"]
+
+# A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
+CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
 
 _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
     r"pg_database|pg_index|pg_constraint|pg_roles|pg_user|pg_auth_members|pg_attrdef|"
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
-    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum)\b",
+    r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
+    r"pg_cursors)\b",
     re.IGNORECASE,
 )
 
@@ -208,6 +213,8 @@ CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
   extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
+CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
+  is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
   tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
@@ -1132,6 +1139,7 @@ def _key_names(db: sqlite3.Connection, index_oid: int) -> str:
 
 
 sqlite3.register_converter("BOOLEAN", lambda raw: raw not in (b"0", b""))
+sqlite3.register_converter("TIMESTAMPTZ", lambda raw: datetime.datetime.fromisoformat(raw.decode()))
 
 
 def run_catalog_query(
@@ -1148,6 +1156,7 @@ def run_catalog_query(
     memberships: Sequence[tuple[str, str]] = (),
     comments: Sequence[tuple[int, str, int, str]] = (),
     types: Sequence[TypeDescriptor] = (),
+    cursors: Sequence[CursorRow] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
@@ -1156,7 +1165,7 @@ def run_catalog_query(
     ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
     ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
     ``pg_description`` and by ``obj_description`` and its kin; ``types``, its enums, in
-    ``pg_type`` and ``pg_enum``)."""
+    ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
@@ -1170,6 +1179,7 @@ def run_catalog_query(
     _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])
     described = _descriptions(schema, comments)
     _insert(db, "pg_description", [(*k, v) for k, v in described.items() if k[1] == _PG_CLASS])
+    _insert(db, "pg_cursors", [(*row[:5], row[5].isoformat()) for row in cursors])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:

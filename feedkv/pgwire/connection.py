@@ -98,6 +98,7 @@ from feedkv.pgwire.types import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.catalog import User
+from feedkv.sql.cursors import Cursors
 from feedkv.sql.describe import Description
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -179,6 +180,11 @@ class SQLSession(Protocol):
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description: ...
 
+    @property
+    def cursors(self) -> Cursors: ...
+
+    def declare_over(self, text: str, run: Callable[[str], Result]) -> Result: ...
+
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]: ...
 
     def execute_each(
@@ -222,6 +228,7 @@ _SHOWS = (
 )
 
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+_DECLARE_CURSOR = re.compile(r"\s*DECLARE\b", re.IGNORECASE)
 _DEALLOCATE = re.compile(
     r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("(?:[^"]|"")+"|\w+)\s*;?\s*$', re.IGNORECASE
 )
@@ -765,6 +772,8 @@ class Connection:
         out += m.command_complete("DEALLOCATE")
 
     def _catalog(self, text: str, params: Sequence[Any]) -> Result:
+        if _DECLARE_CURSOR.match(text):
+            return self._sql.declare_over(text, lambda query: self._catalog(query, params))
         session = self._sql
         return run_catalog_query(
             text,
@@ -779,6 +788,10 @@ class Connection:
             memberships=session.memberships(),
             comments=session.comments(),
             types=session.types(),
+            cursors=[
+                (c.name, c.statement, c.holdable, False, False, c.created)
+                for c in session.cursors.open.values()
+            ],
         )
 
     def _begin_query(self) -> None:
@@ -934,6 +947,9 @@ class Connection:
                 prepared.param_oids = _typed(prepared.param_oids, description.params)
             oids = [OID.TEXT if oid == OID.UNSPECIFIED else oid for oid in prepared.param_oids]
             out += m.parameter_description(oids)
+            if prepared.catalog and _DECLARE_CURSOR.match(prepared.text):
+                out += m.no_data()  # NB: it declares a cursor when it runs, not now
+                return
             if prepared.catalog:  # it only reads: its columns are those of a run
                 result = self._catalog(prepared.text, [None] * len(prepared.param_oids))
                 types = self._result_types(result, None)
@@ -955,6 +971,10 @@ class Connection:
                     "it and describe the portal",
                 )
             out += m.row_description(_fields(shown, types, [0] * len(types)))
+            return
+        if message.name and message.name not in self._portals:
+            # NB: a SQL cursor is a portal too (psycopg describes its named cursors so)
+            self._describe_cursor(message.name, out)
             return
         portal = self._portal(message.name)
         description = self._description(portal.prepared)
@@ -989,6 +1009,13 @@ class Connection:
         portal.described = True
         codes = _formats(portal.result_formats, len(portal.types))
         out += m.row_description(_fields(names, portal.types, codes))
+
+    def _describe_cursor(self, name: str, out: bytearray) -> None:
+        """The RowDescription of SQL cursor ``name``'s rows, as FETCH sends them (34000
+        if there is no such cursor)."""
+        cursor = self._sql.cursors.get(name)
+        types = [_declared_type(ctype) for ctype in cursor.types]
+        out += m.row_description(_fields(cursor.columns, types, [0] * len(types)))
 
     def _description(self, prepared: _Prepared) -> Description | None:
         """``prepared``'s description, made now if Parse could not (None: an empty

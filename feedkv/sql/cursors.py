@@ -41,7 +41,7 @@ from feedkv.sql.types import ColumnType
 if TYPE_CHECKING:
     from feedkv.sql.execution import Execution
 
-__all__ = ["HANDLERS", "Cursor", "Cursors"]
+__all__ = ["HANDLERS", "Cursor", "Cursors", "check_declare"]
 
 _BACKWARD = "cursor can only scan forward"
 
@@ -174,19 +174,29 @@ class Cursors:
                 del self.open[name]
 
 
-def declare(ex: Execution, s: st.DeclareCursor) -> Result:
-    if s.binary:
+def check_declare(
+    cursors: Cursors, name: str, *, binary: bool, scroll: bool | None, hold: bool, explicit: bool
+) -> None:
+    """Refuse a DECLARE as CockroachDB does: BINARY and SCROLL (0A000), outside a
+    transaction without WITH HOLD (25P01), a name taken (42P03)."""
+    if binary:
         raise SQLError("0A000", "unimplemented: DECLARE BINARY CURSOR is not supported")
-    if s.scroll:
+    if scroll:
         raise SQLError(
             "0A000",
             "unimplemented: DECLARE SCROLL CURSOR is not supported: cursors only move forward",
         )
+    if not explicit and not hold:
+        raise SQLError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
+    cursors.check_free(name)
+
+
+def declare(ex: Execution, s: st.DeclareCursor) -> Result:
     session = ex.session
     explicit = session.in_transaction
-    if not explicit and not s.hold:
-        raise SQLError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
-    session.cursors.check_free(s.name)
+    check_declare(
+        session.cursors, s.name, binary=s.binary, scroll=s.scroll, hold=s.hold, explicit=explicit
+    )
     if explicit and ex.txn is not None:
         ex.reader = ex.txn.view()
     columns, types, rows = query.stream(ex, s.query)

@@ -54,11 +54,11 @@ from feedkv.errors import (
 )
 from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.txn import Savepoint, Txn, TxnState
-from feedkv.sql import catalog, comments
+from feedkv.sql import catalog, comments, cursor_syntax
 from feedkv.sql import statements as st
 from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
 from feedkv.sql.copy_rows import CopyDeclined
-from feedkv.sql.cursors import Cursors
+from feedkv.sql.cursors import Cursor, Cursors, check_declare
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
@@ -542,6 +542,35 @@ class Session:
             self.database,
             param_types,
         )
+
+    def declare_over(self, text: str, run: Callable[[str], Result]) -> Result:
+        """``DECLARE ... FOR query`` (``text``) whose query the SQL layer does not run
+        (a catalog query: ``run`` answers it); its rows are read now, as a held
+        cursor's are. Fails as DECLARE does; in a transaction, the failure aborts it."""
+        if self._txn is not None:
+            self._check_not_failed()
+        try:
+            head = cursor_syntax.parse_declare(text)
+            explicit = self._txn is not None
+            check_declare(
+                self.cursors,
+                head.name,
+                binary=head.binary,
+                scroll=head.scroll,
+                hold=head.hold,
+                explicit=explicit,
+            )
+            result = run(text[head.query_at :])
+        except SQLError:
+            self.fail()
+            raise
+        now = datetime.datetime.now(datetime.UTC)
+        query = text[head.query_at :]
+        types = (None,) * len(result.columns)
+        cursor = Cursor(head.name, query, result.columns, types, iter(result.rows), head.hold, now)
+        cursor.committed = not explicit
+        self.cursors.add(cursor)
+        return Result(tag="DECLARE CURSOR")
 
     def views_and_sequences(self) -> list[ViewDescriptor | SequenceDescriptor]:
         """The views and sequences of the current database, as this session sees them

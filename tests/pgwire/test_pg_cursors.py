@@ -1,0 +1,191 @@
+"""SQL cursors over the SQL port with real clients: psycopg 3's named (server-side)
+cursors, SQLAlchemy 2's ``stream_results`` and ``yield_per``, and psql running DECLARE
+and FETCH; with the errors CockroachDB answers."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from psycopg import errors
+from test_psql import psql
+
+
+def _table(conn: psycopg.Connection[Any], rows: int) -> None:
+    conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING, at TIMESTAMPTZ)")
+    conn.execute(
+        "INSERT INTO t SELECT i, 'v' || i::STRING, '2024-05-01 12:00:00+00' "
+        "FROM generate_series(1, %s) AS g(i)",
+        (rows,),
+    )
+
+
+def test_a_psycopg_named_cursor_fetches_in_pages(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=False) as conn:
+        _table(conn, 250)
+        conn.commit()
+        with conn.cursor(name="pages") as cur:
+            cur.itersize = 40
+            cur.execute("SELECT id, v, at FROM t WHERE id > %s", (10,))
+            assert [d.name for d in cur.description or []] == ["id", "v", "at"]
+            first = cur.fetchone()
+            assert first == (11, "v11", datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.UTC))
+            assert [r[0] for r in cur.fetchmany(3)] == [12, 13, 14]
+            rest = [r[0] for r in cur]  # itersize rows a FETCH
+            assert rest == list(range(15, 251))
+            assert cur.fetchall() == []
+        conn.commit()
+
+
+def test_a_psycopg_named_cursor_scrolls_forward_and_refuses_backward(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=False) as conn:
+        _table(conn, 20)
+        conn.commit()
+        with conn.cursor(name="moving") as cur:
+            cur.execute("SELECT id FROM t")
+            cur.scroll(5)
+            assert cur.fetchone() == (6,)
+            cur.scroll(10, mode="absolute")
+            assert cur.fetchone() == (11,)
+            with pytest.raises(errors.ObjectNotInPrerequisiteState, match="scan forward"):
+                cur.scroll(-1)
+        conn.rollback()
+        scrolling = conn.cursor(name="scrolling", scrollable=True)
+        with pytest.raises(errors.FeatureNotSupported, match="SCROLL"):
+            scrolling.execute("SELECT id FROM t")
+        conn.rollback()
+
+
+def test_a_psycopg_held_cursor_outlives_its_commit(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=False) as conn:
+        _table(conn, 10)
+        conn.commit()
+        cur = conn.cursor(name="held", withhold=True)
+        cur.execute("SELECT id FROM t")
+        assert cur.fetchmany(2) == [(1,), (2,)]
+        conn.commit()
+        conn.execute("INSERT INTO t VALUES (11, 'late', NULL)")
+        conn.commit()
+        assert [r[0] for r in cur.fetchall()] == list(range(3, 11))  # not the late row
+        rows = conn.execute("SELECT name, statement, is_holdable FROM pg_cursors").fetchall()
+        assert rows == [("held", "SELECT id FROM t", True)]
+        cur.close()
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM pg_catalog.pg_cursors").fetchone() == (0,)
+
+
+def test_pg_cursors_lists_the_sessions_cursors(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("BEGIN")
+        conn.execute("DECLARE a CURSOR FOR SELECT 1")
+        conn.execute('DECLARE "B" NO SCROLL CURSOR WITHOUT HOLD FOR VALUES (1), (2)')
+        rows = conn.execute(
+            "SELECT name, statement, is_holdable, is_binary, is_scrollable, creation_time "
+            "FROM pg_catalog.pg_cursors ORDER BY name"
+        ).fetchall()
+        assert [r[:5] for r in rows] == [
+            ("B", "VALUES (1), (2)", False, False, False),
+            ("a", "SELECT 1", False, False, False),
+        ]
+        assert all(isinstance(r[5], datetime.datetime) and r[5].tzinfo for r in rows)
+        conn.execute("COMMIT")
+        assert conn.execute("SELECT * FROM pg_cursors").fetchall() == []
+
+
+def test_the_cursor_errors_are_cockroachdbs(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with pytest.raises(errors.NoActiveSqlTransaction, match="transaction blocks"):
+            conn.execute("DECLARE c CURSOR FOR SELECT 1")
+        with pytest.raises(errors.InvalidCursorName, match='"nope" does not exist'):
+            conn.execute("FETCH 1 FROM nope")
+        with pytest.raises(errors.SyntaxError):
+            conn.execute("FETCH SIDEWAYS 3 FROM c")
+        with conn.transaction(force_rollback=True):
+            conn.execute("DECLARE c CURSOR FOR SELECT 1")
+            with pytest.raises(errors.DuplicateCursor, match='"c" already exists'):
+                conn.execute("DECLARE c CURSOR FOR SELECT 2")
+        with pytest.raises(errors.InFailedSqlTransaction), conn.transaction():
+            conn.execute("DECLARE c CURSOR FOR SELECT 1")
+            with pytest.raises(errors.ObjectNotInPrerequisiteState):
+                conn.execute("FETCH BACKWARD 1 FROM c")
+            conn.execute("FETCH 1 FROM c")
+        with pytest.raises(errors.FeatureNotSupported, match="BINARY"), conn.transaction():
+            conn.execute("DECLARE c BINARY CURSOR FOR SELECT 1")
+
+
+def test_fetch_and_move_answer_their_tags_in_both_protocols(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _table(conn, 5)
+        conn.execute("BEGIN")
+        for prepare in (False, True):
+            conn.execute("DECLARE c CURSOR FOR SELECT id, v FROM t")
+            cur = conn.execute("MOVE 2 IN c", prepare=prepare)
+            assert cur.statusmessage == "MOVE 2"
+            cur = conn.execute("FETCH FORWARD 2 FROM c", prepare=prepare)
+            assert cur.statusmessage == "FETCH 2"
+            assert [d.name for d in cur.description or []] == ["id", "v"]
+            assert cur.fetchall() == [(3, "v3"), (4, "v4")]
+            assert conn.execute("CLOSE c").statusmessage == "CLOSE"
+        conn.execute("ROLLBACK")
+
+
+def test_sqlalchemy_streams_results_through_a_cursor(pg_url: str) -> None:
+    url = pg_url.replace("postgresql://", "cockroachdb+psycopg://")
+    engine = sa.create_engine(url)
+    fill = "INSERT INTO t SELECT i, 'v' || i::STRING FROM generate_series(1, 300) AS g(i)"
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE t (id INT PRIMARY KEY, v STRING)"))
+            conn.execute(sa.text(fill))
+        with engine.connect() as conn:
+            streamed = conn.execution_options(stream_results=True, max_row_buffer=50)
+            result = streamed.execute(sa.text("SELECT id, v FROM t WHERE id <= :n"), {"n": 120})
+            first = result.fetchmany(10)
+            # the rows come through a server-side cursor, still open mid-way
+            cursors = conn.exec_driver_sql("SELECT statement FROM pg_cursors").all()
+            assert cursors == [("SELECT id, v FROM t WHERE id <= $1",)]
+            assert [row.id for row in [*first, *result]] == list(range(1, 121))
+            paged = conn.execution_options(yield_per=25).execute(sa.text("SELECT id FROM t"))
+            parts = list(paged.partitions(25))
+            assert [len(part) for part in parts] == [25] * 12
+            assert [row.id for part in parts for row in part] == list(range(1, 301))
+    finally:
+        engine.dispose()
+
+
+def test_psql_declares_and_fetches(pg_url: str) -> None:
+    done = psql(
+        pg_url,
+        stdin=(
+            "CREATE TABLE t (id INT PRIMARY KEY, v STRING);\n"
+            "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');\n"
+            "BEGIN;\n"
+            "DECLARE c CURSOR FOR SELECT id, v FROM t;\n"
+            "FETCH 2 FROM c;\n"
+            "MOVE NEXT IN c;\n"
+            "FETCH ALL c;\n"
+            "CLOSE c;\n"
+            "COMMIT;\n"
+            "BEGIN;\n"
+            "DECLARE d CURSOR FOR SELECT v FROM t;\n"
+            "FETCH PRIOR FROM d;\n"
+        ),
+    )
+    assert done.returncode != 0
+    assert done.stdout.splitlines() == [
+        "CREATE TABLE",
+        "INSERT 0 3",
+        "BEGIN",
+        "DECLARE CURSOR",
+        "1|a",
+        "2|b",
+        "MOVE 1",
+        "CLOSE",
+        "COMMIT",
+        "BEGIN",
+        "DECLARE CURSOR",
+    ]
+    assert "55000" in done.stderr and "cursor can only scan forward" in done.stderr

@@ -1,4 +1,6 @@
-"""SQL cursors: ``DECLARE``, ``FETCH``, ``MOVE`` and ``CLOSE``, as CockroachDB has them.
+"""SQL cursors: ``DECLARE``, ``FETCH``, ``MOVE`` and ``CLOSE``, as CockroachDB has them
+(the statements run in :mod:`feedkv.sql.cursor_statements`; this module keeps the
+cursors' state and motion, and imports nothing of the SQL layer's execution).
 
 A cursor names a query declared in an explicit transaction; its rows are read as
 ``FETCH`` asks for them, a page of the table's scan at a time where the query allows
@@ -27,21 +29,14 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql import query
-from feedkv.sql import statements as st
-from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType
 
-if TYPE_CHECKING:
-    from feedkv.sql.execution import Execution
-
-__all__ = ["HANDLERS", "Cursor", "Cursors", "check_declare"]
+__all__ = ["Cursor", "Cursors", "check_declare"]
 
 _BACKWARD = "cursor can only scan forward"
 
@@ -59,7 +54,9 @@ class Cursor:
     rows: Iterator[tuple[Any, ...]]
     holdable: bool
     created: datetime.datetime
-    execution: Execution | None = None  # the DECLARE's (None: held past its commit)
+    # the DECLARE's execution (None: held past its commit, or read at once); NB: only
+    # compared, for ROLLBACK TO SAVEPOINT, so this module needs none of the SQL layer
+    execution: object | None = None
     committed: bool = False  # a held cursor whose transaction committed
     position: int = 0
     current: tuple[Any, ...] | None = None
@@ -167,7 +164,7 @@ class Cursors:
             else:
                 del self.open[name]
 
-    def rolled_back(self, undone: list[Execution]) -> None:
+    def rolled_back(self, undone: Sequence[object]) -> None:
         """ROLLBACK TO SAVEPOINT undid ``undone``: the cursors they declared close."""
         for name, cursor in list(self.open.items()):
             if any(cursor.execution is execution for execution in undone):
@@ -189,54 +186,3 @@ def check_declare(
     if not explicit and not hold:
         raise SQLError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
     cursors.check_free(name)
-
-
-def declare(ex: Execution, s: st.DeclareCursor) -> Result:
-    session = ex.session
-    explicit = session.in_transaction
-    check_declare(
-        session.cursors, s.name, binary=s.binary, scroll=s.scroll, hold=s.hold, explicit=explicit
-    )
-    if explicit and ex.txn is not None:
-        ex.reader = ex.txn.view()
-    columns, types, rows = query.stream(ex, s.query)
-    if len(types) != len(columns):
-        types = (None,) * len(columns)  # NB: known from the values only
-    cursor = Cursor(
-        s.name,
-        s.query.text,
-        columns,
-        types,
-        rows,
-        s.hold,
-        datetime.datetime.now(datetime.UTC),
-        ex,
-    )
-    if explicit:
-        session.cursors.add(cursor)
-    else:
-        cursor.hold()
-        cursor.committed = True
-        ex.after_commit.append(partial(session.cursors.add, cursor))
-    return Result(tag="DECLARE CURSOR")
-
-
-def fetch(ex: Execution, s: st.FetchCursor) -> Result:
-    cursor = ex.session.cursors.get(s.name)
-    rows = cursor.motion(s.kind, s.count)
-    if s.move:
-        return Result(tag=f"MOVE {sum(1 for _ in rows)}")
-    fetched = list(rows)
-    return Result(cursor.columns, fetched, f"FETCH {len(fetched)}", cursor.types)
-
-
-def close(ex: Execution, s: st.CloseCursor) -> Result:
-    ex.session.cursors.close(s.name)
-    return Result(tag="CLOSE")
-
-
-HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
-    st.DeclareCursor: declare,
-    st.FetchCursor: fetch,
-    st.CloseCursor: close,
-}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, InvalidKeyError, SQLError, ValueTooLargeError
-from feedkv.sql import copy_rows, cursors, ddl, dml, explain, query, session_activity
+from feedkv.sql import copy_rows, cursor_statements, ddl, dml, explain, query, session_activity
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
@@ -25,7 +25,7 @@ _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **copy_rows.HANDLERS,
     **explain.HANDLERS,
     **session_activity.HANDLERS,
-    **cursors.HANDLERS,
+    **cursor_statements.HANDLERS,
 }
 LEASED = (
     st.Select | st.Insert | st.Update | st.Delete | st.CopyRows

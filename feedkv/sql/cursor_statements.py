@@ -1,0 +1,68 @@
+"""The cursor statements run: ``DECLARE`` plans its query and keeps its rows'
+iterator (:func:`feedkv.sql.query.stream`), ``FETCH`` and ``MOVE`` move the cursor,
+``CLOSE`` forgets it (semantics: :mod:`feedkv.sql.cursors`)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from feedkv.sql import query
+from feedkv.sql import statements as st
+from feedkv.sql.cursors import Cursor, check_declare
+from feedkv.sql.execution import Execution, Result
+
+__all__ = ["HANDLERS"]
+
+
+def declare(ex: Execution, s: st.DeclareCursor) -> Result:
+    session = ex.session
+    explicit = session.in_transaction
+    check_declare(
+        session.cursors, s.name, binary=s.binary, scroll=s.scroll, hold=s.hold, explicit=explicit
+    )
+    if explicit and ex.txn is not None:
+        ex.reader = ex.txn.view()
+    columns, types, rows = query.stream(ex, s.query)
+    if len(types) != len(columns):
+        types = (None,) * len(columns)  # NB: known from the values only
+    cursor = Cursor(
+        s.name,
+        s.query.text,
+        columns,
+        types,
+        rows,
+        s.hold,
+        datetime.datetime.now(datetime.UTC),
+        ex,
+    )
+    if explicit:
+        session.cursors.add(cursor)
+    else:
+        cursor.hold()
+        cursor.committed = True
+        ex.after_commit.append(partial(session.cursors.add, cursor))
+    return Result(tag="DECLARE CURSOR")
+
+
+def fetch(ex: Execution, s: st.FetchCursor) -> Result:
+    cursor = ex.session.cursors.get(s.name)
+    rows = cursor.motion(s.kind, s.count)
+    if s.move:
+        return Result(tag=f"MOVE {sum(1 for _ in rows)}")
+    fetched = list(rows)
+    return Result(cursor.columns, fetched, f"FETCH {len(fetched)}", cursor.types)
+
+
+def close(ex: Execution, s: st.CloseCursor) -> Result:
+    ex.session.cursors.close(s.name)
+    return Result(tag="CLOSE")
+
+
+HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
+    st.DeclareCursor: declare,
+    st.FetchCursor: fetch,
+    st.CloseCursor: close,
+}

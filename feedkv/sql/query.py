@@ -208,9 +208,38 @@ def _streamed(ex: Execution, q: st.Query) -> tuple[st.Select, TableDescriptor, S
         return None
     plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
     result = plan.result
-    if result.grouping or result.windows or result.order or result.distinct or result.distinct_on:
+    if result.grouping or result.windows or result.distinct or result.distinct_on:
+        return None
+    if result.order and not _in_key_order(desc, q):
         return None
     return q, desc, plan
+
+
+# Kinds whose key encoding orders as SQL orders their values (floats are left out for NaN
+# and -0.0, decimals for their scales): a scan gives an ORDER BY of key columns of these.
+_KEY_ORDERED = frozenset(
+    {Kind.INT, Kind.STRING, Kind.BYTES, Kind.BOOL, Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ}
+)
+
+
+def _in_key_order(desc: TableDescriptor, s: st.Select) -> bool:
+    """Whether ``s``'s ORDER BY is the order a scan of ``desc`` gives: a prefix of its
+    primary key's columns, ascending, each named as a column (not a result's alias)."""
+    keys = desc.key_columns
+    aliases = {item.alias for item in s.items if isinstance(item, exp.Alias)}
+    if len(s.order_by) > len(keys):
+        return False
+    for (node, descending), key in zip(s.order_by, keys, strict=False):
+        if (
+            descending
+            or not isinstance(node, exp.Column)
+            or node.name != key.name
+            or node.name in aliases
+            or node.table not in ("", s.alias or desc.name)
+            or key.type.kind not in _KEY_ORDERED
+        ):
+            return False
+    return True
 
 
 def _aggregates(s: st.Select) -> bool:

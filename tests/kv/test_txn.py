@@ -145,6 +145,30 @@ def test_a_transaction_scan_merges_its_own_writes_into_what_it_reads(db: DB, lay
         assert [kv.key for kv in txn.scan(b"c", b"q")] == [b"p"]
 
 
+def test_a_view_sees_the_writes_made_before_it_and_none_after(db: DB, layout: str) -> None:
+    for key in (b"a", b"d", b"p"):
+        db.put(key, b"committed")
+    with db.transaction() as txn:
+        assert txn.get(b"a") == b"committed"  # NB: the read fixes its timestamp
+        txn.put(b"b", b"before")
+        txn.delete(b"d")
+        view = txn.view()
+        txn.put(b"a", b"after")
+        txn.put(b"c", b"after")
+        txn.delete(b"p")
+        db.put(b"x", b"another transaction's, later")
+        assert [(kv.key, kv.value) for kv in view.scan(*ALL)] == [
+            (b"a", b"committed"),
+            (b"b", b"before"),
+            (b"p", b"committed"),
+        ]
+        assert [kv.key for kv in view.scan(*ALL, limit=2, reverse=True)] == [b"p", b"b"]
+        assert (view.get(b"a"), view.get(b"b"), view.get(b"c")) == (b"committed", b"before", None)
+        assert [kv.key for kv in txn.scan(*ALL)] == [b"a", b"b", b"c"]  # the transaction's own
+    with pytest.raises(TransactionStatusError):
+        view.scan(*ALL)  # its transaction ended
+
+
 # Commit and rollback.
 
 

@@ -189,3 +189,24 @@ def test_psql_declares_and_fetches(pg_url: str) -> None:
         "DECLARE CURSOR",
     ]
     assert "55000" in done.stderr and "cursor can only scan forward" in done.stderr
+
+
+def test_a_cursor_over_a_catalog_query_reads_its_rows_at_once(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _table(conn, 1)
+        conn.execute("BEGIN")
+        conn.execute(
+            "DECLARE k CURSOR FOR SELECT relname FROM pg_catalog.pg_class WHERE relname = %s",
+            ("t",),
+        )
+        assert conn.execute("FETCH ALL FROM k").fetchall() == [("t",)]
+        with pytest.raises(errors.DuplicateCursor):
+            conn.execute("DECLARE k CURSOR FOR SELECT 1 FROM pg_catalog.pg_class")
+        conn.execute("ROLLBACK")
+        with pytest.raises(errors.NoActiveSqlTransaction):
+            conn.execute("DECLARE k CURSOR FOR SELECT relname FROM pg_catalog.pg_class")
+        with conn.cursor(name="tables") as cur:  # a named cursor, as SQLAlchemy's reflection
+            conn.execute("BEGIN")
+            cur.execute("SELECT relname FROM pg_class WHERE relname = 't'")
+            assert cur.fetchall() == [("t",)]
+        conn.execute("COMMIT")

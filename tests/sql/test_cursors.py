@@ -99,11 +99,20 @@ def test_a_cursor_reads_what_the_transaction_saw_when_it_was_declared(
     session.execute("COMMIT")
 
 
-def test_rows_are_computed_as_fetch_asks_for_them(session: Session) -> None:
+@pytest.mark.parametrize("order", ["", "ORDER BY id", "ORDER BY t.id ASC", "ORDER BY x.id"])
+def test_rows_are_computed_as_fetch_asks_for_them(session: Session, order: str) -> None:
     session.execute("BEGIN")
-    session.execute("DECLARE c CURSOR FOR SELECT 10 / (id - 6) FROM t")
+    alias = "x" if "x." in order else ""
+    session.execute(f"DECLARE c CURSOR FOR SELECT 10 / (id - 6) FROM t {alias} {order}")
     assert len(session.execute("FETCH 5 c").rows) == 5  # the row that divides by 0 is next
     assert code_of(session, "FETCH 1 c") == "22012"
+    session.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("order", ["ORDER BY v", "ORDER BY id DESC", "ORDER BY 1"])
+def test_a_query_in_another_order_runs_whole_when_declared(session: Session, order: str) -> None:
+    session.execute("BEGIN")
+    assert code_of(session, f"DECLARE c CURSOR FOR SELECT 10 / (id - 6) FROM t {order}") == "22012"
     session.execute("ROLLBACK")
 
 
@@ -240,4 +249,17 @@ def test_a_cursor_over_a_large_table_holds_a_page_not_the_table(db: DB) -> None:
     assert declared * 100 < selected
     assert first * 5 < selected
     assert len(session.execute("FETCH ALL c").rows) == 19990
+    session.execute("COMMIT")
+
+
+def test_a_cursor_pages_through_a_node_over_grpc_as_in_process(any_db: DB) -> None:
+    any_db.sql("CREATE TABLE n (id INT PRIMARY KEY)")
+    any_db.sql("INSERT INTO n SELECT i FROM generate_series(1, 3000) AS g(i)")
+    session = any_db.session()
+    session.execute("BEGIN")
+    session.execute("DECLARE c CURSOR FOR SELECT id FROM n WHERE id % 2 = 0")
+    session.execute("INSERT INTO n VALUES (3002)")
+    pages = [ids(session, "FETCH 700 c") for _ in range(3)]
+    assert [len(page) for page in pages] == [700, 700, 100]
+    assert [i for page in pages for i in page] == list(range(2, 3001, 2))
     session.execute("COMMIT")

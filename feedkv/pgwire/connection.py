@@ -921,6 +921,8 @@ class Connection:
             raise SQLError("26000", f'prepared statement "{message.statement}" does not exist')
         if message.portal and message.portal in self._portals:
             raise SQLError("42P03", f'portal "{message.portal}" already exists')
+        if message.portal in self._sql.cursors.open:  # NB: one namespace, as PostgreSQL's
+            raise SQLError("42P03", f'portal "{message.portal}" already exists as a cursor')
         oids = prepared.param_oids
         if len(message.params) != len(oids):
             raise SQLError(

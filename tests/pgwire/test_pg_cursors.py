@@ -11,7 +11,11 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from psycopg import errors
+from test_connection import SYNC, Wire, describe, execute, query
 from test_psql import psql
+
+from feedkv import DB
+from feedkv.testing.pgwire_client import bind, parse, startup
 
 
 def _table(conn: psycopg.Connection[Any], rows: int) -> None:
@@ -210,3 +214,25 @@ def test_a_cursor_over_a_catalog_query_reads_its_rows_at_once(pg_url: str) -> No
             cur.execute("SELECT relname FROM pg_class WHERE relname = 't'")
             assert cur.fetchall() == [("t",)]
         conn.execute("COMMIT")
+
+
+def test_a_cursor_is_a_portal_to_describe_and_its_name_is_taken(db: DB) -> None:
+    wire = Wire(db)
+    wire.send(startup())
+    wire.send(query("CREATE TABLE t (id INT PRIMARY KEY, s STRING)"))
+    wire.send(query("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')"))
+    wire.send(query("BEGIN"), query("DECLARE c CURSOR FOR SELECT s, id FROM t"))
+    described = wire.send(describe("P", "c"), SYNC)
+    assert [kind for kind, _ in described] == [b"T", b"Z"]
+    assert b"s\x00" in described[0][1] and b"id\x00" in described[0][1]
+    answer = wire.send(parse("", "SELECT 1"), bind("c", ""), SYNC)
+    assert [kind for kind, _ in answer] == [b"1", b"E", b"Z"]
+    assert b"42P03" in answer[1][1]
+    wire.send(query("ROLLBACK"), query("BEGIN"), query("DECLARE c CURSOR FOR SELECT id FROM t"))
+    fetched = wire.send(parse("", "FETCH ALL FROM c"), bind("", ""), describe("P"), execute("", 2))
+    assert [kind for kind, _ in fetched] == [b"1", b"2", b"T", b"D", b"D", b"s"]
+    rest = wire.send(execute("", 2), SYNC)
+    assert [kind for kind, _ in rest] == [b"D", b"C", b"Z"]
+    assert rest[1][1] == b"FETCH 3\x00"
+    missing = wire.send(describe("P", "nope"), SYNC)
+    assert [kind for kind, _ in missing] == [b"E", b"Z"] and b"34000" in missing[0][1]

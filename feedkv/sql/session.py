@@ -567,7 +567,12 @@ class Session:
         now = datetime.datetime.now(datetime.UTC)
         query = text[head.query_at :]
         types = (None,) * len(result.columns)
-        cursor = Cursor(head.name, query, result.columns, types, iter(result.rows), head.hold, now)
+        rows = iter(result.rows)
+        cursor = Cursor(head.name, query, result.columns, types, rows, head.hold, now)
+        if explicit:
+            # NB: a statement of the transaction, for ROLLBACK TO SAVEPOINT to undo
+            cursor.execution = Execution(self, self._txn, ())
+            self._executions.append(cursor.execution)
         cursor.committed = not explicit
         self.cursors.add(cursor)
         return Result(tag="DECLARE CURSOR")

@@ -79,6 +79,11 @@ def test_a_psycopg_held_cursor_outlives_its_commit(pg_url: str) -> None:
         cur.close()
         conn.commit()
         assert conn.execute("SELECT count(*) FROM pg_catalog.pg_cursors").fetchone() == (0,)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # outside a transaction
+        alone = conn.cursor(name="alone", withhold=True)
+        alone.execute("SELECT id FROM t WHERE id > 8")
+        assert alone.fetchall() == [(9,), (10,), (11,)]
+        alone.close()
 
 
 def test_pg_cursors_lists_the_sessions_cursors(pg_url: str) -> None:
@@ -204,6 +209,14 @@ def test_a_cursor_over_a_catalog_query_reads_its_rows_at_once(pg_url: str) -> No
             ("t",),
         )
         assert conn.execute("FETCH ALL FROM k").fetchall() == [("t",)]
+        conn.execute("SAVEPOINT s")
+        conn.execute("DECLARE later CURSOR FOR SELECT relname FROM pg_class")
+        conn.execute("ROLLBACK TO SAVEPOINT s")
+        with pytest.raises(errors.InvalidCursorName):
+            conn.execute("FETCH 1 FROM later")
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN")
+        conn.execute("DECLARE k CURSOR FOR SELECT 1 FROM pg_catalog.pg_class")
         with pytest.raises(errors.DuplicateCursor):
             conn.execute("DECLARE k CURSOR FOR SELECT 1 FROM pg_catalog.pg_class")
         conn.execute("ROLLBACK")

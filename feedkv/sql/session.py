@@ -28,6 +28,10 @@ buffer (:meth:`feedkv.kv.txn.Txn.rollback_to`), so they never commit. As in Cock
   over); rolling back to a later one fails with 40001 again;
 - rolling back past a schema change is refused (0A000).
 
+SQL cursors (``DECLARE``, ``FETCH``, ``MOVE``, ``CLOSE``) belong to the session and end
+with the transaction that declared them, or with a ``ROLLBACK TO SAVEPOINT`` taken before
+them (:mod:`feedkv.sql.cursors`).
+
 Sessions run SQL in the client: statements become KV reads and writes of the connected
 node, so an embedded store and a server give the same results.
 """
@@ -560,12 +564,12 @@ class Session:
                 hold=head.hold,
                 explicit=explicit,
             )
-            result = run(text[head.query_at :])
+            query = text[head.query_at :]
+            result = run(query)
         except SQLError:
             self.fail()
             raise
         now = datetime.datetime.now(datetime.UTC)
-        query = text[head.query_at :]
         types = (None,) * len(result.columns)
         rows = iter(result.rows)
         cursor = Cursor(head.name, query, result.columns, types, rows, head.hold, now)

@@ -5,11 +5,18 @@ TO SAVEPOINT, CLOSE, WITH HOLD) and its errors."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.sql.cursors import Cursor
 from feedkv.sql.session import Session
+
+NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 @pytest.fixture
@@ -235,3 +242,52 @@ def test_a_cursor_pages_through_a_node_over_grpc_as_in_process(any_db: DB) -> No
     assert [len(page) for page in pages] == [700, 700, 100]
     assert [i for page in pages for i in page] == list(range(2, 3001, 2))
     session.execute("COMMIT")
+
+
+def _model(rows: list[int], pos: int, kind: str, count: int) -> tuple[list[int], int] | None:
+    """PostgreSQL's positions restated for a forward-only cursor over ``rows``: what a
+    FETCH returns and where it leaves the cursor (None: a backward motion, refused)."""
+    end = len(rows) + 1  # after the last row
+    if kind == "count" or kind == "all":
+        if count < 0:
+            return None
+        taken = rows[pos:] if kind == "all" else rows[pos : pos + count]
+        moved = end if kind == "all" or len(taken) < count else pos + count
+        return taken, moved
+    if kind == "first":
+        kind, count = "absolute", 1
+    target = pos + count if kind == "relative" else count
+    if count < 0 or target < pos or (kind == "absolute" and pos > count):
+        return None
+    if target == 0:
+        return [], 0
+    if target <= len(rows):
+        return [rows[target - 1]], target
+    return [], end
+
+
+_MOTIONS = st.tuples(
+    st.sampled_from(["count", "all", "first", "absolute", "relative"]),
+    st.integers(min_value=-2, max_value=7),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(min_value=0, max_value=6), motions=st.lists(_MOTIONS, max_size=8))
+def test_motion_follows_postgresqls_positions_forward(
+    size: int, motions: list[tuple[str, int]]
+) -> None:
+    rows = list(range(1, size + 1))
+    cursor = Cursor("c", "q", ("n",), (None,), iter([(n,) for n in rows]), False, NOW)
+    pos = 0
+    for kind, given_count in motions:
+        count = {"first": 1, "all": 0}.get(kind, given_count)  # as the parser gives them
+        expected = _model(rows, pos, kind, count)
+        if expected is None:
+            with pytest.raises(SQLError) as raised:
+                cursor.motion(kind, count)
+            assert raised.value.code == "55000"
+            continue
+        assert [row[0] for row in cursor.motion(kind, count)] == expected[0]
+        pos = expected[1]
+        assert cursor.position == pos

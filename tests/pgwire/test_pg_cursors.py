@@ -11,6 +11,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from psycopg import errors
+from sqlalchemy import orm
 from test_connection import SYNC, Wire, describe, execute, query
 from test_psql import psql
 
@@ -41,6 +42,10 @@ def test_a_psycopg_named_cursor_fetches_in_pages(pg_url: str) -> None:
             rest = [r[0] for r in cur]  # itersize rows a FETCH
             assert rest == list(range(15, 251))
             assert cur.fetchall() == []
+        conn.commit()
+        with conn.cursor(name="binary", binary=True) as cur:  # rows in the binary format
+            cur.execute("SELECT id, v, at FROM t WHERE id > 248")
+            assert [r[:2] for r in cur.fetchmany(5)] == [(249, "v249"), (250, "v250")]
         conn.commit()
 
 
@@ -145,6 +150,7 @@ def test_sqlalchemy_streams_results_through_a_cursor(pg_url: str) -> None:
     url = pg_url.replace("postgresql://", "cockroachdb+psycopg://")
     engine = sa.create_engine(url)
     fill = "INSERT INTO t SELECT i, 'v' || i::STRING FROM generate_series(1, 300) AS g(i)"
+    table = sa.table("t", sa.column("id"), sa.column("v"))
     try:
         with engine.begin() as conn:
             conn.execute(sa.text("CREATE TABLE t (id INT PRIMARY KEY, v STRING)"))
@@ -161,6 +167,10 @@ def test_sqlalchemy_streams_results_through_a_cursor(pg_url: str) -> None:
             parts = list(paged.partitions(25))
             assert [len(part) for part in parts] == [25] * 12
             assert [row.id for part in parts for row in part] == list(range(1, 301))
+        with orm.Session(engine) as session:  # the ORM's yield_per, in key order
+            query = sa.select(table.c.id, table.c.v).order_by(table.c.id)
+            streamed_rows = session.execute(query.execution_options(yield_per=40))
+            assert [row.id for row in streamed_rows] == list(range(1, 301))
     finally:
         engine.dispose()
 

@@ -4,9 +4,11 @@ and FETCH; with the errors CockroachDB answers."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -259,3 +261,20 @@ def test_a_cursor_is_a_portal_to_describe_and_its_name_is_taken(db: DB) -> None:
     assert rest[1][1] == b"FETCH 3\x00"
     missing = wire.send(describe("P", "nope"), SYNC)
     assert [kind for kind, _ in missing] == [b"E", b"Z"] and b"34000" in missing[0][1]
+
+
+def test_asyncpg_prepares_declare_and_fetch(pg_url: str) -> None:
+    async def scenario() -> list[tuple[int, str]]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE t (id INT PRIMARY KEY, v STRING)")
+            await conn.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+            async with conn.transaction():
+                # NB: prepared, with its parameter typed as the query's column
+                await conn.execute("DECLARE c CURSOR FOR SELECT id, v FROM t WHERE id > $1", 1)
+                rows = await conn.fetch("FETCH 5 FROM c")
+            return [(row["id"], row["v"]) for row in rows]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=60)) == [(2, "b"), (3, "c")]

@@ -10,7 +10,7 @@ import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
-from feedkv.sql.time_zone import checked_zone, offset_text, zone_named
+from feedkv.sql.time_zone import checked_zone, offset_text, timestamp_text, zone_named
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,17 @@ def test_an_embedded_sessions_timestamptz_values_are_in_its_zone(db: DB) -> None
     # another session keeps UTC
     ((other,),) = db.session().execute("SELECT '2024-05-01 09:00:00'::TIMESTAMPTZ").rows
     assert other == datetime.datetime(2024, 5, 1, 9, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("zone", "text"),
+    [
+        ("UTC", "2024-06-01 16:00:00+00"),
+        ("America/New_York", "2024-06-01 12:00:00-04"),
+        ("Asia/Kolkata", "2024-06-01 21:30:00+05:30"),
+        ("-00:30:15", "2024-06-01 15:29:45-00:30:15"),
+    ],
+)
+def test_a_timestamptz_is_written_with_its_offset_in_the_zone(zone: str, text: str) -> None:
+    instant = datetime.datetime(2024, 6, 1, 16, tzinfo=datetime.UTC)
+    assert timestamp_text(instant, zone_named(zone)) == text

@@ -54,6 +54,7 @@ from typing import Protocol
 import msgpack
 
 from feedkv.errors import (
+    ClientClosedError,
     FeedKVError,
     InvalidArgumentError,
     InvariantViolation,
@@ -1568,5 +1569,6 @@ class Store:
         try:
             fn(*args)
         except FeedKVError as exc:
-            if not self._stopping.is_set():
+            # NB: a closing client means the node stops: the work is redone after
+            if not self._stopping.is_set() and not isinstance(exc, ClientClosedError):
                 log.warning("background work failed (it will be retried lazily): %s", exc)

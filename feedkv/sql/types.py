@@ -55,6 +55,7 @@ __all__ = [
     "decimal_of_float",
     "float_text",
     "format_value",
+    "literal_text",
     "from_key",
     "from_key_primitive",
     "from_value",
@@ -951,6 +952,14 @@ def decimal_from_key(raw: bytes) -> decimal.Decimal:
 
 
 # Display.
+
+
+def literal_text(value: Any) -> str:
+    """``value`` as CockroachDB shows a datum in a message: :func:`format_value`'s text,
+    a string quoted as a SQL literal (``'it''s'``)."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return format_value(value)
 
 
 def format_value(value: Any) -> str:

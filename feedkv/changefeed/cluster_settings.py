@@ -41,7 +41,7 @@ from feedkv.sql.columnar import DEFAULT_MAX_BYTES, MAX_BYTES_SETTING
 from feedkv.sql.execution import Result
 from feedkv.sql.schema_jobs import RETENTION_SETTING, parse_retention_ns
 from feedkv.sql.session_vars import CLUSTER_VERSION
-from feedkv.util.units import parse_duration_ns, parse_size
+from feedkv.util.units import parse_size
 
 __all__ = [
     "CLUSTER_SETTINGS",
@@ -79,13 +79,7 @@ def check_spark_master(url: str) -> None:
 def time_until_store_dead_ns(value: str) -> int:
     """``server.time_until_store_dead``'s value; SQLSTATE 22023 when it is not a
     positive duration."""
-    try:
-        ns = parse_duration_ns(value)
-    except InvalidArgumentError as exc:
-        raise SQLError("22023", f"server.time_until_store_dead: {exc}") from None
-    if ns <= 0:
-        raise SQLError("22023", f"server.time_until_store_dead {value!r} must be above 0")
-    return ns
+    return catalog.setting_duration_ns("server.time_until_store_dead", value)
 
 
 def check_setting(name: str, value: str) -> None:

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from feedkv.sql import jsonb
+from feedkv.sql.time_zone import timestamp_text
 from feedkv.sql.types import ColumnType, Kind, format_value
 
 if TYPE_CHECKING:
@@ -171,12 +172,8 @@ def interval_iso8601(value: Any) -> str:
 def _timestamp(value: datetime.datetime, zone: bool) -> str:
     """CockroachDB's text of a TIMESTAMP, or with ``zone`` a TIMESTAMPTZ (in UTC):
     no trailing zeros in the fraction, the zone as ``+00``."""
-    if value.tzinfo is not None:
-        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
-    text = value.isoformat(sep=" ")
-    if value.microsecond:
-        text = text.rstrip("0")
-    return text + "+00" if zone else text
+    utc = value.astimezone(datetime.UTC) if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    return timestamp_text(utc, datetime.UTC) if zone else timestamp_text(utc.replace(tzinfo=None))
 
 
 def _decimal(value: decimal.Decimal) -> decimal.Decimal:

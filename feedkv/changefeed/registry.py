@@ -78,7 +78,13 @@ from feedkv.changefeed.jobs import (
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.changefeed.retrying import Retrying, backoff
 from feedkv.changefeed.sink import TerminalSinkError
-from feedkv.errors import BatchTimestampBeforeGCError, ExternalError, FeedKVError, RetryableError
+from feedkv.errors import (
+    BatchTimestampBeforeGCError,
+    ClientClosedError,
+    ExternalError,
+    FeedKVError,
+    RetryableError,
+)
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.util.hlc import Timestamp
@@ -191,6 +197,8 @@ class JobRegistry:
         while not self._closed.is_set():
             try:
                 self._tick()
+            except ClientClosedError:
+                return  # NB: the node stops (its client closes before the registry)
             except FeedKVError as exc:  # the store is unreachable or shutting down: retry
                 log.warning("job registry: %s", exc)
             except Exception:  # a bug; the registry must go on running the other jobs
@@ -349,6 +357,8 @@ class JobRegistry:
                 self._update(job_id, lambda r: self._ended(r, runner.job, error))
                 if error is not None and not runner.stopped.is_set():
                     metrics.failures.inc()
+        except ClientClosedError as exc:  # the node stops without a quorum for the record
+            log.info("changefeed job %d: its lease expires instead (%s)", job_id, exc)
         except FeedKVError as exc:  # the node is gone; the lease expires instead
             log.warning("changefeed job %d: could not record its end: %s", job_id, exc)
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import random
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self, TypeVar
@@ -441,6 +442,12 @@ class KVClient:
                 "node; connect with feedkv.connect()"
             )
         return self._transport.gateway_node()
+
+    @property
+    def closing(self) -> threading.Event:
+        """Set (by :meth:`close`, or by an owner stopping): requests that wait to retry
+        give up with :class:`~feedkv.errors.ClientClosedError`."""
+        return self._router.closing
 
     def close(self) -> None:
         self._router.closing.set()

@@ -25,7 +25,9 @@ replica of an older id again.
 Encoding: a version byte (2), then the fields. A descriptor written before replica ids
 (no version byte: it starts with the top byte of its range id, 0 for every id a store
 hands out, below node ``2**24``) still decodes: its replica ids are its node ids, which
-is what its Raft group used. Its next replica id is not one above the highest of them:
+is what its Raft group used; a learner of that time is in the group but not in the
+descriptor, and its id is its node's too (:meth:`RangeDescriptor.replica_nodes`). Its
+next replica id is not one above the highest of them:
 before replica ids, every node that ever held a replica of the range had one whose id is
 its node id, and a replica removed while its node was down may still be there, with an
 id the descriptor no longer names. So the first id given after an old descriptor is
@@ -37,7 +39,8 @@ collect itself.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from feedkv.errors import InvariantViolation, RangeKeyMismatchError
@@ -108,6 +111,8 @@ class RangeDescriptor:
     replicas: tuple[int, ...] = (1,)
     ids: tuple[ReplicaDescriptor, ...] = ()
     next_replica_id: int = 0
+    # NB: read from the old encoding, which lists the voters only (see replica_nodes)
+    legacy: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         # NB: a set: one order, so equal descriptors compare equal
@@ -130,6 +135,17 @@ class RangeDescriptor:
         """The id the next replica added gets."""
         used = max((r.replica_id for r in self.members), default=0)
         return max(self.next_replica_id, used + 1)
+
+    def replica_nodes(self, group: Iterable[int] = ()) -> dict[int, int]:
+        """Each replica's node, by replica id. ``group``: the members of the range's
+        Raft group; one this descriptor lacks, when it was read from the old encoding,
+        is a learner of that time (the old encoding lists voters only), whose id is its
+        node's id."""
+        nodes = {r.replica_id: r.node_id for r in self.members}
+        if self.legacy:
+            for replica_id in group:
+                nodes.setdefault(replica_id, replica_id)
+        return nodes
 
     def replica_of(self, node_id: int) -> ReplicaDescriptor | None:
         """This range's replica on node ``node_id``, if it has one (a learner too)."""
@@ -203,7 +219,9 @@ class RangeDescriptor:
         ids = tuple(ReplicaDescriptor(n, n) for n in replicas)
         next_id = max(LEGACY_NEXT_REPLICA_ID, *(n + 1 for n in replicas))
         # NB: ids spelled out, as the new encoding decodes it back
-        return cls(range_id, Span(start, end), generation, sticky, replicas, ids, next_id)
+        return cls(
+            range_id, Span(start, end), generation, sticky, replicas, ids, next_id, legacy=True
+        )
 
     def __str__(self) -> str:
         nodes = ",".join(

@@ -54,6 +54,7 @@ from typing import Protocol
 import msgpack
 
 from feedkv.errors import (
+    ClientClosedError,
     FeedKVError,
     InvalidArgumentError,
     InvariantViolation,
@@ -133,6 +134,7 @@ from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
 from feedkv.kv.wait_for import WaitForGraph
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
+from feedkv.raft.engine_storage import read_conf_state
 from feedkv.storage import mvcc
 from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
 from feedkv.storage.gc import forward_threshold, gc_threshold
@@ -369,7 +371,7 @@ class _ReplicatedRange:
             # NB: the engine may run this twice; the store drops the replica once the
             # change is durable (Store._on_replicated_apply)
             self._removed.add(self.range_id)
-        nodes = {r.replica_id: r.node_id for r in desc.members}
+        nodes = desc.replica_nodes((*conf.voters, *conf.learners))
         if change is not None and change.type is not ConfChangeType.REMOVE_NODE:
             # NB: no context: an entry from before replica ids, whose id is its node's
             nodes.setdefault(change.node_id, change.context or change.node_id)
@@ -390,7 +392,8 @@ class _ReplicatedRange:
         desc = descriptor_by_id(reader, self.range_id)
         if desc is None:
             return {}, replica_tombstone(reader, self.range_id)
-        nodes = {r.replica_id: r.node_id for r in desc.members}
+        group = read_conf_state(reader, self.range_id) if desc.legacy else ConfState()
+        nodes = desc.replica_nodes((*group.voters, *group.learners))
         return nodes, max(desc.next_id, replica_tombstone(reader, self.range_id))
 
     def _serve(self) -> None:
@@ -1568,5 +1571,6 @@ class Store:
         try:
             fn(*args)
         except FeedKVError as exc:
-            if not self._stopping.is_set():
+            # NB: a closing client means the node stops: the work is redone after
+            if not self._stopping.is_set() and not isinstance(exc, ClientClosedError):
                 log.warning("background work failed (it will be retried lazily): %s", exc)

@@ -42,7 +42,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone, offset_text
+from feedkv.sql.time_zone import current_zone
 from feedkv.sql.types import (
     ColumnType,
     FixedChar,
@@ -377,17 +377,7 @@ def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
         return jsonb.dumps(value, spaced=True).encode()
     if isinstance(value, bool):
         return b"t" if value else b"f"
-    if isinstance(value, datetime.datetime):
-        return _timestamp_text(value).encode()
     return format_value(value).encode()
-
-
-def _timestamp_text(value: datetime.datetime) -> str:
-    if value.tzinfo is not None:  # in the session's time zone, with its offset
-        local = value.astimezone(current_zone())
-        return _timestamp_text(local.replace(tzinfo=None)) + offset_text(local)
-    text = value.isoformat(sep=" ")
-    return text.rstrip("0") if value.microsecond else text
 
 
 def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:

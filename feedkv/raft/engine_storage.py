@@ -45,7 +45,7 @@ from feedkv.raft.messages import ConfState, Entry, EntryType, HardState, Snapsho
 from feedkv.raft.state import Ready
 from feedkv.storage.engine import Engine, Reader, ReadWriter
 
-__all__ = ["RAFT_DB", "EngineRaftStorage", "persist_readies"]
+__all__ = ["RAFT_DB", "EngineRaftStorage", "persist_readies", "read_conf_state"]
 
 RAFT_DB = "raft"
 """The engine sub-database holding every group's log (a store lists it among its own)."""
@@ -233,9 +233,8 @@ class EngineRaftStorage:
         """The applied index and the membership as ``reader`` holds them (a snapshot's
         position, read with the state machine it images)."""
         applied = reader.get(RAFT_DB, self._key(b"a"))
-        conf = reader.get(RAFT_DB, self._key(b"c"))
         index: int = msgpack.unpackb(applied) if applied else 0
-        return index, _unpack_conf(conf) if conf else ConfState()
+        return index, _read_conf(reader, self._key(b"c"))
 
     def read_term(self, reader: Reader, index: int) -> int:
         """The term of entry ``index`` as ``reader`` holds the log (the truncated state's
@@ -315,6 +314,16 @@ def persist_readies(engine: Engine, readies: Sequence[tuple[EngineRaftStorage, R
     engine.write(write)
     for storage, ready in readies:
         storage.staged(ready)
+
+
+def read_conf_state(reader: Reader, group_id: int) -> ConfState:
+    """The membership of group ``group_id`` as ``reader`` holds it (empty: none kept)."""
+    return _read_conf(reader, _GROUP.pack(group_id) + b"c")
+
+
+def _read_conf(reader: Reader, key: bytes) -> ConfState:
+    raw = reader.get(RAFT_DB, key)
+    return _unpack_conf(raw) if raw else ConfState()
 
 
 def _pack_conf(conf: ConfState) -> bytes:

@@ -414,6 +414,12 @@ class Cluster:
 
     def stop(self) -> None:
         self._stopping.set()
+        # NB: requests the router retries give up now: the replicate loop may be waiting
+        # out a range whose quorum is gone, which would hold the stop (and, unjoined,
+        # log that it gave up routing a while after)
+        self.router.closing.set()
+        if self._kv is not None:
+            self._kv.closing.set()
         if self._thread.is_alive():
             self._thread.join()
         if self._replicator.is_alive():
@@ -571,6 +577,8 @@ class Cluster:
                         break
                 self.collect_removed_replicas()
             except FeedKVError as exc:
+                if self._stopping.is_set():
+                    return  # NB: what it did is redone at the next start
                 log.warning("changing a range's replicas failed (tried again later): %s", exc)
 
     def _refresh_replication(self) -> None:

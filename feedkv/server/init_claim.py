@@ -6,7 +6,9 @@ A node that ``feedkv init`` asks to bootstrap first asks every node of its ``--j
 list (itself included, when the list names it) to grant it the claim. A claimant is
 named by its address and a token its store keeps (:func:`claimant_name`): two nodes
 that listen on the same address string on two hosts (``0.0.0.0:26258``) are still two
-claimants, and a node restarted on its store is still the same one. Each waiting node
+claimants, and a node restarted on its store is still the same one. A node answering a
+claim gives its token too, so that a message names a holder by the address of the join
+list it answered at (:func:`holder_address`), not by one it listens on. Each waiting node
 grants the claim to one claimant at a time (:class:`ClaimBook`), keeps the grant in its
 store directory across restarts, and refuses others, naming the holder; a member of a
 cluster refuses every claim in CockroachDB's words. The claimant bootstraps only when a
@@ -42,6 +44,7 @@ __all__ = [
     "Outcome",
     "claimant_address",
     "claimant_name",
+    "holder_address",
     "quorum",
     "tally",
 ]
@@ -64,6 +67,7 @@ class ClaimAnswer:
     answer: Answer
     holder: str = ""  # HELD: who holds the claim there
     reason: str = ""  # UNREACHED: why
+    token: str = ""  # the store token of the node that answered (none: UNREACHED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,15 @@ def claimant_name(address: str, token: str) -> str:
 def claimant_address(name: str) -> str:
     """The address part of a claimant's name (for messages)."""
     return name.rpartition("#")[0] or name
+
+
+def holder_address(holder: str, answers: Sequence[ClaimAnswer]) -> str:
+    """The address to name claimant ``holder`` by in a message: the address of the join
+    list where that node answered (the one the reader gave, where its own may be
+    ``0.0.0.0:26258``), else the address it names itself by."""
+    token = holder.rpartition("#")[2]
+    there = next((a.address for a in answers if token and a.token == token), None)
+    return there or claimant_address(holder)
 
 
 def quorum(join: Sequence[str]) -> int:
@@ -149,12 +162,12 @@ class ClaimBook:
         member (idempotent: a holder asking again is granted again)."""
         with self._lock:
             if self._member:
-                return ClaimAnswer("", Answer.MEMBER)
+                return ClaimAnswer("", Answer.MEMBER, token=self.token)
             if self._holder and self._holder != claimant:
-                return ClaimAnswer("", Answer.HELD, holder=self._holder)
+                return ClaimAnswer("", Answer.HELD, holder=self._holder, token=self.token)
             if not self._holder:
                 self._keep(claimant)
-            return ClaimAnswer("", Answer.GRANTED)
+            return ClaimAnswer("", Answer.GRANTED, token=self.token)
 
     def release(self, claimant: str) -> None:
         """``claimant`` gave its claim up (a release by anyone else changes nothing)."""

@@ -47,8 +47,8 @@ from feedkv.server.init_claim import (
     ClaimAnswer,
     ClaimBook,
     Outcome,
-    claimant_address,
     claimant_name,
+    holder_address,
     quorum,
     tally,
 )
@@ -152,7 +152,7 @@ class InitServer:
                 log.info("`feedkv init` refused: the node at %s is a member", outcome.member)
                 return {"refused": ALREADY_INITIALIZED, "member": outcome.member}
             if outcome.holder:
-                holder = claimant_address(outcome.holder)
+                holder = holder_address(outcome.holder, answers)
                 log.info("`feedkv init` refused: the node at %s bootstraps", holder)
                 return {"refused": ALREADY_INITIALIZED, "by": holder}
             if time.monotonic() > deadline:
@@ -192,7 +192,8 @@ class InitServer:
 
     def _claim(self, data: bytes, context: Any) -> bytes:
         answer = self.claims.claim(_claimant_of(data, context))
-        return msgpack.packb({"answer": answer.answer.value, "holder": answer.holder})  # type: ignore[no-any-return]
+        reply = {"answer": answer.answer.value, "holder": answer.holder, "token": answer.token}
+        return msgpack.packb(reply)  # type: ignore[no-any-return]
 
     def _release(self, data: bytes, context: Any) -> bytes:
         self.claims.release(_claimant_of(data, context))
@@ -237,7 +238,12 @@ def _ask(address: str, claimant: str, tls: ClientTLS | None) -> ClaimAnswer:
         return ClaimAnswer(address, Answer.UNREACHED, reason=str(exc))
     if "refused" in answer:  # a member: Cluster.dispatch
         return ClaimAnswer(address, Answer.MEMBER)
-    return ClaimAnswer(address, Answer(answer["answer"]), holder=str(answer.get("holder", "")))
+    return ClaimAnswer(
+        address,
+        Answer(answer["answer"]),
+        holder=str(answer.get("holder", "")),
+        token=str(answer.get("token", "")),
+    )
 
 
 def _undecided(answers: Sequence[ClaimAnswer], join: Sequence[str]) -> str:
@@ -247,7 +253,7 @@ def _undecided(answers: Sequence[ClaimAnswer], join: Sequence[str]) -> str:
         if a.answer is Answer.GRANTED:
             parts.append(f"{a.address}: granted")
         elif a.answer is Answer.HELD:
-            parts.append(f"{a.address}: held by the node at {claimant_address(a.holder)}")
+            parts.append(f"{a.address}: held by the node at {holder_address(a.holder, answers)}")
         else:
             parts.append(f"{a.address}: {a.reason}")
     return (

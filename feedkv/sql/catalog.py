@@ -39,6 +39,7 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import decode_value, encode_value, encode_values
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, prefix_end
+from feedkv.util.units import parse_duration_ns
 
 if TYPE_CHECKING:
     from feedkv.security.secrets import HeldKey
@@ -101,6 +102,7 @@ __all__ = [
     "put_user",
     "put_view",
     "set_changefeed_watch",
+    "setting_duration_ns",
     "remove_name",
     "table_by_id",
     "table_by_name",
@@ -386,6 +388,18 @@ def get_setting(reader: Reader, name: str) -> str | None:
     """Cluster setting ``name`` as set (``None``: its default)."""
     raw = reader.get(setting_key(name))
     return raw.decode() if raw is not None else None
+
+
+def setting_duration_ns(name: str, value: str) -> int:
+    """The value of duration setting ``name`` (``336h``, ``10m``); SQLSTATE 22023,
+    naming the setting, when it is not a positive duration."""
+    try:
+        ns = parse_duration_ns(value)
+    except InvalidArgumentError as exc:
+        raise SQLError("22023", f"{name}: {exc}") from None
+    if ns <= 0:
+        raise SQLError("22023", f"{name} {value!r} must be above 0")
+    return ns
 
 
 def _user_key(name: str) -> bytes:

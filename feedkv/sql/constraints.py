@@ -28,7 +28,7 @@ from feedkv.sql.parser import annotated_constants, parse_expression
 from feedkv.sql.plan import column_default, holds, table_scope
 from feedkv.sql.referential_actions import ACTS, CASCADES_LIMIT, action_of, referencing_change
 from feedkv.sql.row_codec import family_key, row_kvs, row_prefix, row_span, table_span
-from feedkv.sql.types import coerce, format_value
+from feedkv.sql.types import coerce, format_value, literal_text
 from feedkv.util.keys import prefix_end
 
 __all__ = [
@@ -145,7 +145,9 @@ def validate_rows(
             if verdict is not None and not holds(verdict):
                 raise check_failed(desc, check.name, check.expression)
         for fk in foreign_keys:
-            _check_reference(ex, desc, fk, None, row, "insert or update")
+            parent = _missing_parent(ex, fk, None, row)
+            if parent is not None:
+                raise _unmatched_row(desc, fk, parent, row)
 
 
 def _write_entry(
@@ -240,26 +242,46 @@ def _values(row: Row, ids: tuple[int, ...]) -> list[Any] | None:
     return None if any(v is None for v in values) else values
 
 
-def _check_reference(
-    ex: Execution, desc: TableDescriptor, fk: ForeignKey, old: Row | None, new: Row, verb: str
-) -> None:
-    """``new``'s values of ``fk`` name a row of the referenced table (MATCH SIMPLE: a
-    NULL among them references nothing)."""
+def _missing_parent(
+    ex: Execution, fk: ForeignKey, old: Row | None, new: Row
+) -> TableDescriptor | None:
+    """The referenced table when ``new``'s values of ``fk`` name none of its rows, and
+    changed from ``old``'s (MATCH SIMPLE: a NULL among them references nothing)."""
     values = _values(new, fk.column_ids)
     if values is None or (old is not None and _values(old, fk.column_ids) == values):
-        return
+        return None
     parent = catalog.table_by_id(ex.read_source, fk.table_id)
     if parent is None or parent.dropped:
         raise SQLError("XX000", f"foreign key {fk.name!r} references a table that is gone")
-    if _has_row(ex, parent, fk.referenced, values):
+    return None if _has_row(ex, parent, fk.referenced, values) else parent
+
+
+def _check_reference(
+    ex: Execution, desc: TableDescriptor, fk: ForeignKey, old: Row | None, new: Row, verb: str
+) -> None:
+    """``new``'s values of ``fk`` name a row of the referenced table."""
+    parent = _missing_parent(ex, fk, old, new)
+    if parent is None:
         return
     names = ", ".join(_name(desc, i) for i in fk.column_ids)
-    shown = ", ".join(format_value(v) for v in values)
+    shown = ", ".join(format_value(new.get(i)) for i in fk.column_ids)
     # NB: as CockroachDB sends it: the key in the DETAIL field, not the message
     raise SQLError(
         "23503",
         f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}"',
         detail=f'Key ({names})=({shown}) is not present in table "{parent.name}".',
+    )
+
+
+def _unmatched_row(
+    desc: TableDescriptor, fk: ForeignKey, parent: TableDescriptor, row: Row
+) -> SQLError:
+    """CockroachDB's error for a row that fails a foreign key being added: the row's
+    key columns, then its primary key's others, as ``name=value``."""
+    ids = [*fk.column_ids, *(i for i in desc.primary_key if i not in fk.column_ids)]
+    shown = ", ".join(f"{_name(desc, i)}={literal_text(row.get(i))}" for i in ids)
+    return SQLError(
+        "23503", f'foreign key violation: "{desc.name}" row {shown} has no match in "{parent.name}"'
     )
 
 

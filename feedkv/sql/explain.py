@@ -43,7 +43,7 @@ from feedkv.sql.expr import Scope, contains_aggregate, outer_nodes
 from feedkv.sql.plan import DeletePlan, Selection, SelectPlan, UpdatePlan, key_constraint
 from feedkv.sql.query import lookup_columns
 from feedkv.sql.row_codec import table_span
-from feedkv.sql.types import Kind, coerce, format_value
+from feedkv.sql.types import Kind, coerce, literal_text
 from feedkv.sql.views import view_query
 
 __all__ = ["HANDLERS", "Node", "explain", "render"]
@@ -411,12 +411,6 @@ def _key_value(compiled: Callable[..., Any], column: Column, context: Any) -> tu
     return value, type(value) is type(raw) and value == raw
 
 
-def _value_text(value: Any) -> str:
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    return format_value(value)
-
-
 def _spans(columns: list[Column], plan: Any, context: Any) -> str | None:
     """The span ``plan`` (equalities on the leading ``columns``, then a range on the
     next) reads, as CockroachDB writes spans; ``None``: the table is read whole."""
@@ -429,7 +423,7 @@ def _spans(columns: list[Column], plan: Any, context: Any) -> str | None:
             if not kept:
                 return None
             equal.append(value)
-        prefix = "".join(f"/{_value_text(v)}" for v in equal)
+        prefix = "".join(f"/{literal_text(v)}" for v in equal)
         if len(equal) >= len(columns) or (plan.low is None and plan.high is None):
             return f"[{prefix} - {prefix}]"
         column = columns[len(equal)]
@@ -445,10 +439,10 @@ def _spans(columns: list[Column], plan: Any, context: Any) -> str | None:
             if not inclusive and column.type.kind is Kind.INT and not isinstance(value, bool):
                 value, inclusive = (value + 1 if is_low else value - 1), True
             if is_low:
-                start = f"{prefix}/{_value_text(value)}"
+                start = f"{prefix}/{literal_text(value)}"
                 open_start = "[" if inclusive else "("
             else:
-                end = f"{prefix}/{_value_text(value)}"
+                end = f"{prefix}/{literal_text(value)}"
                 open_end = "]" if inclusive else ")"
     except SQLError:
         return None

@@ -27,11 +27,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from feedkv.errors import InvalidArgumentError, SQLError
+from feedkv.errors import SQLError
 from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
-from feedkv.util.units import parse_duration_ns
 
 __all__ = [
     "DEFAULT_RETENTION_NS",
@@ -175,13 +174,7 @@ def retention_ns(reader: catalog.Reader) -> int:
 def parse_retention_ns(value: str) -> int:
     """A ``jobs.retention_time`` value (``336h``, ``10m``); SQLSTATE 22023 when it is
     not a positive duration."""
-    try:
-        ns = parse_duration_ns(value)
-    except InvalidArgumentError as exc:
-        raise SQLError("22023", f"{RETENTION_SETTING}: {exc}") from None
-    if ns <= 0:
-        raise SQLError("22023", f"{RETENTION_SETTING} {value!r} must be above 0")
-    return ns
+    return catalog.setting_duration_ns(RETENTION_SETTING, value)
 
 
 def prune_schema_jobs(txn: Txn, before_ns: int) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "current_zone",
     "offset_text",
     "statement_zone",
+    "timestamp_text",
     "zone_named",
 ]
 
@@ -120,3 +121,15 @@ def offset_text(value: datetime.datetime) -> str:
     if secs:
         text += f":{secs:02d}"
     return text
+
+
+def timestamp_text(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> str:
+    """A TIMESTAMP or TIMESTAMPTZ as CockroachDB (and PostgreSQL) writes it as text:
+    ``2024-06-01 12:00:00.5``, no trailing zeros in the fraction; an aware ``value`` in
+    ``zone`` (default :func:`current_zone`) with its offset, ``-04`` or ``+05:30``."""
+    if value.tzinfo is not None:
+        local = value.astimezone(zone or current_zone())
+        return timestamp_text(local.replace(tzinfo=None)) + offset_text(local)
+    text = value.isoformat(sep=" ")
+    # a fraction is written only when there are microseconds, so it never strips to "."
+    return text.rstrip("0") if value.microsecond else text

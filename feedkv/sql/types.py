@@ -37,7 +37,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, timestamp_text
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -55,6 +55,7 @@ __all__ = [
     "decimal_of_float",
     "float_text",
     "format_value",
+    "literal_text",
     "from_key",
     "from_key_primitive",
     "from_value",
@@ -953,6 +954,14 @@ def decimal_from_key(raw: bytes) -> decimal.Decimal:
 # Display.
 
 
+def literal_text(value: Any) -> str:
+    """``value`` as CockroachDB shows a datum in a message: :func:`format_value`'s text,
+    a string quoted as a SQL literal (``'it''s'``)."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return format_value(value)
+
+
 def format_value(value: Any) -> str:
     """``value`` as ``feedkv sql`` prints it (NULL as ``NULL``)."""
     if value is None:
@@ -962,10 +971,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, bytes):
         return "\\x" + value.hex()
     if isinstance(value, datetime.datetime):
-        moment: datetime.datetime = value
-        if moment.tzinfo is not None:  # in the session's time zone
-            moment = moment.astimezone(current_zone())
-        return moment.isoformat(sep=" ")
+        return timestamp_text(value)
     if isinstance(value, datetime.time):
         text = value.isoformat()
         return text.rstrip("0") if value.microsecond else text

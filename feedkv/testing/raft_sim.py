@@ -26,6 +26,14 @@ leader leases a skipped tick is lost; with them it is told one round late, as a 
 driver tells the ticks that passed while it was late, and its lease margin covers that
 lag.
 
+Replicas live on nodes, and a replica's Raft id is its own, not its node's (as a
+store's: :mod:`feedkv.kv.range_descriptor`): ``nodes`` maps each replica id to its node
+(by default the same number; the randomized tests give them apart, so a confusion of
+the two fails them). The network, its partitions and the crashes are between nodes. A
+node re-added to the group after its replica was removed gets a new replica, with a new
+id and an empty store, as a store collects a removed replica; a message to the old id
+is dropped, and one the old replica sent before may still arrive.
+
 Each replica's state machine is the list of entries it applied, kept with its applied
 index as if persisted with it (a range applies in the engine transaction that records
 the applied index). Tests of single behaviours use the same class with faults off:
@@ -39,7 +47,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import msgpack
@@ -173,10 +181,11 @@ class _OnDemandStorage(MemoryStorage):
 
 @dataclass
 class Replica:
-    """One simulated replica: its durable storage and state machine, and its Raft state
-    (``None`` while crashed)."""
+    """One simulated replica (``id``: its Raft id) on node ``node``: its durable storage
+    and state machine, and its Raft state (``None`` while crashed)."""
 
     id: int
+    node: int
     storage: MemoryStorage
     config: Config
     rng: random.Random
@@ -221,7 +230,9 @@ class Replica:
 
 
 class RaftSim:
-    """One Raft group of replicas ``ids`` under one seed; see the module docstring."""
+    """One Raft group of replicas ``ids`` under one seed, with empty replicas ``spares``
+    that may be added; ``nodes``: each replica's node (default: its id). See the module
+    docstring."""
 
     def __init__(
         self,
@@ -229,6 +240,7 @@ class RaftSim:
         ids: Iterable[int] = (1, 2, 3),
         *,
         spares: Iterable[int] = (),
+        nodes: Mapping[int, int] | None = None,
         faults: Faults | None = None,
         election_tick: int = 10,
         pre_vote: bool = True,
@@ -241,10 +253,16 @@ class RaftSim:
         self.faults = faults or Faults()
         self.checker = SafetyChecker()
         self.now = 0
-        self.ids = sorted(ids)
-        self.replicas: dict[int, Replica] = {}
+        voters = tuple(sorted(ids))
+        spare = tuple(spares)
+        self._node_of = {r: r for r in (*voters, *spare)} | dict(nodes or {})
+        self.nodes = sorted(set(self._node_of.values()))
+        # NB: above every replica and node id: a new replica's id is no node's
+        self._next_id = max((*self._node_of, *self.nodes)) + 1
+        self.removed: set[int] = set()  # replica ids removed from the group: never again
+        self.replicas: dict[int, Replica] = {}  # by replica id: the current ones
         self.drop: Callable[[Message], bool] | None = None
-        self.cut: set[tuple[int, int]] = set()  # (from, to) pairs that lose everything
+        self.cut: set[tuple[int, int]] = set()  # (from, to) nodes that lose everything
         self._queue: list[tuple[int, int, bytes]] = []
         self._seq = 0
         self._reports: list[tuple[int, int, bool]] = []
@@ -257,30 +275,42 @@ class RaftSim:
             max_entries_per_message=max_entries_per_message,
             lease_margin=lease_margin,
         )
-        for node in list(self.ids):
-            self.add_replica(node, voters=tuple(self.ids))
-        for node in spares:
-            self.add_replica(node)
+        for replica_id in voters:
+            self.add_replica(replica_id, voters=voters)
+        for replica_id in spare:
+            self.add_replica(replica_id)
 
     # -- replicas ------------------------------------------------------------------
 
-    def add_replica(self, node: int, voters: tuple[int, ...] | None = None) -> Replica:
+    def add_replica(self, replica_id: int, voters: tuple[int, ...] | None = None) -> Replica:
         """A started replica: one of a new group of ``voters``, or (by default) an empty
-        one waiting for a snapshot."""
+        one waiting for a snapshot; it takes the place of its node's earlier replica."""
+        node = self.node_of(replica_id)
+        for old in [r for r in self.replicas.values() if r.node == node]:
+            del self.replicas[old.id]  # NB: a node holds one replica of a range
         on_demand = _OnDemandStorage() if voters is None else _OnDemandStorage.bootstrap(voters)
         replica = Replica(
+            replica_id,
             node,
             on_demand,
-            replace(self._config, id=node),
+            replace(self._config, id=replica_id),
             random.Random(self.rng.random()),
         )
         replica.applied_index = on_demand.snapshot().meta.index
         on_demand.replica = replica
-        if node not in self.ids:
-            self.ids.append(node)
-        self.replicas[node] = replica
+        if node not in self.nodes:
+            self.nodes.append(node)
+        self.replicas[replica_id] = replica
         replica.start()
         return replica
+
+    def node_of(self, replica_id: int) -> int:
+        """The node of replica ``replica_id`` (its id, unless ``nodes`` said otherwise)."""
+        return self._node_of.setdefault(replica_id, replica_id)
+
+    def replica_on(self, node: int) -> Replica | None:
+        """The replica node ``node`` holds now, if any."""
+        return next((r for r in self.replicas.values() if r.node == node), None)
 
     def raft(self, node: int) -> RaftState:
         raft = self.replicas[node].raft
@@ -316,17 +346,22 @@ class RaftSim:
 
     # -- the network ---------------------------------------------------------------
 
-    def isolate(self, node: int) -> None:
-        for other in self.ids:
+    def isolate(self, replica_id: int) -> None:
+        """Cut replica ``replica_id``'s node off from every other."""
+        node = self.node_of(replica_id)
+        for other in self.nodes:
             if other != node:
                 self.cut |= {(node, other), (other, node)}
 
     def partition(self, *sides: Iterable[int]) -> None:
-        """Cut the network between ``sides`` (replacing any earlier cut)."""
+        """Cut the network between the nodes of the replicas of ``sides`` (replacing any
+        earlier cut)."""
+        self._partition_nodes([{self.node_of(r) for r in side} for side in sides])
+
+    def _partition_nodes(self, groups: list[set[int]]) -> None:
         self.cut.clear()
-        groups = [set(side) for side in sides]
-        for a in self.ids:
-            for b in self.ids:
+        for a in self.nodes:
+            for b in self.nodes:
                 if a != b and not any(a in g and b in g for g in groups):
                     self.cut.add((a, b))
 
@@ -334,7 +369,8 @@ class RaftSim:
         self.cut.clear()
 
     def _send(self, m: Message) -> None:
-        lost = (m.sender, m.to) in self.cut or (self.drop is not None and self.drop(m))
+        route = (self.node_of(m.sender), self.node_of(m.to))
+        lost = route in self.cut or (self.drop is not None and self.drop(m))
         lost = lost or bool(self.faults.loss and self.rng.random() < self.faults.loss)
         if m.type is MessageType.SNAP:
             # NB: a snapshot goes on a stream of its own, whose sender learns whether
@@ -353,7 +389,8 @@ class RaftSim:
         """Deliver the messages due (``all_now``: every queued one); returns how many."""
         reports, self._reports = self._reports, []
         for sender, to, success in reports:
-            raft = self.replicas[sender].raft
+            reporter = self.replicas.get(sender)
+            raft = reporter.raft if reporter is not None else None
             if raft is not None:
                 raft.report_snapshot(to, success=success)
         due: list[bytes] = []
@@ -363,7 +400,7 @@ class RaftSim:
             self.rng.shuffle(due)
         for raw in due:
             m = decode_message(raw)
-            replica = self.replicas.get(m.to)
+            replica = self.replicas.get(m.to)  # NB: none for an id its node no longer holds
             if replica is not None and replica.raft is not None:
                 replica.raft.step(m)
         return len(due)
@@ -399,6 +436,10 @@ class RaftSim:
             replica.restore(rd.snapshot, self.checker)
         for entry in rd.committed_entries:
             replica.apply_entry(entry, self.checker)
+            if entry.type is EntryType.CONF_CHANGE:
+                change = decode_conf_change(entry.data)
+                if change.type is ConfChangeType.REMOVE_NODE:
+                    self.removed.add(change.node_id)
         for read in rd.read_states:
             self.checker.on_read_confirmed(node, read.index, read.context)
         raft.advance(rd)
@@ -480,8 +521,8 @@ class RaftSim:
             if not replica.alive and f.restart and rng.random() < f.restart:
                 self.restart(replica.id)
         if f.partition and rng.random() < f.partition:
-            side = {node for node in self.ids if rng.random() < 0.5}
-            self.partition(side, set(self.ids) - side)
+            side = {node for node in self.nodes if rng.random() < 0.5}
+            self._partition_nodes([side, set(self.nodes) - side])
         if self.cut and f.heal and rng.random() < f.heal:
             self.heal()
         if rng.random() < propose:
@@ -492,7 +533,7 @@ class RaftSim:
         if f.conf_change and rng.random() < f.conf_change:
             self._random_conf_change()
         if f.transfer and rng.random() < f.transfer and (leader := self.leader()) is not None:
-            self.raft(leader).transfer_leader(rng.choice(self.ids))
+            self.raft(leader).transfer_leader(rng.choice(sorted(self.replicas)))
         for replica in self.live():
             self._tick_late(replica, skip=bool(f.skip_tick and rng.random() < f.skip_tick))
         self.deliver()
@@ -517,24 +558,47 @@ class RaftSim:
             raft.tick(elapsed=ticks)
 
     def _random_conf_change(self) -> None:
-        """Add a learner, promote one, or remove a voter (keeping three)."""
+        """Add a learner on a node outside the group, promote one, or remove a voter
+        (keeping three)."""
         leader = self.leader()
         if leader is None:
             return
         conf = self.raft(leader).conf_state()
-        outside = [n for n in self.ids if n not in conf.voters and n not in conf.learners]
-        choices: list[ConfChange] = [ConfChange(ConfChangeType.ADD_LEARNER, n) for n in outside]
+        members = {*conf.voters, *conf.learners}
+        # NB: not the leader's node: a removed leader may lead until it learns so
+        outside = [
+            n
+            for n in self.nodes
+            if ((r := self.replica_on(n)) is None or r.id not in members)
+            and n != self.node_of(leader)
+        ]
+        # NB: a replica to add is named by its node (``context``, as a store's change)
+        choices = [ConfChange(ConfChangeType.ADD_LEARNER, 0, context=n) for n in outside]
         choices += [ConfChange(ConfChangeType.ADD_NODE, n) for n in conf.learners]
         if len(conf.voters) > 3:
             choices += [ConfChange(ConfChangeType.REMOVE_NODE, n) for n in conf.voters]
         if choices:
-            self.raft(leader).propose_conf_change(self.rng.choice(choices))
+            change = self.rng.choice(choices)
+            if not change.node_id:
+                change = replace(change, node_id=self.replica_to_add(change.context))
+            self.raft(leader).propose_conf_change(change)
+
+    def replica_to_add(self, node: int) -> int:
+        """The id of the replica to add on ``node``: the one it holds, unless that one
+        was removed from the group; then a new, empty one with a new id."""
+        held = self.replica_on(node)
+        if held is not None and held.id not in self.removed:
+            return held.id
+        replica_id, self._next_id = self._next_id, self._next_id + 1
+        self._node_of[replica_id] = node
+        self.add_replica(replica_id)
+        return replica_id
 
     def members(self) -> list[int]:
         """The replicas of the group as its leader sees it (all, without a leader)."""
         leader = self.leader()
         if leader is None:
-            return list(self.ids)
+            return sorted(self.replicas)
         conf = self.raft(leader).conf_state()
         return sorted({*conf.voters, *conf.learners})
 

@@ -152,3 +152,14 @@ def test_cluster_organization_is_kept_shown_and_reset(tmp_path: Path) -> None:
         assert (result.columns, result.rows) == (("cluster.organization",), [("Acme Co",)])
         db.sql("RESET CLUSTER SETTING cluster.organization")
         assert db.sql("SHOW CLUSTER SETTING cluster.organization").rows == [("",)]
+
+
+@pytest.mark.parametrize("setting", ["server.time_until_store_dead", "jobs.retention_time"])
+@pytest.mark.parametrize(("value", "words"), [("soon", "bad duration"), ("0s", "must be above 0")])
+def test_a_duration_setting_refuses_a_bad_value_naming_itself(
+    db: DB, setting: str, value: str, words: str
+) -> None:
+    with pytest.raises(SQLError) as raised:
+        db.sql(f"SET CLUSTER SETTING {setting} = '{value}'")
+    assert raised.value.code == "22023"
+    assert setting in str(raised.value) and words in str(raised.value)

@@ -353,6 +353,19 @@ def test_a_descriptor_written_in_the_old_encoding_still_reads() -> None:
     assert RangeDescriptor.decode(desc.encode()) == desc
 
 
+def test_a_learner_an_old_descriptor_does_not_list_keeps_its_node_id_as_replica_id() -> None:
+    """The old encoding lists the voters only (3 and 1 here); the Raft group also has
+    a learner, 4, whose id is its node's, as every id then. The group's members give it
+    back; a descriptor in the new encoding names every replica and guesses none."""
+    old = struct.pack(">QQ?HB", 7, 2, False, 1, 2)
+    old += b"".join(struct.pack(">I", n) for n in (3, 1)) + b"kz"
+    desc = RangeDescriptor.decode(old)
+    assert desc.replica_nodes((1, 3, 4)) == {3: 3, 1: 1, 4: 4}
+    assert desc.replica_nodes() == {3: 3, 1: 1}
+    new = RangeDescriptor.decode(desc.encode())
+    assert new == desc and new.replica_nodes((1, 3, 4)) == {3: 3, 1: 1}
+
+
 def test_the_first_replica_id_after_an_old_descriptor_is_above_every_node_id() -> None:
     """Before replica ids a replica's id was its node's, and a replica removed while its
     node was down (node 4 here: the descriptor no longer names it) may still be there: the

@@ -57,6 +57,8 @@ from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn_record import TXN_RECORDS
 from feedkv.raft import (
+    ConfChange,
+    ConfChangeType,
     Config,
     ConfState,
     Message,
@@ -1211,17 +1213,7 @@ def test_a_range_whose_descriptor_is_in_the_old_encoding_adds_replicas_above_eve
     client.put(b"k", b"1")
     wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
     cluster.close()
-    for node in NODES:
-        store = Store(tmp_path / f"n{node}", node_id=node, bootstrap=False)
-        try:
-            (desc,) = store.descriptors()
-            old = struct.pack(">QQ?HB", 1, desc.generation, desc.sticky, 0, len(NODES))
-            old += b"".join(struct.pack(">I", n) for n in desc.replicas) + desc.span.end
-            store.engine.write(
-                lambda rw, old=old: rw.put(META, b"desc/" + (1).to_bytes(8, "big"), old)
-            )
-        finally:
-            store.close()
+    _write_old_encoding(tmp_path, NODES)
     for node in NODES:
         cluster.start(node)
     try:
@@ -1238,6 +1230,83 @@ def test_a_range_whose_descriptor_is_in_the_old_encoding_adds_replicas_above_eve
         wait_until(
             lambda: cluster.value(victim, b"k") == b"2", timeout_s=DEADLINE_S, what="caught up"
         )
+    finally:
+        cluster.close()
+
+
+def _write_old_encoding(directory: Path, nodes: Sequence[int]) -> None:
+    """Rewrite r1's descriptor on the stores of ``nodes`` as before replica ids (its
+    voters' node ids only: the old encoding has no replica ids and no learners)."""
+    for node in nodes:
+        store = Store(directory / f"n{node}", node_id=node, bootstrap=False)
+        try:
+            (desc,) = store.descriptors()
+            old = struct.pack(">QQ?HB", 1, desc.generation, desc.sticky, 0, len(desc.replicas))
+            old += b"".join(struct.pack(">I", n) for n in desc.replicas) + desc.span.end
+            store.engine.write(
+                lambda rw, old=old: rw.put(META, b"desc/" + (1).to_bytes(8, "big"), old)
+            )
+        finally:
+            store.close()
+
+
+def test_a_learner_absent_from_a_descriptor_in_the_old_encoding_keeps_its_id(
+    tmp_path: Path,
+) -> None:
+    """Issue 38: r1 on n1 and n2, and a learner on n3 whose replica id is its node id,
+    as every replica had before replica ids; the old encoding lists voters only. After a
+    restart on it the learner is still the group's replica 3 on n3: promoted, it is
+    that replica (not a new one beside it) and it follows the log."""
+    cluster = ReplicatedStores(tmp_path, grown=True)
+    client = KVClient(cluster)
+    try:
+        first = cluster.stores[1]
+        first.start_replicating(1)
+        client.put(b"k", b"1")  # NB: once the group of one leads
+        first.add_replica(1, 2)
+        assert first.replicas is not None
+        learner = ConfChange(ConfChangeType.ADD_LEARNER, 0, context=3)
+        first.replicas.change_members(1, learner).result(DEADLINE_S)
+        (desc,) = first.descriptors()
+        assert desc.replica_of(3) == ReplicaDescriptor(3, 3, learner=True)
+        wait_until(lambda: cluster.value(3, b"k") == b"1", timeout_s=DEADLINE_S, what="n3")
+    finally:
+        cluster.close()
+    _write_old_encoding(tmp_path, NODES)
+    for node in NODES:
+        cluster.start(node)
+
+    def voter_holding_the_lease() -> Store | None:
+        # NB: not ReplicatedStores.lease_holder: n3 holds r1's descriptor and no replica
+        # until the leader's messages start it, which that takes for r1 held alone
+        for node in (1, 2):
+            loop = cluster.stores[node].replicas
+            if loop is not None and loop.has(1) and loop.holds_lease(1):
+                return cluster.stores[node]
+        return None
+
+    def promote() -> bool | None:
+        holder = voter_holding_the_lease()
+        if holder is None:
+            return None
+        try:
+            holder.add_replica(1, 3)
+        except NotLeaseHolderError:
+            return None
+        return True
+
+    try:
+        client.put(b"k", b"2")
+        holder = wait_until(voter_holding_the_lease, timeout_s=DEADLINE_S, what="a lease")
+        (desc,) = holder.descriptors()
+        assert desc.replicas in ((1, 2), (2, 1)) and desc.replica_of(3) is None  # old encoding
+        wait_until(promote, timeout_s=DEADLINE_S, what="n3 promoted")
+        holder = wait_until(voter_holding_the_lease, timeout_s=DEADLINE_S, what="a lease")
+        (desc,) = holder.descriptors()
+        assert desc.replica_of(3) == ReplicaDescriptor(3, 3)
+        assert len(desc.members) == 3
+        client.put(b"k", b"3")
+        wait_until(lambda: cluster.value(3, b"k") == b"3", timeout_s=DEADLINE_S, what="n3")
     finally:
         cluster.close()
 

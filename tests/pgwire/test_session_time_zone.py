@@ -46,6 +46,23 @@ def test_a_timestamptz_is_written_in_the_sessions_time_zone(pg_url: str) -> None
         assert other.execute(f"SELECT {INSTANT}").fetchone() == ("2024-05-01 13:00:00+00",)
 
 
+@pytest.mark.parametrize(
+    ("zone", "text"),
+    [
+        ("America/New_York", "2024-06-01 12:00:00.5-04"),
+        ("Asia/Kolkata", "2024-06-01 21:30:00.5+05:30"),
+        ("UTC", "2024-06-01 16:00:00.5+00"),
+    ],
+)
+def test_a_timestamptz_cast_to_string_is_its_wire_text(pg_url: str, zone: str, text: str) -> None:
+    """As CockroachDB: the offset is ``-04`` when its minutes are zero, no trailing zeros
+    in the fraction, the same text whether the value or its ``::STRING`` is sent."""
+    value = "'2024-06-01 12:00:00.500-04'::TIMESTAMPTZ"
+    with connect(pg_url) as conn:
+        conn.execute(f"SET TIME ZONE '{zone}'")
+        assert conn.execute(f"SELECT {value}, {value}::STRING").fetchone() == (text, text)
+
+
 def test_an_unknown_time_zone_is_22023_and_changes_nothing(pg_url: str) -> None:
     with connect(pg_url) as conn:
         with pytest.raises(errors.InvalidParameterValue) as caught:

@@ -122,3 +122,32 @@ def test_a_removed_leader_steps_down_and_the_rest_elect_another() -> None:
     leader = sim.leader()
     assert leader in (2, 3)
     assert sim.raft(leader).conf_state() == ConfState((2, 3))
+
+
+def test_a_node_added_back_gets_a_new_empty_replica_and_its_old_ids_messages_are_lost() -> None:
+    """Replica ids 11-14 on nodes 1-4. Node 2's replica is removed, and node 2 added
+    back: as a store does, it holds a new replica (a new id, an empty log) that catches
+    up from a snapshot; nothing is sent to the old id."""
+    sim = RaftSim(0, (11, 12, 13), spares=(14,), nodes={11: 1, 12: 2, 13: 3, 14: 4})
+    sim.elect(11)
+    sim.propose_conf_change(ConfChange(LEARNER, 14))
+    _settle(sim)
+    sim.propose_conf_change(ConfChange(ADD, 14))
+    _settle(sim)
+    sim.propose_conf_change(ConfChange(REMOVE, 12))
+    _settle(sim)
+    assert sim.removed == {12}
+    sim.propose(b"while node 2 was out")
+    _settle(sim)
+    new_id = sim.replica_to_add(2)
+    assert new_id not in (1, 2, 3, 4, 11, 12, 13, 14) and sim.node_of(new_id) == 2
+    assert 12 not in sim.replicas and sim.replica_on(2) is sim.replicas[new_id]
+    assert sim.replicas[new_id].applied == []
+    sent_to_old: list[int] = []
+    sim.drop = lambda m: m.to == 12 and sent_to_old.append(m.to) is not None
+    sim.propose_conf_change(ConfChange(LEARNER, new_id, context=2))
+    _settle(sim)
+    assert sim.raft(11).conf_state() == ConfState((11, 13, 14), (new_id,))
+    assert any(row[2] == b"while node 2 was out" for row in sim.replicas[new_id].applied)
+    assert sent_to_old == []  # nobody addresses the old replica
+    assert sim.applied_everywhere(b"while node 2 was out")

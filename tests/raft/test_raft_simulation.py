@@ -11,6 +11,7 @@ A failing seed replays exactly: run it alone with ``-k "seed-N"``.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,20 @@ from feedkv.testing.raft_sim import Faults, RaftSim
 
 CHAOS_ROUNDS = 300
 HEAL_ROUNDS = 300
+
+
+def _sim(seed: int, nodes: tuple[int, ...], spares: tuple[int, ...] = (), **kw: Any) -> RaftSim:
+    """A group on ``nodes`` (and empty replicas on ``spares``) whose replica ids are two
+    above their nodes' ids, as a store's replica ids are not its node's: a node id taken
+    for a replica id names another replica, or none."""
+    ids = {node: node + 2 for node in (*nodes, *spares)}
+    return RaftSim(
+        seed,
+        [ids[n] for n in nodes],
+        spares=[ids[n] for n in spares],
+        nodes={r: n for n, r in ids.items()},
+        **kw,
+    )
 
 
 def _heal_and_commit(sim: RaftSim, data: bytes) -> int:
@@ -43,7 +58,7 @@ def _heal_and_commit(sim: RaftSim, data: bytes) -> int:
 
 
 def _run(seed: int, ids: tuple[int, ...], faults: Faults) -> RaftSim:
-    sim = RaftSim(seed, ids, faults=faults)
+    sim = _sim(seed, ids, faults=faults)
     for _ in range(CHAOS_ROUNDS):
         sim.round()
     _heal_and_commit(sim, b"final")
@@ -67,7 +82,7 @@ def test_membership_changes_and_transfers_stay_safe_under_chaos(seed: int) -> No
     # three voters and two spare replicas; the leader adds learners, promotes them,
     # removes voters (keeping three) and hands leadership over, all under the chaos
     faults = replace(Faults.chaos(), conf_change=0.05, transfer=0.01)
-    sim = RaftSim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
+    sim = _sim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
     for _ in range(CHAOS_ROUNDS):
         sim.round()
     _heal_and_commit(sim, b"final")
@@ -78,7 +93,7 @@ def test_membership_changes_and_transfers_stay_safe_under_chaos(seed: int) -> No
 
 @pytest.mark.parametrize("seed", range(20))
 def test_a_quiet_network_commits_every_proposal(seed: int) -> None:
-    sim = RaftSim(seed, (1, 2, 3))
+    sim = _sim(seed, (1, 2, 3))
     for _ in range(60):
         sim.round(propose=0.5)
     leader = sim.leader()
@@ -100,7 +115,7 @@ def test_thousands_of_seeds_stay_safe_and_recover_under_chaos() -> None:
     faults = replace(Faults.chaos(), conf_change=0.05, transfer=0.01)
     for seed in range(1000, 1000 + SOAK_SEEDS):
         try:
-            sim = RaftSim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
+            sim = _sim(seed, (1, 2, 3), spares=(4, 5), faults=faults)
             for _ in range(CHAOS_ROUNDS):
                 sim.round()
             _heal_and_commit(sim, b"final")
@@ -115,7 +130,7 @@ def test_reads_confirmed_under_chaos_are_never_stale(seed: int, check_quorum: bo
     # check quorum a cut-off leader goes on believing it leads): the checker fails a
     # read confirmed at a commit index below one committed when it was asked for
     faults = replace(Faults.chaos(), partition=0.1, heal=0.03, transfer=0.02)
-    sim = RaftSim(seed, (1, 2, 3), faults=faults, check_quorum=check_quorum)
+    sim = _sim(seed, (1, 2, 3), faults=faults, check_quorum=check_quorum)
     for _ in range(CHAOS_ROUNDS):
         sim.round(read=0.5)
     _heal_and_commit(sim, b"final")
@@ -134,7 +149,7 @@ def test_lease_reads_under_chaos_are_never_stale(seed: int) -> None:
     # answered one recently; partitions, crashes and restarts, late clocks and leader
     # transfers must never let a deposed leader confirm one
     faults = replace(Faults.chaos(), partition=0.1, heal=0.03, transfer=0.02)
-    sim = RaftSim(seed, (1, 2, 3), faults=faults, lease_margin=3)
+    sim = _sim(seed, (1, 2, 3), faults=faults, lease_margin=3)
     for _ in range(CHAOS_ROUNDS):
         sim.round(read=0.5)
     _heal_and_commit(sim, b"final")

@@ -1,9 +1,12 @@
 """Stopping a whole replicated cluster with SIGTERM (as an operator or a container
 orchestrator does): every node drains and exits 0, even the last one, which has no
-quorum left to record where its changefeed jobs ended (their leases expire instead)."""
+quorum left to record where its changefeed jobs ended (their leases expire instead);
+and quietly: a request that waits for a range gives up at once when its node stops
+(no "gave up routing ... after 50 attempts" a while later)."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -20,6 +23,18 @@ DEADLINE_S = 90.0
 
 def _runs_jobs(node: NodeProcess) -> bool:
     return "running it here" in (node.store / "logs" / "feedkv.log").read_text()
+
+
+def _warned_while_stopping(node: NodeProcess) -> list[str]:
+    """The warnings and errors ``node`` logged from its drain on."""
+    text = (node.store / "logs" / "feedkv.log").read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    drained = next(i for i, line in enumerate(lines) if line["message"] == "draining")
+    return [
+        f"{line['logger']}: {line['message']}"
+        for line in lines[drained:]
+        if line["level"] in ("warning", "error", "critical")
+    ]
 
 
 def _stop(node: NodeProcess) -> int:
@@ -50,3 +65,6 @@ def test_the_node_running_the_jobs_stops_last_without_a_quorum(tmp_path: Path) -
         assert [_stop(node) for node in others] == [0, 0]
         assert _stop(runners[0]) == 0  # its job's record is out of reach: it exits anyway
         assert all("feedkv node stopped" in node.log.read_text() for node in nodes)
+        assert {node.store.name: _warned_while_stopping(node) for node in nodes} == {
+            node.store.name: [] for node in nodes
+        }

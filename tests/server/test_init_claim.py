@@ -17,6 +17,7 @@ from feedkv.server.init_claim import (
     Outcome,
     claimant_address,
     claimant_name,
+    holder_address,
     quorum,
     tally,
 )
@@ -212,3 +213,14 @@ def test_lost_releases_and_restarted_nodes_never_make_two_bootstrap(
     claimants = rng.sample(JOIN, rng.choice([2, 3]))
     winners = _run_schedule(books, claimants, rng, faults=0.3)
     assert len(winners) <= 1, (claimants, winners)
+
+
+def test_a_holder_is_named_by_the_join_address_it_answered_at() -> None:
+    holder = claimant_name("0.0.0.0:26258", "t1")
+    answers = [
+        ClaimAnswer("10.0.0.1:26258", Answer.HELD, holder=holder, token="t1"),
+        ClaimAnswer("10.0.0.2:26258", Answer.HELD, holder=holder, token="t2"),
+    ]
+    assert holder_address(holder, answers) == "10.0.0.1:26258"
+    # not among those that answered: the address it gave itself
+    assert holder_address(holder, answers[1:]) == "0.0.0.0:26258"

@@ -115,6 +115,26 @@ def test_init_refused_by_the_node_asked_names_it_as_the_user_did(tmp_path: Path)
         server.stop()
 
 
+def test_an_init_that_lost_names_the_winner_by_its_join_list_address(tmp_path: Path) -> None:
+    """Nodes listening on 0.0.0.0 (issue 37): the second init, at another node, is told
+    which node bootstraps by the address the join list reaches it at, not 0.0.0.0."""
+    ports = [free_port() for _ in range(3)]
+    join = [f"127.0.0.1:{port}" for port in ports]
+    servers = [
+        InitServer("0.0.0.0", port, None, join=join, store_dir=tmp_path / f"n{port}")
+        for port in ports
+    ]
+    try:
+        assert run_init(Login(f"feedkv://{join[0]}", None, "root"), io.StringIO()) == 0
+        with pytest.raises(InvalidArgumentError) as lost:
+            run_init(Login(f"feedkv://{join[1]}", None, "root"), io.StringIO())
+        assert f"reached the node at {join[0]} first" in str(lost.value)
+        assert "0.0.0.0" not in str(lost.value)
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def test_a_malformed_claim_or_release_is_refused_and_the_node_waits_on(
     waiting: Callable[[int], list[InitServer]],
 ) -> None:

@@ -53,3 +53,29 @@ def test_the_key_is_in_the_detail_not_the_message(
     error = caught.value
     assert (error.code, error.message, error.detail) == ("23503", message, detail)
     assert str(error) == f"{message}\nDETAIL: {detail}"
+
+
+def test_a_foreign_key_added_over_unmatched_rows_names_one_as_cockroachdb(db: DB) -> None:
+    """ALTER TABLE ... ADD CONSTRAINT ... FOREIGN KEY validates the rows there: the
+    first without a match is named by its key columns, then its primary key's others
+    (strings quoted), and there is no DETAIL."""
+    db.sql("CREATE TABLE region (country STRING, code STRING, PRIMARY KEY (country, code))")
+    db.sql("INSERT INTO region VALUES ('fr', 'idf')")
+    db.sql("CREATE TABLE shop (id INT PRIMARY KEY, country STRING, code STRING)")
+    db.sql("INSERT INTO shop VALUES (1, 'fr', 'idf'), (2, 'it', 'l''aquila'), (3, NULL, 'x')")
+    with pytest.raises(SQLError) as caught:
+        db.sql(
+            "ALTER TABLE shop ADD CONSTRAINT shop_region FOREIGN KEY (country, code) "
+            "REFERENCES region (country, code)"
+        )
+    assert caught.value.code == "23503" and caught.value.detail is None
+    assert caught.value.message == (
+        "foreign key violation: \"shop\" row country='it', code='l''aquila', id=2 has no "
+        'match in "region"'
+    )
+    assert db.sql("SELECT count(*) FROM shop").rows == [(3,)]  # nothing changed
+    db.sql("DELETE FROM shop WHERE id = 2")
+    db.sql(
+        "ALTER TABLE shop ADD CONSTRAINT shop_region FOREIGN KEY (country, code) "
+        "REFERENCES region (country, code)"
+    )

@@ -5,12 +5,15 @@ tests/pgwire/test_session_time_zone.py)."""
 from __future__ import annotations
 
 import datetime
+import os
+import subprocess
+import sys
 
 import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
-from feedkv.sql.time_zone import checked_zone, offset_text, zone_named
+from feedkv.sql.time_zone import checked_zone, offset_text, timestamp_text, zone_named
 
 
 @pytest.mark.parametrize(
@@ -49,3 +52,33 @@ def test_an_embedded_sessions_timestamptz_values_are_in_its_zone(db: DB) -> None
     # another session keeps UTC
     ((other,),) = db.session().execute("SELECT '2024-05-01 09:00:00'::TIMESTAMPTZ").rows
     assert other == datetime.datetime(2024, 5, 1, 9, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("zone", "text"),
+    [
+        ("UTC", "2024-06-01 16:00:00+00"),
+        ("America/New_York", "2024-06-01 12:00:00-04"),
+        ("Asia/Kolkata", "2024-06-01 21:30:00+05:30"),
+        ("-00:30:15", "2024-06-01 15:29:45-00:30:15"),
+    ],
+)
+def test_a_timestamptz_is_written_with_its_offset_in_the_zone(zone: str, text: str) -> None:
+    instant = datetime.datetime(2024, 6, 1, 16, tzinfo=datetime.UTC)
+    assert timestamp_text(instant, zone_named(zone)) == text
+
+
+def test_zones_are_known_on_a_machine_without_system_time_zone_data() -> None:
+    """zoneinfo reads the system's tz database, else the ``tzdata`` package (a
+    dependency for that): with no system path to search, a zone is still found."""
+    code = (
+        "import datetime; from feedkv.sql.time_zone import checked_zone, zone_named; "
+        "zone = zone_named(checked_zone('timezone', 'america/new_york')); "
+        "print(datetime.datetime(2024, 6, 1, 16, tzinfo=datetime.UTC).astimezone(zone))"
+    )
+    env = {**os.environ, "PYTHONTZPATH": ""}  # NB: empty: no system directory at all
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2024-06-01 12:00:00-04:00"

@@ -15,6 +15,7 @@ since the stream can no longer be trusted to be framed right.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Final
@@ -544,7 +545,9 @@ def data_row(values: list[bytes | None]) -> bytes:
     return _message(b"D", bytes(body))
 
 
+@functools.lru_cache(maxsize=1024)
 def command_complete(tag: str) -> bytes:
+    # NB: cached: most statements' tags come again and again (INSERT 0 1, UPDATE 1)
     return _message(b"C", _cstring(tag))
 
 

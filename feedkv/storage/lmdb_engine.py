@@ -6,7 +6,7 @@ commits the group with one fsync, runs the ``on_applied`` callbacks in order und
 ``apply_lock``, and completes the futures.
 
 A failing function must leave no trace, yet a nested transaction per function costs two
-LMDB calls, each a GIL handoff on a busy node. So a group runs its functions directly in
+LMDB calls more. So a group runs its functions directly in
 the group transaction; when one fails, the group is thrown away and run again with each
 function in a nested transaction of its own (and so are the next few groups: failures
 come in runs, under contention).
@@ -24,9 +24,13 @@ every job: each wake takes the GIL from the callers it waits for (three alternat
 pgbench kv0 pairs, with the pgwire fast paths of the commit before: 0.68-0.74 -> 0.49-0.58
 voluntary context switches a statement on the node's long-lived threads, node CPU
 195-210 -> 180-193 us a statement). Woken callers also run before the next evaluation
-instead of beside it: py-lmdb releases the GIL on every call, and callers running beside
-an evaluation made it three times slower. (A group whose evaluation takes over
-``ACK_DELAY_S`` completes what is still pending.)
+instead of beside it: callers running beside an evaluation made it three times slower.
+(A group whose evaluation takes over ``ACK_DELAY_S`` completes what is still pending.)
+NB: py-lmdb 3.0 keeps the GIL through gets, puts and cursor steps and lets it go in a
+commit (its fsync): 100k gets beside a busy thread took one switch interval more than
+alone (0.67 s at 0.5 s), 4.2 s with ``lmdb.cpython.enable_drop_gil()``; a commit beside
+one waited a switch interval each. So an evaluation loses the GIL to woken callers only
+at the interpreter's forced switches.
 
 The memory map starts at ``map_size`` and doubles when full. Remapping is only safe
 with no read transaction open in this process, so snapshots are counted and growth

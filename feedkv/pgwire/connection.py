@@ -1049,7 +1049,7 @@ class Connection:
                 finally:
                     self._end_query()
                 portal.result = results[-1]
-            if not portal.described:
+            if not portal.described and (portal.result.columns or portal.result.rows):
                 portal.types = self._result_types(portal.result, portal.prepared.description)
         return portal.result
 

@@ -15,6 +15,7 @@ since the stream can no longer be trusted to be framed right.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Final
@@ -262,6 +263,13 @@ def _formats(reader: _Reader) -> tuple[int, ...]:
 
 
 def _parse_typed(kind: bytes, body: bytes) -> FrontendMessage:
+    # NB: the three messages of every prepared statement's run first, without a reader
+    if kind == b"S" and not body:
+        return _SYNC
+    if kind == b"E":
+        execute = _parse_execute(body)
+        if execute is not None:
+            return execute
     message: FrontendMessage
     if kind == b"Q":
         r = _Reader(body, "Query")
@@ -355,6 +363,20 @@ def _parse_bind(body: bytes) -> Bind | None:
     return Bind(portal, statement, param_formats, tuple(params), result_formats)
 
 
+def _parse_execute(body: bytes) -> Execute | None:
+    """A well-formed Execute read without a :class:`_Reader`; ``None`` when anything is
+    off, and the reader then reads it again to name what."""
+    end = body.find(0)
+    if end < 0 or len(body) != end + 5:
+        return None
+    try:
+        portal = body[:end].decode()
+    except UnicodeDecodeError:
+        return None
+    return Execute(portal, max(_INT32.unpack_from(body, end + 1)[0], 0))
+
+
+_SYNC = Sync()  # NB: it has no fields: one serves every Sync
 _EMPTY: dict[bytes, type[Sync | Flush | Terminate | CopyDone]] = {
     b"S": Sync,
     b"H": Flush,
@@ -523,7 +545,9 @@ def data_row(values: list[bytes | None]) -> bytes:
     return _message(b"D", bytes(body))
 
 
+@functools.lru_cache(maxsize=1024)
 def command_complete(tag: str) -> bytes:
+    # NB: cached: most statements' tags come again and again (INSERT 0 1, UPDATE 1)
     return _message(b"C", _cstring(tag))
 
 

@@ -6,7 +6,7 @@ commits the group with one fsync, runs the ``on_applied`` callbacks in order und
 ``apply_lock``, and completes the futures.
 
 A failing function must leave no trace, yet a nested transaction per function costs two
-LMDB calls, each a GIL handoff on a busy node. So a group runs its functions directly in
+LMDB calls more. So a group runs its functions directly in
 the group transaction; when one fails, the group is thrown away and run again with each
 function in a nested transaction of its own (and so are the next few groups: failures
 come in runs, under contention).
@@ -18,10 +18,19 @@ twice that group's commit took (an engine without fsync hardly waits, and a call
 does not come back costs about a commit). Without the wait, callers woken after a
 commit arrive while the next group is committed, and many clients split into two groups
 that take turns, each caller waiting for two fsyncs; with it they commit together
-(pgbench, 32 clients: about 15 jobs a group became 20-27). Woken callers also run
-before the next evaluation instead of beside it: py-lmdb releases the GIL on every call,
-and callers running beside an evaluation made it three times slower. (A group whose
-evaluation takes over ``ACK_DELAY_S`` completes what is still pending.)
+(pgbench, 32 clients: about 15 jobs a group became 20-27). The gathering thread sleeps
+until the number it awaits is queued, woken once by the submit that makes it, not by
+every job: each wake takes the GIL from the callers it waits for (three alternating
+pgbench kv0 pairs, with the pgwire fast paths of the commit before: 0.68-0.74 -> 0.49-0.58
+voluntary context switches a statement on the node's long-lived threads, node CPU
+195-210 -> 180-193 us a statement). Woken callers also run before the next evaluation
+instead of beside it: callers running beside an evaluation made it three times slower.
+(A group whose evaluation takes over ``ACK_DELAY_S`` completes what is still pending.)
+NB: py-lmdb 3.0 keeps the GIL through gets, puts and cursor steps and lets it go in a
+commit (its fsync): 100k gets beside a busy thread took one switch interval more than
+alone (0.67 s at 0.5 s), 4.2 s with ``lmdb.cpython.enable_drop_gil()``; a commit beside
+one waited a switch interval each. So an evaluation loses the GIL to woken callers only
+at the interpreter's forced switches.
 
 The memory map starts at ``map_size`` and doubles when full. Remapping is only safe
 with no read transaction open in this process, so snapshots are counted and growth
@@ -291,6 +300,10 @@ class LMDBEngine:
         # with its fsync), on the commit thread; a node's metrics set it.
         self.on_commit: Callable[[float], None] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # While the commit thread gathers a group's siblings: how many queued jobs it
+        # waits for (0: none), and what wakes it once that many are in (see _await_jobs)
+        self._jobs_awaited = 0
+        self._enough_jobs = threading.Event()
         self._durable: list[tuple[_Job, tuple[bool, Any]]] = []  # outcomes to complete
         self._last_commit_s = 0.0  # how long the last group's commit (its fsync) took
         self._guard = threading.Condition()
@@ -361,6 +374,10 @@ class LMDBEngine:
             if self._closed:
                 raise StorageError(f"the store at {self.path} is closed")
             self._queue.put(_Job(fn, on_applied, future, read_only))
+        awaited = self._jobs_awaited
+        if awaited and self._queue.qsize() >= awaited:
+            self._jobs_awaited = 0
+            self._enough_jobs.set()
         return future
 
     def read_now(self, fn: Callable[[ReadWriter], T]) -> T:
@@ -436,14 +453,25 @@ class LMDBEngine:
                 wait = gather_by - time.perf_counter()
                 if len(jobs) >= siblings or wait <= 0:
                     break
-                try:
-                    job = self._queue.get(timeout=wait)
-                except queue.Empty:
-                    break
+                self._await_jobs(siblings - len(jobs), wait)
+                continue
             if job is _STOP:
                 return jobs, True
             jobs.append(job)
         return jobs, False
+
+    def _await_jobs(self, count: int, timeout: float) -> None:
+        """Sleep until ``count`` jobs are queued, or for ``timeout``. NB: woken once, by
+        the submit that queues the last of them, not at every job as a blocking get
+        would wake it: each wake costs the commit thread the GIL, which it takes from
+        the callers it waits for (~17 wakes a group of ~23 at 32 clients before)."""
+        self._enough_jobs.clear()
+        self._jobs_awaited = count
+        # NB: set before the count is read, so a submit in between either sees it or
+        # is counted here
+        if self._queue.qsize() < count:
+            self._enough_jobs.wait(timeout)
+        self._jobs_awaited = 0
 
     def _complete_durable(self) -> None:
         durable, self._durable = self._durable, []

@@ -223,3 +223,44 @@ def test_a_bind_with_parameters_of_both_formats_takes_the_fast_path() -> None:
     body = bind("", "s", [b"42", None, b""], param_formats=[0, 1, 0], result_formats=[1])[5:]
     expected = m.Bind("", "s", (0, 1, 0), (b"42", None, b""), (1,))
     assert m._parse_bind(body) == expected == _bind_by_reader(body)
+
+
+def _execute_by_reader(body: bytes) -> object:
+    """What the general reader makes of an Execute body: the message, or the violation's
+    text."""
+    r = m._Reader(body, "Execute")
+    try:
+        message = m.Execute(r.string(), max(r.int32(), 0))
+        r.end()
+    except m.ProtocolViolation as exc:
+        return str(exc)
+    return message
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hs.lists(
+        hs.sampled_from(
+            (b"\0", b"p\0", b"\xff\0", b"\0\0\0\5", b"\xff\xff\xff\xff", b"\0\0", b"x")
+        ),
+        max_size=6,
+    )
+)
+def test_an_execute_parses_as_the_general_reader_reads_it(pieces: list[bytes]) -> None:
+    """The fast path for Execute gives the reader's message, or leaves the body to the
+    reader (which then names what is wrong with it)."""
+    body = b"".join(pieces)
+    expected = _execute_by_reader(body)
+    fast = m._parse_execute(body)
+    assert fast is None or fast == expected
+    try:
+        parsed: object = m._parse_typed(b"E", body)
+    except m.ProtocolViolation as exc:
+        parsed = str(exc)
+    assert parsed == expected
+
+
+def test_a_sync_with_a_body_is_a_violation_and_one_without_is_a_sync() -> None:
+    assert decode_all(frontend(b"S") + frontend(b"S")) == [m.Sync(), m.Sync()]
+    with pytest.raises(m.ProtocolViolation, match="Sync message has bytes past its last field"):
+        decode_all(frontend(b"S", b"\0"))

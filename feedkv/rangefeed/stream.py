@@ -12,9 +12,10 @@ Events reach a stream in three ways:
 - **Offered pages.** A catch-up scan of more than a page is read by the consumer itself,
   a page each time it takes (:meth:`offer_pages`, which the scan's worker calls and which
   returns once the consumer has read them all). Made and read on one thread, a page costs
-  less than one made on another thread and handed over: py-lmdb lets go of the GIL at
-  every entry it reads, so a scan on another thread traded the GIL with the consumer
-  all along (a catch-up feed took 10-15% less CPU per value read this way).
+  less than one made on another thread and handed over: a scan on another thread traded
+  the GIL with the consumer at every hand-off and forced switch (py-lmdb itself keeps the
+  GIL through cursor steps; :mod:`feedkv.storage.lmdb_engine`), and a catch-up feed took
+  10-15% less CPU per value read this way.
 - **Pushes.** A catch-up scan of a page or none pushes it (:meth:`push_wait`, waiting
   for room); the gRPC client pushes what arrives for its feeds (:meth:`push`, and
   :meth:`push_wait` when that finds no room). A push that gets no room in time ends the

@@ -77,6 +77,7 @@ __all__ = [
     "parse_sink_uri",
     "schema_topic",
     "sink_defaults",
+    "sink_topics",
 ]
 
 
@@ -586,6 +587,10 @@ class SinkKind:
     any_envelope: bool = False
     # It takes envelope=enriched (in CockroachDB: Kafka, webhooks, Pub/Sub, sinkless).
     enriched: bool = False
+    # ``module:function`` taking ``(SinkURI, changefeed topics)`` and returning the
+    # sink's own topic names, for a sink that has topics (Kafka, Pub/Sub; None: files,
+    # webhooks, tables have none): see :func:`sink_topics`
+    topics: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -748,6 +753,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         check="feedkv.changefeed.sinks.kafka:check",
         any_envelope=True,
         enriched=True,
+        topics="feedkv.changefeed.sinks.kafka:sink_topics",
     ),
     SinkKind(
         "webhook",
@@ -785,6 +791,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"pubsub_sink_config"}),
         path=False,
         enriched=True,
+        topics="feedkv.changefeed.sinks.pubsub:sink_topics",
     ),
     SinkKind(
         "SQL table",
@@ -1054,6 +1061,19 @@ def check_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> None:
         return
     module, _, function = uri.kind.check.partition(":")
     getattr(importlib.import_module(module), function)(uri, options, **kwargs)
+
+
+def sink_topics(uri: SinkURI, topics: Iterable[str]) -> tuple[str, ...] | None:
+    """The topics of its own that ``uri``'s sink sends the changefeed topics ``topics``
+    to (``topic_prefix`` and ``topic_name`` applied, escaped as the sink escapes them),
+    sorted and each once: what CockroachDB's CREATE CHANGEFEED announces (``changefeed
+    will emit to topic ...``) and SHOW CHANGEFEED JOBS lists as ``topics``. ``None``
+    for a sink without topics (files, webhooks), for which CockroachDB says neither."""
+    if uri.kind.topics is None:
+        return None
+    module, _, function = uri.kind.topics.partition(":")
+    names: Iterable[str] = getattr(importlib.import_module(module), function)(uri, topics)
+    return tuple(sorted(set(names)))
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

@@ -213,7 +213,7 @@ class Changefeed:
         self._feed_lock = threading.Lock()
         self._feed: RangeFeed | None = None
         self._encoder: Encoder = make_encoder(
-            message_options(spec.options, spec.sink_uri),
+            message_options(spec.options, spec.sink_uri, query=spec.query is not None),
             source=source or FeedSource(changefeed_sink=sink_type(spec.sink_uri)),
             databases=database_names(db),
         )

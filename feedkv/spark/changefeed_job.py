@@ -389,7 +389,7 @@ def _piece_messages(
     options = spec.options
     query = cdc_query(spec)
     encoder = make_encoder(
-        message_options(options, spec.sink_uri),
+        message_options(options, spec.sink_uri, query=spec.query is not None),
         source=dataclasses.replace(
             node or FeedSource(), job_id=str(job_id), changefeed_sink=sink_type(spec.sink_uri)
         ),

@@ -599,16 +599,17 @@ def compact(text: str) -> str:
 def test_the_webhook_gets_compact_payload_batches(ran: Ran) -> None:
     """``webhook-https://`` (``ca_cert`` trusting the endpoint's CA): each POST a
     ``{"payload":[...],"length":n}`` batch (one message each, as ``webhook_sink_config``
-    asks) of wrapped messages with ``key`` (on by default for webhooks), compact as the
-    changefeed-sinks docs show it."""
+    asks) of wrapped messages with ``key`` and ``topic`` (both on for webhooks, as the
+    changefeed-sinks docs' webhook messages show, ``"topic":"vehicles"``), compact as
+    the docs show them."""
     received = ran.webhook.wait_for(lambda got: len(got) >= 4, "4 webhook batches")
     bodies = [r.body.decode() for r in received]
     batch = '{{"payload":[{}],"length":1}}'
     expected = [
-        '{"after": ' + obj(ALICE) + ', "key": [1]}',
-        '{"after": ' + obj(BOB) + ', "key": [2]}',
-        '{"after": ' + obj(SHIPPED) + ', "key": [1]}',
-        '{"after": null, "key": [2]}',
+        '{"after": ' + obj(ALICE) + ', "key": [1], "topic": "orders"}',
+        '{"after": ' + obj(BOB) + ', "key": [2], "topic": "orders"}',
+        '{"after": ' + obj(SHIPPED) + ', "key": [1], "topic": "orders"}',
+        '{"after": null, "key": [2], "topic": "orders"}',
     ]
     assert bodies == [batch.format(compact(e)) for e in expected]
 

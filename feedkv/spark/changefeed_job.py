@@ -445,7 +445,7 @@ def _row_blocks(
         split = spec.options.split_column_families
         omit = omits_virtual(spec.options.virtual_columns, query=False)
         decoder = RowDecoder(db, [target], piece.hi, split_families=split, omit_virtual=omit)
-        if decoder.whole_rows(target):
+        if decoder.whole_rows(target, decoder.histories[target.table_id].at(piece.hi)):
             yield from _scanned_blocks(spec, decoder, target, piece, size)
             return
     layout = CockroachParquet.of(spec.options, spec.sink_uri)

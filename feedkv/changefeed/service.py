@@ -58,7 +58,7 @@ from feedkv.changefeed.jobs import (
     sink_topics_of,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
-from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.options import ChangefeedOptions, frequency_notices, option_error
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
@@ -178,7 +178,10 @@ class Changefeeds:
             columns=("job_id",),
             rows=[(record.id,)],
             tag="CREATE CHANGEFEED",
-            notices=tuple(f"changefeed will emit to topic {topic}" for topic in topics),
+            notices=(
+                *(f"changefeed will emit to topic {topic}" for topic in topics),
+                *frequency_notices(plan.spec.options),
+            ),
         )
 
     def _reach(self, sink: SinkURI, options: ChangefeedOptions, start: Timestamp) -> None:

@@ -223,7 +223,8 @@ def test_a_nodelocal_sink_writes_on_the_node_it_names_wherever_the_job_runs(
         db.sql("INSERT INTO t VALUES (1, 'before')")
         [(job_id,)] = db.sql(
             "CREATE CHANGEFEED FOR t INTO 'nodelocal://1/cdc' WITH "
-            "execution_locality='region=us-west1', resolved='200ms'"
+            "execution_locality='region=us-west1', resolved='200ms', "
+            "min_checkpoint_frequency='200ms'"
         ).rows
 
         def coordinator() -> str | None:

@@ -213,7 +213,7 @@ class Changefeed:
         self._feed_lock = threading.Lock()
         self._feed: RangeFeed | None = None
         self._encoder: Encoder = make_encoder(
-            message_options(spec.options, spec.sink_uri),
+            message_options(spec.options, spec.sink_uri, query=spec.query is not None),
             source=source or FeedSource(changefeed_sink=sink_type(spec.sink_uri)),
             databases=database_names(db),
         )
@@ -901,7 +901,7 @@ def scan_messages(
         and query is None
         and spec.options.headers_json_column_name is None
         and spec.options.format not in ROW_FORMATS
-        and decoder.whole_rows(target)
+        and decoder.whole_rows(target, desc)
         else None
     )
     if desc is None or encode is None:
@@ -931,7 +931,7 @@ def resolved_topics(
         desc = descriptor(target.table_id)
         if target.family is not None:
             topics.add(f"{base}.{target.family}")
-        elif split and desc is not None:
+        elif split and desc is not None and len(desc.families) > 1:
             topics.update(f"{base}.{family.name}" for family in desc.families)
         else:
             topics.add(base)

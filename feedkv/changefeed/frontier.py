@@ -28,9 +28,11 @@ The rules, each written once here:
   the window is final, when a marker is due, or at least ``min_checkpoint_frequency``
   after the last flush. (The Spark job flushes every batch; its trigger interval is the
   cadence.)
-- **Resolved markers** (``resolved``): at most every ``resolved`` seconds, the first as
-  soon as one may be written (or ``resolved`` seconds after the time the driver counts
-  from, ``marker_at``), and always at a final window. A marker follows the flush of
+- **Resolved markers** (``resolved``): at most every ``resolved`` seconds and never more
+  often than ``min_checkpoint_frequency`` (as CockroachDB's docs state: a marker may come
+  less often than the checkpoints, never more often), the first as soon as one may be
+  written (or that interval after the time the driver counts from, ``marker_at``), and
+  always at a final window. A marker follows the flush of
   every row it covers: the driver writes it only once the window is durable.
 
 A driver carries out what a call returns before its next call. A driver that fails
@@ -259,7 +261,7 @@ class Frontier:
         """A batch up to ``hi`` is durable at ``now``: whether its resolved marker is
         due (the caller writes it). Reads the schema history only to learn whether a
         marker the cadence holds back is the final one."""
-        interval = self.options.resolved
+        interval = self._marker_interval()
         if interval is None:
             return False
         self.high_water = max(self.high_water, hi)
@@ -306,5 +308,12 @@ class Frontier:
         return plan_schema_changes(self.options, self._histories, hi, hi.next()).stop is not None
 
     def _marker_due(self, now: float, final: bool) -> bool:
-        interval = self.options.resolved
+        interval = self._marker_interval()
         return interval is not None and (final or _due(self._marker_at, interval, now))
+
+    def _marker_interval(self) -> float | None:
+        """The least time between two markers (``None``: no markers)."""
+        resolved = self.options.resolved
+        if resolved is None:
+            return None
+        return max(resolved, self.options.min_checkpoint_frequency)

@@ -44,9 +44,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from feedkv.changefeed.changefeed import ChangefeedSpec
+from feedkv.changefeed.changefeed import ChangefeedSpec, resolved_topics
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import parse_sink_uri, sink_topics
 from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.kv.txn import Txn
 from feedkv.security.secrets import (
@@ -95,6 +96,7 @@ __all__ = [
     "release_hold",
     "running_status",
     "show_row",
+    "sink_topics_of",
     "table_names",
 ]
 
@@ -164,6 +166,14 @@ class Lease:
     @property
     def node_id(self) -> str:
         return self.owner.split("/", 1)[0]
+
+    @property
+    def coordinator_id(self) -> int:
+        """The number of the node running the job, CockroachDB's ``coordinator_id``
+        (an INT8): ``n3`` is 3, and a store of its own (a node named by a token of its
+        store, in no cluster) is node 1, as CockroachDB's single node is."""
+        node = self.node_id
+        return int(node[1:]) if node[:1] == "n" and node[1:].isdigit() else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,10 +554,27 @@ def show_row(record: JobRecord, reader: catalog.Reader) -> tuple[Any, ...]:
         record.error,
         redacted(spec.sink_uri or ""),
         Array(tuple(names), ColumnType(Kind.STRING)),  # STRING[], as CockroachDB's
-        ",".join(sorted(set(spec.topics.values()))),
+        _joined(sink_topics_of(spec, reader)),
         spec.options.format,
         record.name,
     )
+
+
+def sink_topics_of(spec: ChangefeedSpec, reader: catalog.Reader) -> tuple[str, ...] | None:
+    """The topics of its sink that the changefeed ``spec`` sends its tables' rows to (a
+    topic of each column family when families are split), as its sink names them;
+    ``None`` for a sink without topics (or a changefeed without a sink)."""
+    if spec.sink_uri is None:
+        return None
+    try:
+        uri = parse_sink_uri(spec.sink_uri, spec.options)
+    except (InvalidArgumentError, SQLError):  # checked when made: only a later change
+        return None
+    return sink_topics(uri, resolved_topics(spec, lambda t: catalog.table_by_id(reader, t)))
+
+
+def _joined(topics: tuple[str, ...] | None) -> str | None:
+    return ",".join(topics) if topics is not None else None
 
 
 def jobs_row(record: JobRecord, *, high_water: bool = False) -> tuple[Any, ...]:
@@ -569,7 +596,7 @@ def jobs_row(record: JobRecord, *, high_water: bool = False) -> tuple[Any, ...]:
         _time(record.modified),
         record.fraction_completed,
         record.error,
-        lease.node_id if lease is not None else None,
+        lease.coordinator_id if lease is not None else None,
     )
     if not high_water:
         return row

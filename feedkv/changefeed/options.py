@@ -21,7 +21,7 @@ from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.types import timestamp_of
 from feedkv.util.hlc import Timestamp
 from feedkv.util.locality import Locality
-from feedkv.util.units import parse_duration_ns
+from feedkv.util.units import go_duration, parse_duration_ns
 
 __all__ = [
     "DEFAULT_LAGGING_RANGES_POLLING_INTERVAL",
@@ -30,6 +30,7 @@ __all__ = [
     "OPTION_NAMES",
     "ROW_FORMATS",
     "ChangefeedOptions",
+    "frequency_notices",
     "option_error",
     "parse_options",
 ]
@@ -37,6 +38,26 @@ __all__ = [
 DEFAULT_MIN_CHECKPOINT_FREQUENCY = 30.0  # seconds, as in CockroachDB
 DEFAULT_LAGGING_RANGES_THRESHOLD = 180.0  # seconds, as in CockroachDB
 DEFAULT_LAGGING_RANGES_POLLING_INTERVAL = 60.0  # seconds, as in CockroachDB
+
+
+def frequency_notices(options: ChangefeedOptions) -> tuple[str, ...]:
+    """CREATE CHANGEFEED's notice, in CockroachDB's words, when ``resolved`` asks for
+    markers more often than ``min_checkpoint_frequency`` lets them come."""
+    given = dict(options.given)
+    if "resolved" not in given or options.resolved is None:
+        return ()
+    asked = given["resolved"]
+    resolved = 0.0 if asked is None else options.resolved  # bare: as often as checkpoints
+    every = options.min_checkpoint_frequency
+    if resolved >= every:
+        return ()
+    which = "configured" if "min_checkpoint_frequency" in given else "default"
+    shown = "0s by default" if asked is None else go_duration(round(resolved * 1e9))
+    return (
+        f"resolved ({shown}) messages will not be emitted more frequently than the {which} "
+        f"min_checkpoint_frequency ({go_duration(round(every * 1e9))}), but may be emitted "
+        "less frequently",
+    )
 
 
 def option_error(message: str) -> SQLError:

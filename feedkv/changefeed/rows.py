@@ -12,7 +12,7 @@ the changed value; with several, the row is read as of the change's timestamp (a
 tick before it for ``diff``), and the several family changes one transaction made to a
 row are emitted as one row change. With ``split_column_families`` (or a ``FAMILY``
 target) each family is a stream of its own, with the key columns and that family's
-columns.
+columns; a table of one family stays whole rows (its table's topic, as in CockroachDB).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class RowDecoder:
             for t in targets
         }
         self._diff = diff
-        self._split = split_families or any(t.family is not None for t in targets)
+        self._split = split_families
         self._recent: OrderedDict[bytes, Timestamp] = OrderedDict()
 
     def decode(self, value: Value) -> RowEvent | None:
@@ -147,15 +147,20 @@ class RowDecoder:
         if desc is None or desc.dropped:
             return None
         key, family_id, prefix = decode_row_key(desc, value.key)
-        if self._split:
+        if not self.whole_rows(target, desc):
             return self._family_event(desc, target, key, family_id, value)
         if len(desc.families) == 1:
             return self._value_event(desc, key, value, None)
         return self._merged_event(desc, key, prefix, value)
 
-    def whole_rows(self, target: Target) -> bool:
-        """Whether ``target``'s changes are whole rows (not one family's columns)."""
-        return target.family is None and not self._split
+    def whole_rows(self, target: Target, desc: TableDescriptor | None) -> bool:
+        """Whether ``target``'s changes are whole rows (not one family's columns), its
+        table being ``desc`` (``None``: not known). Only a ``FAMILY`` target and, under
+        ``split_column_families``, a table of several families are split: a table of
+        one family stays whole rows on its table's topic, as CockroachDB keeps it."""
+        if target.family is not None:
+            return False
+        return not self._split or (desc is not None and len(desc.families) == 1)
 
     def scan_rows(
         self, target: Target, ts: Timestamp, batch: int = 2000, *, span: Span | None = None
@@ -166,7 +171,7 @@ class RowDecoder:
         desc = self.histories[target.table_id].at(ts)
         if desc is None or desc.dropped:
             return
-        if self.whole_rows(target):
+        if self.whole_rows(target, desc):
             names = [c.name for c in desc.columns]
             for key, values, mvcc_ts in self.scan_values(target, ts, batch, span=span):
                 after = dict(zip(names, values, strict=False))  # as long: one descriptor

@@ -55,9 +55,10 @@ from feedkv.changefeed.jobs import (
     put_job,
     redacted,
     show_row,
+    sink_topics_of,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
-from feedkv.changefeed.options import ChangefeedOptions, option_error
+from feedkv.changefeed.options import ChangefeedOptions, frequency_notices, option_error
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
@@ -172,7 +173,16 @@ class Changefeeds:
         self._db.run_transaction(write)
         if self._registry is not None:
             self._registry.adopt(record.id)
-        return Result(columns=("job_id",), rows=[(record.id,)], tag="CREATE CHANGEFEED")
+        topics = sink_topics_of(plan.spec, catalog.Snapshot(self._db, plan.now)) or ()
+        return Result(
+            columns=("job_id",),
+            rows=[(record.id,)],
+            tag="CREATE CHANGEFEED",
+            notices=(
+                *(f"changefeed will emit to topic {topic}" for topic in topics),
+                *frequency_notices(plan.spec.options),
+            ),
+        )
 
     def _reach(self, sink: SinkURI, options: ChangefeedOptions, start: Timestamp) -> None:
         """Check the sink's local paths, make it once and reach it (see :meth:`create`)."""

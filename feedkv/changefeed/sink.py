@@ -77,6 +77,7 @@ __all__ = [
     "parse_sink_uri",
     "schema_topic",
     "sink_defaults",
+    "sink_topics",
 ]
 
 
@@ -586,6 +587,13 @@ class SinkKind:
     any_envelope: bool = False
     # It takes envelope=enriched (in CockroachDB: Kafka, webhooks, Pub/Sub, sinkless).
     enriched: bool = False
+    # Its messages name their topic in the value (topic_in_value, which CockroachDB
+    # turns on for webhooks: one endpoint takes the messages of every table).
+    topic_in_value: bool = False
+    # ``module:function`` taking ``(SinkURI, changefeed topics)`` and returning the
+    # sink's own topic names, for a sink that has topics (Kafka, Pub/Sub; None: files,
+    # webhooks, tables have none): see :func:`sink_topics`
+    topics: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -748,6 +756,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         check="feedkv.changefeed.sinks.kafka:check",
         any_envelope=True,
         enriched=True,
+        topics="feedkv.changefeed.sinks.kafka:sink_topics",
     ),
     SinkKind(
         "webhook",
@@ -766,6 +775,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         keyless=True,
         authority="address",
         enriched=True,
+        topic_in_value=True,
     ),
     SinkKind(
         "Pub/Sub",
@@ -785,6 +795,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         frozenset({"pubsub_sink_config"}),
         path=False,
         enriched=True,
+        topics="feedkv.changefeed.sinks.pubsub:sink_topics",
     ),
     SinkKind(
         "SQL table",
@@ -839,19 +850,27 @@ SINK_KINDS: tuple[SinkKind, ...] = (
 _BY_SCHEME = {scheme: kind for kind in SINK_KINDS for scheme in kind.schemes}
 
 
-def message_options(options: ChangefeedOptions, sink_uri: str | None) -> ChangefeedOptions:
+def message_options(
+    options: ChangefeedOptions, sink_uri: str | None, *, query: bool = False
+) -> ChangefeedOptions:
     """The options a sink's messages are encoded with. A sink whose messages have no
     key beside the value (files, webhooks) gets the key inside a wrapped (or bare) JSON
-    value, as with ``key_in_value``: CockroachDB turns it on for those sinks, or a
-    deletion would not say which row it deleted."""
-    if sink_uri is None or options.key_in_value:
+    value, as with ``key_in_value``, or a deletion would not say which row it deleted;
+    a webhook, whose endpoint takes every table's messages, gets the topic there too,
+    as with ``topic_in_value``. CockroachDB turns these on for those sinks, unless the
+    changefeed is a CDC ``query``: its projection is the whole message."""
+    if sink_uri is None or query:
         return options
     if options.format != "json" or options.envelope not in ("wrapped", "bare"):
         return options
     kind = _BY_SCHEME.get(urlsplit(sink_uri).scheme.lower())
-    if kind is None or not kind.keyless:
+    if kind is None:
         return options
-    return dataclasses.replace(options, key_in_value=True)
+    return dataclasses.replace(
+        options,
+        key_in_value=options.key_in_value or kind.keyless,
+        topic_in_value=options.topic_in_value or kind.topic_in_value,
+    )
 
 
 def schema_topic(sink_uri: str | None) -> str | None:
@@ -1054,6 +1073,19 @@ def check_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> None:
         return
     module, _, function = uri.kind.check.partition(":")
     getattr(importlib.import_module(module), function)(uri, options, **kwargs)
+
+
+def sink_topics(uri: SinkURI, topics: Iterable[str]) -> tuple[str, ...] | None:
+    """The topics of its own that ``uri``'s sink sends the changefeed topics ``topics``
+    to (``topic_prefix`` and ``topic_name`` applied, escaped as the sink escapes them),
+    sorted and each once: what CockroachDB's CREATE CHANGEFEED announces (``changefeed
+    will emit to topic ...``) and SHOW CHANGEFEED JOBS lists as ``topics``. ``None``
+    for a sink without topics (files, webhooks), for which CockroachDB says neither."""
+    if uri.kind.topics is None:
+        return None
+    module, _, function = uri.kind.topics.partition(":")
+    names: Iterable[str] = getattr(importlib.import_module(module), function)(uri, topics)
+    return tuple(sorted(set(names)))
 
 
 def make_sink(uri: SinkURI, options: ChangefeedOptions, **kwargs: Any) -> Sink:

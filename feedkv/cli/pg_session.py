@@ -124,6 +124,10 @@ class PgSession:
             raise ExternalError(f"cannot connect to {where}: {exc}") from None
         self.user: str = self._conn.info.user
         self.database: str = self._conn.info.dbname
+        self._notices: list[str] = []  # the server's NOTICEs since the last result
+        self._conn.add_notice_handler(
+            lambda notice: self._notices.append(notice.message_primary or "")
+        )
 
     @property
     def in_transaction(self) -> bool:
@@ -152,7 +156,8 @@ class PgSession:
             arrays = self._array_columns(cursor.description or ())
             if arrays:
                 rows = [_with_arrays(row, arrays) for row in rows]
-            yield Result(columns, rows, cursor.statusmessage or "")
+            notices, self._notices[:] = tuple(self._notices), []
+            yield Result(columns, rows, cursor.statusmessage or "", notices=notices)
             if not cursor.nextset():
                 break
         self.database = self._conn.info.dbname

@@ -304,6 +304,7 @@ def _execute(
     try:
         for result in session.execute_each(text, batch=batch):
             write_result(result, output, stdout)
+            write_notices(result, stdout, stderr)
             if watch and result.tag == "CREATE CHANGEFEED" and result.columns == ("job_id",):
                 stdout.flush()
                 watch_scan(_job_scan(session, int(result.rows[0][0])), stderr)
@@ -399,6 +400,14 @@ def write_result(result: Result, output: str, stdout: TextIO) -> None:
     except KeyboardInterrupt:
         result.close()
         stdout.write("changefeed stopped\n")
+
+
+def write_notices(result: Result, stdout: TextIO, stderr: TextIO) -> None:
+    """The notices a statement raised, after its result, as ``cockroach sql`` (and
+    psql) print them: ``NOTICE: changefeed will emit to topic orders`` on stderr."""
+    if result.notices:
+        stdout.flush()  # NB: after the result, where they belong, when both are a terminal
+        stderr.write("".join(f"NOTICE: {notice}\n" for notice in result.notices))
 
 
 def format_result(result: Result, output: str) -> str:

@@ -389,7 +389,7 @@ def _piece_messages(
     options = spec.options
     query = cdc_query(spec)
     encoder = make_encoder(
-        message_options(options, spec.sink_uri),
+        message_options(options, spec.sink_uri, query=spec.query is not None),
         source=dataclasses.replace(
             node or FeedSource(), job_id=str(job_id), changefeed_sink=sink_type(spec.sink_uri)
         ),
@@ -445,7 +445,7 @@ def _row_blocks(
         split = spec.options.split_column_families
         omit = omits_virtual(spec.options.virtual_columns, query=False)
         decoder = RowDecoder(db, [target], piece.hi, split_families=split, omit_virtual=omit)
-        if decoder.whole_rows(target):
+        if decoder.whole_rows(target, decoder.histories[target.table_id].at(piece.hi)):
             yield from _scanned_blocks(spec, decoder, target, piece, size)
             return
     layout = CockroachParquet.of(spec.options, spec.sink_uri)

@@ -6,7 +6,7 @@ import re
 
 from feedkv.errors import InvalidArgumentError
 
-__all__ = ["counted", "parse_duration_ns", "parse_size"]
+__all__ = ["counted", "go_duration", "parse_duration_ns", "parse_size"]
 
 _DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s|m|h)?$")
 _UNIT_NS = {
@@ -39,6 +39,28 @@ def parse_duration_ns(text: str) -> int:
             f"bad duration {text!r}: expected a number with a unit (ns, us, ms, s, m, h), e.g. 1s"
         )
     return int(float(match["num"]) * _UNIT_NS[match["unit"] or "s"])
+
+
+def go_duration(ns: int) -> str:
+    """``ns`` as Go's ``time.Duration`` prints it, as CockroachDB's messages quote
+    durations: ``0s``, ``200ms``, ``1.5s``, ``30s``, ``1m0s``, ``1h0m0s``."""
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns < 10**9:
+        unit, size = next((u, n) for u, n in (("ms", 10**6), ("µs", 10**3), ("ns", 1)) if ns >= n)
+        return sign + _decimal(ns, size) + unit
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    text = f"{hours}h{minutes}m" if hours else f"{minutes}m" if minutes else ""
+    return sign + text + _decimal(rest, 10**9) + "s"
+
+
+def _decimal(n: int, size: int) -> str:
+    whole, part = divmod(n, size)
+    if not part:
+        return str(whole)
+    return f"{whole}." + f"{part:0{len(str(size)) - 1}d}".rstrip("0")
 
 
 def parse_size(text: str) -> int:

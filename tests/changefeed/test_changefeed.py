@@ -262,6 +262,30 @@ def test_split_column_families_and_family_targets(db: DB) -> None:
     assert [(t, v["after"]) for t, _k, v in data(list(result))] == [("fam.f2", {"k": 1, "b": "b1"})]
 
 
+def test_a_table_of_one_family_keeps_its_topic_beside_split_families(table: DB) -> None:
+    """CockroachDB splits only a table of several families (its target is
+    ``EACH_FAMILY``); a table of one family beside it, under ``split_column_families`` or
+    beside a ``FAMILY`` target, keeps its table's topic (``t``, not ``t.primary``)."""
+    db = table
+    db.sql(
+        "CREATE TABLE fam (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"
+    )
+    db.sql("INSERT INTO fam VALUES (1, 'a1', 'b1')")
+    split = "EXPERIMENTAL CHANGEFEED FOR fam, t WITH split_column_families, initial_scan='only'"
+    assert sorted((topic, k) for topic, k, _v in data(list(feed(db, split)))) == [
+        ("fam.f1", [1]),
+        ("fam.f2", [1]),
+        ("t", [1]),
+        ("t", [2]),
+    ]
+    family = "EXPERIMENTAL CHANGEFEED FOR fam FAMILY f2, t WITH initial_scan='only'"
+    assert sorted((topic, k) for topic, k, _v in data(list(feed(db, family)))) == [
+        ("fam.f2", [1]),
+        ("t", [1]),
+        ("t", [2]),
+    ]
+
+
 def test_backfill_re_emits_rows_at_the_schema_change(table: DB) -> None:
     db = table
     result = feed(db, f"EXPERIMENTAL CHANGEFEED FOR t WITH updated, {FAST}")

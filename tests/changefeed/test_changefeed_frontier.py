@@ -241,12 +241,25 @@ CADENCES = [
     ),
     (
         "a marker at most every resolved, each with a flush",
+        {"min_checkpoint_frequency": 5.0, "resolved": 10.0},
+        [
+            (10, 9.9, Advance(ts(10))),
+            (11, 10.0, Advance(ts(11), marker=True)),
+            (12, 15.0, Advance(ts(12))),
+            (13, 20.0, Advance(ts(13), marker=True)),
+        ],
+    ),
+    (
+        # CockroachDB's docs: resolved messages "cannot be emitted more frequently" than
+        # min_checkpoint_frequency, whatever resolved asks
+        "a marker never more often than min_checkpoint_frequency",
         {"min_checkpoint_frequency": 30.0, "resolved": 10.0},
         [
-            (10, 9.9, None),
-            (11, 10.0, Advance(ts(11), marker=True)),
-            (12, 15.0, None),
-            (13, 20.0, Advance(ts(13), marker=True)),
+            (10, 10.0, None),
+            (11, 29.9, None),
+            (12, 30.0, Advance(ts(12), marker=True)),
+            (13, 50.0, None),
+            (14, 60.0, Advance(ts(14), marker=True)),
         ],
     ),
     (
@@ -336,9 +349,15 @@ def committed(frontier: Frontier, *batches: tuple[int, float]) -> list[bool]:
 
 
 def test_batch_markers_come_first_at_once_then_at_most_every_resolved() -> None:
-    frontier = Frontier(options(resolved=10.0), histories(), ts(0))
+    frontier = Frontier(options(resolved=10.0, min_checkpoint_frequency=1.0), histories(), ts(0))
     batches = [(1, 0.0), (2, 4.0), (3, 9.9), (4, 10.0), (5, 15.0), (6, 20.0)]
     assert committed(frontier, *batches) == [True, False, False, True, False, True]
+
+
+def test_batch_markers_come_no_more_often_than_min_checkpoint_frequency() -> None:
+    frontier = Frontier(options(resolved=1.0), histories(), ts(0))  # the default: 30 s
+    batches = [(1, 0.0), (2, 1.0), (3, 29.9), (4, 30.0), (5, 31.0)]
+    assert committed(frontier, *batches) == [True, False, False, True, False]
 
 
 def test_no_batch_marker_without_the_resolved_option() -> None:
@@ -361,7 +380,8 @@ def test_the_batch_marker_one_tick_before_a_stop_is_always_due() -> None:
 
 def test_a_due_batch_marker_reads_no_schema_history() -> None:
     history = histories(STOP)
-    frontier = Frontier(options(resolved=1.0, schema_change_policy="stop"), history, ts(0))
+    o = options(resolved=1.0, min_checkpoint_frequency=1.0, schema_change_policy="stop")
+    frontier = Frontier(o, history, ts(0))
     assert committed(frontier, (10, 0.0), (20, 5.0)) == [True, True]
     assert history[T1].reads == 0
 

@@ -123,6 +123,21 @@ def test_message_options_put_the_key_in_the_value_only_where_a_sink_has_no_key()
     assert not message_options(row, "file:///tmp/x").key_in_value
 
 
+def test_message_options_name_the_topic_in_a_webhook_value_and_leave_queries_alone() -> None:
+    """CockroachDB turns on ``topic_in_value`` for webhooks (their docs' messages carry
+    ``"topic"``), and neither it nor ``key_in_value`` for a CDC query, whose projection
+    is the whole message."""
+    now = Timestamp(1, 0)
+    wrapped = parse_options((), now=now)
+    assert message_options(wrapped, "webhook-https://127.0.0.1:1/hook").topic_in_value
+    assert not message_options(wrapped, "file:///tmp/x").topic_in_value
+    assert not message_options(wrapped, "kafka://127.0.0.1:9092").topic_in_value
+    bare = parse_options((("envelope", "bare"),), now=now)
+    for uri in ("webhook-https://127.0.0.1:1/hook", "file:///tmp/x"):
+        query = message_options(bare, uri, query=True)
+        assert not (query.key_in_value or query.topic_in_value)
+
+
 def test_file_names_sort_by_time_with_the_date_directory() -> None:
     early = Timestamp(1_700_000_000_000_000_000, 5)
     later = Timestamp(1_700_000_000_000_000_001, 0)

@@ -645,6 +645,25 @@ def test_create_changefeed_into_kafka_sends_rows_then_resolved(bootstrap: str, d
                 assert Timestamp.parse(json.loads(r.value or b"")["updated"]) > high
 
 
+def test_create_changefeed_names_the_kafka_topics_it_emits_to(bootstrap: str, db: DB) -> None:
+    """As CockroachDB's: CREATE CHANGEFEED says which Kafka topics it will emit to, a
+    notice each, and SHOW CHANGEFEED JOBS lists them as ``topics``: the sink's topics,
+    ``topic_prefix`` and ``topic_name`` applied and escaped, not the tables' names."""
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql('CREATE TABLE "u v" (k INT PRIMARY KEY)')
+    prefixed = db.sql(
+        f"""CREATE CHANGEFEED FOR t, "u v" INTO 'kafka://{bootstrap}?topic_prefix=p_'"""
+    )
+    assert prefixed.notices == (
+        "changefeed will emit to topic p_t",
+        "changefeed will emit to topic p_u_u0020_v",
+    )
+    named = db.sql(f"CREATE CHANGEFEED FOR t INTO 'kafka://{bootstrap}?topic_name=all'")
+    assert named.notices == ("changefeed will emit to topic all",)
+    shown = dict(db.sql("SELECT job_id, topics FROM [SHOW CHANGEFEED JOBS]").rows)
+    assert shown == {prefixed.rows[0][0]: "p_t,p_u_u0020_v", named.rows[0][0]: "all"}
+
+
 def test_bad_kafka_sink_config_fails_create_changefeed(bootstrap: str, db: DB) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     with pytest.raises(SQLError) as raised:

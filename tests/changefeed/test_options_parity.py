@@ -30,7 +30,7 @@ from feedkv.changefeed.jobs import (
     protected_spans,
     protection_expired,
 )
-from feedkv.changefeed.options import parse_options
+from feedkv.changefeed.options import frequency_notices, parse_options
 from feedkv.changefeed.sinks.kafka_partitioner import partition_for
 from feedkv.changefeed.sinks.webhook import WebhookClient
 from feedkv.errors import SQLError
@@ -229,3 +229,37 @@ def test_extra_headers_is_only_for_kafka_and_webhooks(orders: DB, tmp_path: Path
             f"CREATE CHANGEFEED FOR orders INTO 'file://{tmp_path}' "
             """WITH extra_headers='{"a": "b"}'"""
         )
+
+
+@pytest.mark.parametrize(
+    ("given", "notice"),
+    [
+        (
+            (("resolved", "5s"), ("min_checkpoint_frequency", "10s")),
+            "(5s) ... configured ... (10s)",
+        ),
+        ((("resolved", "5s"),), "(5s) ... default ... (30s)"),
+        (
+            (("resolved", None), ("min_checkpoint_frequency", "10s")),
+            "(0s by default) ... configured ... (10s)",
+        ),
+        ((("resolved", "200ms"),), "(200ms) ... default ... (30s)"),
+        ((("resolved", "5s"), ("min_checkpoint_frequency", "5s")), None),
+        ((("resolved", "10s"), ("min_checkpoint_frequency", "5s")), None),
+        ((), None),
+    ],
+)
+def test_resolved_more_often_than_checkpoints_gets_cockroachdbs_notice(
+    given: tuple[tuple[str, str | None], ...], notice: str | None
+) -> None:
+    """CockroachDB's notice (its changefeed tests pin the words): resolved messages come
+    no more often than ``min_checkpoint_frequency``, whatever ``resolved`` asks."""
+    options = parse_options(given, now=Timestamp(1, 0))
+    if notice is None:
+        assert frequency_notices(options) == ()
+        return
+    resolved, which, every = notice.split(" ... ")
+    assert frequency_notices(options) == (
+        f"resolved {resolved} messages will not be emitted more frequently than the {which} "
+        f"min_checkpoint_frequency {every}, but may be emitted less frequently",
+    )

@@ -22,7 +22,13 @@ import pytest
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.jobs import JobRecord
 from feedkv.changefeed.options import ChangefeedOptions, parse_options
-from feedkv.changefeed.sink import Message, SinkError, TerminalSinkError, parse_sink_uri
+from feedkv.changefeed.sink import (
+    Message,
+    SinkError,
+    TerminalSinkError,
+    parse_sink_uri,
+    sink_topics,
+)
 from feedkv.changefeed.sinks import pubsub
 from feedkv.errors import SQLError
 from feedkv.security.secrets import Sealer, new_key
@@ -131,6 +137,17 @@ def test_topic_name_and_the_table_name_attribute(pubsub_env: str) -> None:
         ("rides", b'{"Key":[1],"Value":{"after": {"id": 1}},"Topic":"rides"}'),
         ("users", b'{"Key":[7],"Value":{"after": {"id": 7}},"Topic":"users"}'),
     ]
+
+
+def test_the_changefeed_names_the_pubsub_topics_it_publishes_to() -> None:
+    """What CREATE CHANGEFEED announces and SHOW CHANGEFEED JOBS lists as ``topics``:
+    each table's own topic, or ``topic_name`` for all (a webhook has none)."""
+    own = parse_sink_uri(f"gcpubsub://{PROJECT}?region=europe-west1", ChangefeedOptions())
+    named = parse_sink_uri(f"gcpubsub://{PROJECT}?topic_name=all-tables", ChangefeedOptions())
+    webhook = parse_sink_uri("webhook-https://127.0.0.1:1/hook", ChangefeedOptions())
+    assert sink_topics(own, ["users", "rides"]) == ("rides", "users")
+    assert sink_topics(named, ["users", "rides"]) == ("all-tables",)
+    assert sink_topics(webhook, ["users"]) is None
 
 
 def test_a_missing_topic_is_created_before_the_first_publish(pubsub_env: str) -> None:

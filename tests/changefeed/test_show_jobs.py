@@ -101,6 +101,8 @@ def test_show_jobs_has_the_job_type_and_cockroachdbs_columns(table: DB, tmp_path
         timeout_s=DEADLINE,
         what="a runner to take the job",
     )
+    # CockroachDB's coordinator_id is the node's number (an INT8); a store of its own is n1
+    assert row_of(db, "SHOW JOBS", job_id)["coordinator_id"] == 1
     # a changefeed's progress is its high-water mark: no fraction once no scan runs
     wait_until(
         lambda: RESOLVED.fullmatch(row_of(db, "SHOW JOBS", job_id)["running_status"]),

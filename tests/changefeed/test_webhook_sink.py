@@ -594,6 +594,8 @@ def test_a_changefeed_into_a_webhook_delivers_rows_then_resolved(
     assert all(r.headers["authorization"] == "Bearer e2e" for r in received)
     afters = [r["after"] for r in _rows(received)]
     assert afters[:3] == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    # each message names its row and its topic, as CockroachDB's webhook messages do
+    assert all(r["key"] == [r["after"]["k"]] and r["topic"] == "t" for r in _rows(received))
     assert {"k": 2, "v": "B"} in afters[3:]
     # No row at or below a resolved timestamp follows it.
     resolved = Timestamp(0, 0)

@@ -90,6 +90,13 @@ def test_ddl_prints_its_tag_and_a_select_prints_an_aligned_table(sql: Sql) -> No
     ]
 
 
+def test_a_statements_notices_print_after_its_result_on_stderr(sql: Sql) -> None:
+    """As ``cockroach sql`` and psql print them (CREATE CHANGEFEED's ``changefeed will
+    emit to topic ...`` among them): ``NOTICE: <message>``, the result on stdout."""
+    run = sql("-e", "CREATE TABLE t (k INT PRIMARY KEY) WITH (fillfactor = 70)")
+    assert run == (0, "CREATE TABLE\n", 'NOTICE: storage parameter "fillfactor" is ignored\n')
+
+
 def test_row_counts_say_one_row_in_the_singular_and_zero_rows_in_the_plural(sql: Sql) -> None:
     run = sql(
         "-e",

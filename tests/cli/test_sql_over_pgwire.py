@@ -80,6 +80,19 @@ def test_an_error_prints_its_sqlstate_message_and_stops(
     assert out == ""
 
 
+def test_the_servers_notices_print_after_the_result_as_over_a_feedkv_url(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NOTICE the server sends (psql prints it; so does ``cockroach sql``) is printed
+    on stderr after the statement's result, not dropped."""
+    code = main(
+        ["sql", "--url", url, "-e", "CREATE TABLE t (k INT PRIMARY KEY) WITH (fillfactor=70)"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert (out, err) == ("CREATE TABLE\n", 'NOTICE: storage parameter "fillfactor" is ignored\n')
+
+
 def test_the_command_reads_a_script_from_stdin_over_the_wire(url: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "feedkv.cli.main", "sql", "--url", url],

@@ -102,7 +102,8 @@ def test_a_nodelocal_changefeed_writes_below_the_directory_and_keeps_its_uri(
         db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
         db.sql("INSERT INTO t VALUES (1), (2)")
         [(job_id,)] = db.sql(
-            "CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://self/cdc' WITH resolved = '100ms'"
+            "CREATE CHANGEFEED FOR TABLE t INTO 'nodelocal://self/cdc' WITH resolved = '100ms', "
+            "min_checkpoint_frequency = '100ms'"
         ).rows
         wait_until(
             lambda: any(

@@ -344,7 +344,8 @@ def test_no_planted_sink_secret_reaches_the_store_the_logs_or_a_query(
             ).rows[0][0],
             db.sql(
                 f"CREATE CHANGEFEED FOR hooked INTO 's3://planted/cdc?{s3_keys}"
-                f"&AWS_REGION=us-east-1&AWS_ENDPOINT={s3_endpoint}' WITH resolved = '1s'"
+                f"&AWS_REGION=us-east-1&AWS_ENDPOINT={s3_endpoint}' WITH resolved = '1s', "
+                "min_checkpoint_frequency = '1s'"
             ).rows[0][0],
         ]
 

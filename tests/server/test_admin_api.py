@@ -61,7 +61,9 @@ def act(url: str, job_id: int | str, action: str, **kwargs: Any) -> httpx.Respon
     return httpx.post(f"{url}/_admin/v1/jobs/{job_id}/{action}", headers=headers, **kwargs)
 
 
-def create_feed(db: DB, tmp_path: Path, options: str = "resolved='100ms'") -> int:
+def create_feed(
+    db: DB, tmp_path: Path, options: str = "resolved='100ms', min_checkpoint_frequency='100ms'"
+) -> int:
     sink = f"file://{tmp_path}/out?AWS_SECRET_ACCESS_KEY=hunter2"
     job_id: int = db.sql(f"CREATE CHANGEFEED FOR t INTO '{sink}' WITH {options}").rows[0][0]
     return job_id

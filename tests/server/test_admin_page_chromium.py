@@ -67,7 +67,7 @@ def test_the_page_shows_a_feed_catching_up_and_pauses_it(
     config = json.dumps({"Retry": {"Max": 1, "Backoff": "50ms"}})
     job_id = db.sql(
         f"CREATE CHANGEFEED FOR orders INTO '{endpoint.uri()}' "
-        f"WITH resolved='200ms', webhook_sink_config='{config}', "
+        f"WITH resolved='200ms', min_checkpoint_frequency='200ms', webhook_sink_config='{config}', "
         "webhook_auth_header='Bearer s3cret'"
     ).rows[0][0]
     feed = f'section.feed[data-job-id="{job_id}"]'

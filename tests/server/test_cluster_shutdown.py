@@ -49,7 +49,10 @@ def test_the_node_running_the_jobs_stops_last_without_a_quorum(tmp_path: Path) -
         with cluster.connect(0) as db:
             db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
             db.sql("INSERT INTO t VALUES (1)")
-            db.sql("CREATE CHANGEFEED FOR t INTO 'null://' WITH resolved='100ms'")
+            db.sql(
+                "CREATE CHANGEFEED FOR t INTO 'null://' "
+                "WITH resolved='100ms', min_checkpoint_frequency='100ms'"
+            )
 
             def running() -> bool:
                 jobs = db.sql("SELECT status, high_water_timestamp FROM [SHOW CHANGEFEED JOBS]")

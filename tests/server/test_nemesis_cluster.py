@@ -88,8 +88,7 @@ class Job:
             return None
         if record is None or record.lease is None:
             return None
-        name = record.lease.node_id  # n<id>
-        return int(name[1:]) - 1 if name[1:].isdigit() else None
+        return record.lease.coordinator_id - 1
 
     def failure(self, db: DB) -> str | None:
         return db.changefeeds.error(self.id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import InvalidArgumentError
-from feedkv.util.units import parse_duration_ns, parse_size
+from feedkv.util.units import go_duration, parse_duration_ns, parse_size
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,22 @@ def test_sizes_take_binary_or_decimal_units_and_bare_numbers_are_bytes(
 def test_a_bad_size_names_the_units_it_accepts(text: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"bad size .* e\.g\. 64MiB"):
         parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (0, "0s"),
+        (2 * 10**8, "200ms"),
+        (1_500_000_000, "1.5s"),
+        (30 * 10**9, "30s"),
+        (60 * 10**9, "1m0s"),
+        (90 * 10**9, "1m30s"),
+        (3600 * 10**9, "1h0m0s"),
+        (1500, "1.5µs"),
+        (-5 * 10**9, "-5s"),
+    ],
+)
+def test_durations_print_as_go_prints_them(ns: int, text: str) -> None:
+    """As CockroachDB's messages quote them (``min_checkpoint_frequency (30s)``)."""
+    assert go_duration(ns) == text

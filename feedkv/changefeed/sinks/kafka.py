@@ -102,6 +102,7 @@ __all__ = [
     "kafka_topic",
     "make",
     "producer_config",
+    "sink_topics",
 ]
 
 MVCC_HEADER = "mvcc_timestamp"
@@ -142,6 +143,13 @@ def kafka_topic(topic: str, *, prefix: str = "", name: str | None = None) -> str
     """The Kafka topic for changefeed topic ``topic``: ``prefix`` + (``name`` or
     ``topic``), every character outside ``[a-zA-Z0-9._-]`` escaped (``_u0020_``)."""
     return kafka_name(prefix + (topic if name is None else name))
+
+
+def sink_topics(uri: SinkURI, topics: Iterable[str]) -> list[str]:
+    """The Kafka topics of the changefeed topics ``topics`` through ``uri``'s
+    ``topic_prefix`` and ``topic_name`` (:func:`feedkv.changefeed.sink.sink_topics`)."""
+    prefix, name = _topic_params(uri)
+    return [kafka_topic(topic, prefix=prefix, name=name) for topic in topics]
 
 
 class KafkaSink:

@@ -42,7 +42,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -66,7 +66,7 @@ from feedkv.changefeed.sinks.google_credentials import (
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import counted
 
-__all__ = ["DEFAULT_FLUSH", "PubsubClient", "make"]
+__all__ = ["DEFAULT_FLUSH", "PubsubClient", "make", "sink_topics"]
 
 DEFAULT_FLUSH = FlushConfig(messages=100, bytes=1_000_000, frequency=0.01)
 SCOPE = "https://www.googleapis.com/auth/pubsub"
@@ -188,6 +188,13 @@ def _answer(response: httpx.Response) -> str:
 
 
 # Configuration.
+
+
+def sink_topics(uri: SinkURI, topics: Iterable[str]) -> list[str]:
+    """The Pub/Sub topics of the changefeed topics ``topics``: ``topic_name`` for all,
+    else each its own (:func:`feedkv.changefeed.sink.sink_topics`)."""
+    name = uri.param("topic_name")
+    return [name or topic for topic in topics]
 
 
 def make(

@@ -14,10 +14,12 @@ DECIMAL keeps every digit). The body is CockroachDB's byte for byte, nothing add
 message without a value (a deletion under envelope ``bare`` or ``row``; every message
 under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
 ``{"resolved":"<ts>"}``. ``webhook_auth_header`` is
-sent as the ``Authorization`` header of every request. Under ``wrapped`` a JSON value
-carries the row's key (``key_in_value`` is on for this sink, as in CockroachDB:
-:func:`~feedkv.changefeed.sink.message_options`); it does not say which topic it is
-for unless asked with ``topic_in_value``.
+sent as the ``Authorization`` header of every request. Under ``wrapped`` (and in
+``bare``'s ``__crdb__``) a JSON value carries the row's key and its topic
+(``key_in_value`` and ``topic_in_value`` are on for this sink, as in CockroachDB, whose
+docs show ``"topic":"vehicles"`` in every webhook message:
+:func:`~feedkv.changefeed.sink.message_options`), as one endpoint takes the messages
+of every table; a CDC query's messages are its projection alone.
 
 What a consumer may rely on:
 

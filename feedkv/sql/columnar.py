@@ -242,22 +242,27 @@ class _Stopped(Exception):
 
 @dataclass
 class _Build:
-    """A background build of table ``table_id``'s copy: its descriptor version and read
-    timestamp once its transaction read them; ``done`` once it ended (kept or not)."""
+    """A background build of ``desc``'s copy, read by ``txn`` (its timestamp taken when
+    the build was asked for); ``done`` once it ended (kept or not)."""
 
-    table_id: int
-    version: int | None = None
-    read_ts: Timestamp | None = None
+    desc: TableDescriptor
+    txn: Txn
     done: threading.Event = field(default_factory=threading.Event)
 
     def serves(self, desc: TableDescriptor, read_ts: Timestamp | None) -> bool:
-        """Whether the copy it builds can answer a read of ``desc`` at ``read_ts``."""
+        """Whether the copy it builds can answer a read of ``desc`` at ``read_ts``
+        (``None``: a transaction yet to read, whose timestamp is taken later)."""
+        built_at = self.txn.read_ts
         return (
-            self.version == desc.version
-            and self.read_ts is not None
-            and read_ts is not None
-            and read_ts >= self.read_ts.prev()
+            self.desc.id == desc.id
+            and self.desc.version == desc.version
+            and built_at is not None
+            and (read_ts is None or read_ts >= built_at.prev())
         )
+
+    def end(self) -> None:
+        self.txn.rollback()  # NB: it only read
+        self.done.set()
 
 
 class ColumnarCache:
@@ -320,26 +325,46 @@ class ColumnarCache:
         """Whether a background build of the table is queued or running."""
         with self._lock:
             return table_id in self._queue or (
-                self._running is not None and self._running.table_id == table_id
+                self._running is not None and self._running.desc.id == table_id
             )
 
     def prefetch(self, table_id: int) -> None:
         """Bring the table's copy up to date in the background (made anew, or advanced
         by a delta when one is held): after a bulk write committed there, so that the
-        first analytic query finds it made. Returns at once; a table already queued is
-        not queued twice. Nothing happens without a KV client, once closed, or when the
-        bound keeps nothing."""
+        first analytic query finds it made. The build's transaction reads the table's
+        descriptor here, so a query that starts after this returns reads at or above
+        the build's timestamp and can wait for its copy; the rest runs on the builder
+        thread. A table already queued is not queued twice. Nothing happens without a
+        KV client, once closed, when the bound keeps nothing, or for a table that
+        cannot be copied (or is gone, or offline)."""
+        from feedkv.sql import catalog
+
+        db = self._db
         with self._lock:
-            if self._db is None or self._closed or self.max_bytes == 0:
+            if db is None or self._closed or self.max_bytes == 0 or table_id in self._queue:
                 return
-            if table_id not in self._queue:
-                self._queue[table_id] = _Build(table_id)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._build_loop, name="feedkv-columnar-builder", daemon=True
-                )
-                self._thread.start()
-            self._wake.notify()
+        txn = db.transaction()
+        try:
+            desc = catalog.table_by_id(txn, table_id)
+        except Exception:  # NB: the bulk write committed; the copy is only a head start
+            log.warning("columnar copy of table %d not started", table_id, exc_info=True)
+            desc = None
+        if desc is None or desc.offline or not copyable(desc):
+            txn.rollback()
+            return
+        build = _Build(desc, txn)
+        with self._lock:
+            late = self._closed or table_id in self._queue
+            if not late:
+                self._queue[table_id] = build
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._build_loop, name="feedkv-columnar-builder", daemon=True
+                    )
+                    self._thread.start()
+                self._wake.notify()
+        if late:
+            build.end()
 
     def close(self) -> None:
         """Stop building (a build running stops at its next page) and wait for the
@@ -347,10 +372,11 @@ class ColumnarCache:
         with self._lock:
             self._closed = True
             thread, self._thread = self._thread, None
-            for build in self._queue.values():
-                build.done.set()
+            queued = list(self._queue.values())
             self._queue.clear()
             self._wake.notify()
+        for build in queued:
+            build.end()
         if thread is not None:
             thread.join()
 
@@ -364,7 +390,7 @@ class ColumnarCache:
                 table_id = next(iter(self._queue))
                 build = self._running = self._queue.pop(table_id)
             try:
-                self._prefetch(build)
+                self.copy_for(build.txn, build.desc, self._check_open, background=True)
             except _Stopped:
                 return
             except Exception:  # NB: a failed build costs the query its head start only
@@ -373,24 +399,7 @@ class ColumnarCache:
                 with self._lock:
                     self._running = None
                     self.prefetched += 1
-                build.done.set()
-
-    def _prefetch(self, build: _Build) -> None:
-        from feedkv.sql import catalog
-
-        db = self._db
-        if db is None:
-            return
-        txn = db.transaction()
-        try:
-            desc = catalog.table_by_id(txn, build.table_id)
-            if desc is None or desc.offline or not copyable(desc):
-                return
-            with self._lock:
-                build.version, build.read_ts = desc.version, txn.read_ts
-            self.copy_for(txn, desc, self._check_open, background=True)
-        finally:
-            txn.rollback()  # NB: it only read
+                build.end()
 
     @property
     def closed(self) -> bool:
@@ -403,21 +412,27 @@ class ColumnarCache:
 
     def _wait(self, desc: TableDescriptor, txn: Txn, check: Callable[[], None]) -> None:
         """Before ``txn`` copies ``desc`` itself: wait (calling ``check`` every
-        :data:`_WAIT_SLICE_S`) for the background build of ``desc`` running, if ``txn``
-        can read its copy; take a build of it still queued off the queue (it would read
-        above ``txn``, and ``txn``'s copy is kept as well).
+        :data:`_WAIT_SLICE_S`) for the background build of ``desc``, running or queued,
+        if ``txn`` can read its copy (reads at or above the build's timestamp); a build
+        queued that it cannot read is taken off the queue (``txn``'s copy is kept
+        instead).
 
         NB: waiting beats the other ways: the build has read part of the table, a scan
         of the query's own would share the CPU with it (the GIL) and take as long again,
         and reading the rows the usual way takes longer than a copy."""
         read_ts = txn.read_ts
         with self._lock:
-            queued = self._queue.pop(desc.id, None)
+            queued = self._queue.get(desc.id)
+            if queued is not None and not queued.serves(desc, read_ts):
+                del self._queue[desc.id]
+            else:
+                queued = None
             build = self._running
-            if build is not None and (build.table_id != desc.id or not build.serves(desc, read_ts)):
+            if build is not None and not build.serves(desc, read_ts):
                 build = None
+            build = build or self._queue.get(desc.id)
         if queued is not None:
-            queued.done.set()
+            queued.end()
         if build is None:
             return
         with self._lock:

@@ -43,6 +43,7 @@ from feedkv.sql.types import (
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import (
+    decode_int_keys,
     decode_value,
     encode_int,
     encode_int_keys,
@@ -438,31 +439,42 @@ def decode_columns(
     if len(desc.families) != 1:
         raise InvalidArgumentError(f"table {desc.name!r} has more than one column family")
     layout = _layout(desc)
-    keys: list[bytes] = []
-    key_values: list[tuple[Any, ...]] = []
-    values: list[bytes] = []
-    for key, value, _ts in kvs:
-        decoded, family, _prefix = decode_row_key(desc, key)
-        if family:
-            continue  # NB: a family the table no longer has holds none of its columns
-        keys.append(key)
-        key_values.append(decoded)
-        values.append(value or _EMPTY_ROW)
+    keys = list(map(_KEY_OF, kvs))
+    ints = None
+    if len(desc.primary_key) == 1 and desc.key_columns[0].type.kind is Kind.INT:
+        ints = decode_int_keys(layout.index_prefix, keys, layout.families[0][0])
+    if ints is not None:  # NB: the usual key, decoded in C
+        key_columns = [ints]
+        values = [kv.value or _EMPTY_ROW for kv in kvs]
+    else:
+        keys, key_values, values = [], [], []
+        for key, value, _ts in kvs:
+            decoded, family, _prefix = decode_row_key(desc, key)
+            if family:
+                continue  # NB: a family the table no longer has holds none of its columns
+            keys.append(key)
+            key_values.append(decoded)
+            values.append(value or _EMPTY_ROW)
+        key_columns = [list(column) for column in zip(*key_values, strict=True)] or [
+            [] for _ in desc.primary_key
+        ]
     if layout.composite:  # NB: a DECIMAL key's value as written is in the row's value
         rows = [row for _key, row, _ts in decode_row_values(desc, kvs)]
         positions = {c.id: n for n, c in enumerate(desc.columns)}
         return keys, [list(map(itemgetter(positions[i]), rows)) for i in column_ids]
     try:
-        flat = msgpack.unpackb(_PACKER.pack_array_header(len(values)) + b"".join(values))
+        # NB: tuples: a million lists would keep the cyclic GC busy (5x the unpacking)
+        packed = _PACKER.pack_array_header(len(values)) + b"".join(values)
+        flat = msgpack.unpackb(packed, use_list=False)
     except (ValueError, msgpack.UnpackException) as exc:
         raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: {exc}") from exc
     stored = [column_id for column_id, _convert in layout.families[0][1]]
     width = 2 * len(stored)
     ids_of: Callable[[Any], Any] = itemgetter(*range(0, width, 2)) if stored else len
-    usual_ids = ids_of([part for column_id in stored for part in (column_id, None)])
+    usual_ids = ids_of(tuple(part for column_id in stored for part in (column_id, None)))
     try:  # NB: in C over the rows; the usual case
         usual = set(map(len, flat)) <= {width} and set(map(ids_of, flat)) <= {usual_ids}
-    except TypeError:  # a row value that is not an array
+    except (TypeError, LookupError):  # a row value that is not an array
         usual = False
     other = (
         []
@@ -470,11 +482,11 @@ def decode_columns(
         else [
             n
             for n, row in enumerate(flat)
-            if type(row) is not list or len(row) != width or ids_of(row) != usual_ids
+            if type(row) is not tuple or len(row) != width or ids_of(row) != usual_ids
         ]
     )
     if other:  # NB: decoded below one by one; their place holds NULLs until then
-        nulls = [None] * width
+        nulls = (None,) * width
         unusual = set(other)
         flat = [nulls if n in unusual else row for n, row in enumerate(flat)]
     key_position = {column_id: k for k, column_id in enumerate(desc.primary_key)}
@@ -482,7 +494,7 @@ def decode_columns(
     columns: list[list[Any]] = []
     for column_id in column_ids:
         if column_id in key_position:
-            columns.append(list(map(itemgetter(key_position[column_id]), key_values)))
+            columns.append(key_columns[key_position[column_id]])
             continue
         position = value_position.get(column_id)
         if position is None:  # a column not stored in the family: NULL in every row
@@ -502,6 +514,7 @@ def decode_columns(
 
 
 _EMPTY_ROW = b"\x90"  # msgpack's empty array: a row value with no column, in a batch
+_KEY_OF = itemgetter(0)  # a KeyValue's key
 
 
 class RowAssembler:

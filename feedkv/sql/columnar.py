@@ -31,6 +31,19 @@ a lower bound evicts at once. An entry is keyed by table
 id and descriptor version: a new version replaces the older ones of its table (a schema
 change drops the copy at once), and a copy goes when the cache needs the room. One
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
+
+Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
+(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO, has its commit ask the
+gateway's cache for the table's copy (:meth:`ColumnarCache.prefetch`): a read-only
+transaction of its own reads the descriptor there and then (its timestamp S is taken
+before the statement returns), and the builder thread, one per cache and one build at a
+time, makes the copy with it (or advances the copy held by a delta) as a query would.
+A build stops past the bound instead of keeping a copy too big for it. A query that
+would copy the table itself waits for a build of it that it can read (running or
+queued; its own timestamp at or above S), its interrupt honoured, then moves the copy
+to its timestamp with a delta, as usual: only the head start is new, never what a reader
+sees. :func:`close_cache` (``DB.close``) stops the builder: a build running stops at its
+next page and the thread ends.
 """
 
 from __future__ import annotations

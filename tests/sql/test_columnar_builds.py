@@ -204,6 +204,22 @@ def test_closing_the_cache_stops_a_build_midway(tables: DB) -> None:
     assert not cache.building(desc.id)
 
 
+def test_a_table_past_the_bound_is_not_built_in_the_background(tables: DB) -> None:
+    insert(tables, 0, 3 * BULK_ROWS - 1)
+    desc = table(tables)
+    small = ColumnarCache(max_bytes=10_000, db=tables)
+    nothing = ColumnarCache(max_bytes=0, db=tables)
+    try:
+        small.prefetch(desc.id)
+        wait_until(lambda: small.prefetched == 1, what="the build to give up")
+        assert small.get(desc) is None and small.built == 0 and small.held_bytes() == 0
+        nothing.prefetch(desc.id)  # a bound of 0 keeps nothing: no build starts
+        assert not nothing.building(desc.id) and nothing.prefetched == 0
+    finally:
+        small.close()
+        nothing.close()
+
+
 def test_a_node_stops_its_builder_thread(tmp_path: Path, store_config: StoreConfig) -> None:
     db = feedkv.connect(tmp_path / "store", config=store_config, changefeed_runner="thread")
     try:

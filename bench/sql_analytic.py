@@ -25,7 +25,10 @@ the table into its columnar cache (:mod:`feedkv.sql.columnar`) in the background
 it commits, and a query arriving before that copy is made waits for it; so feedkv's
 first ``cold`` figure counts from the end of the load (that wait, the connection and
 everything). The second query's ``cold`` is its own first run, its tables copied by then.
-PostgreSQL's ``cold`` figures are each query's first run.
+PostgreSQL's ``cold`` figures are each query's first run. On a shared machine wall time
+varies with the load, so feedkv's first cold query is also given as the CPU seconds the
+node used from the end of the load to its end (``group_by_cold_cpu_s``, from /proc): the
+background copy, the wait and the query.
 
 Both servers' answers must be the same rows (sorted), else the run fails: a fast wrong
 answer is no result. feedkv is a ``feedkv start`` subprocess on loopback; PostgreSQL is
@@ -38,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -73,7 +78,12 @@ SCHEMA = {
 
 
 # Each query's figures in the JSON: its name + suffix -> the key in run_queries' answer
-_REPORTED = (("s", "seconds"), ("cold_s", "cold_s"), ("after_write_s", "after_write_s"))
+_REPORTED = (
+    ("s", "seconds"),
+    ("cold_s", "cold_s"),
+    ("cold_cpu_s", "cold_cpu_s"),
+    ("after_write_s", "after_write_s"),
+)
 
 
 def say(message: str) -> None:
@@ -124,11 +134,14 @@ def run_queries(
     write_rows: int,
     setup: tuple[str, ...] = (),
     loaded_at: float | None = None,
+    cpu: tuple[Callable[[], float], float] | None = None,
 ) -> dict[str, Any]:
     """Per query: the first run (cold), the median of ``repeat`` more (warm), and one
     run after updating ``write_rows`` orders (after_write), with the rows it gave.
     ``loaded_at``: when the load ended (``time.perf_counter()``), where the first
-    query's cold time starts (``None``: where the query starts)."""
+    query's cold time starts (``None``: where the query starts); ``cpu``: the server's
+    CPU seconds (a function) and what they were when the load ended, for the first
+    query's ``cold_cpu_s``."""
     out: dict[str, Any] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in setup:
@@ -138,6 +151,8 @@ def run_queries(
             loaded_at = None
             rows = conn.execute(sql).fetchall()
             cold = time.perf_counter() - began
+            cold_cpu = None if cpu is None else round(cpu[0]() - cpu[1], 3)
+            cpu = None
             times = []
             for _ in range(repeat):
                 began = time.perf_counter()
@@ -148,6 +163,7 @@ def run_queries(
             after = conn.execute(sql).fetchall()
             after_write = time.perf_counter() - began
             out[name] = {
+                **({} if cold_cpu is None else {"cold_cpu_s": cold_cpu}),
                 "seconds": round(statistics.median(times), 3),
                 "cold_s": round(cold, 3),
                 "after_write_s": round(after_write, 3),
@@ -189,6 +205,8 @@ def main(argv: list[str]) -> int:
         node = NodeProcess(tmp / "store", "--external-io-dir", str(files))
         try:
             seconds, loaded_at = load("feedkv", node.sql_url, csvs)
+            node_cpu = functools.partial(bench_module("cluster").cpu_seconds, node.process.pid)
+            cpu_at_load = node_cpu()
             say(f"feedkv loaded {args.rows:,} orders in {seconds:.1f} s")
             result["feedkv_load_s"] = round(seconds, 1)
             answers["feedkv"] = run_queries(
@@ -197,6 +215,7 @@ def main(argv: list[str]) -> int:
                 args.write_rows,
                 (f"SET vectorize = {args.vectorize}",),
                 loaded_at,
+                (node_cpu, cpu_at_load),
             )
             say(f"feedkv: { ({q: a['seconds'] for q, a in answers['feedkv'].items()}) }")
         finally:
@@ -214,13 +233,7 @@ def main(argv: list[str]) -> int:
                 )
     for server, found in answers.items():
         result[server] = {
-            f"{q}_{kind}": a[key]
-            for q, a in found.items()
-            for kind, key in (
-                ("s", "seconds"),
-                ("cold_s", "cold_s"),
-                ("after_write_s", "after_write_s"),
-            )
+            f"{q}_{kind}": a[key] for q, a in found.items() for kind, key in _REPORTED if key in a
         }
     if "postgresql" not in answers:
         result["postgresql"] = {"skipped": "--skip-postgresql or PostgreSQL not installed"}

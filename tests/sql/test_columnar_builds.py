@@ -89,6 +89,16 @@ def test_a_copy_from_stdin_has_its_table_copied_before_the_first_query(tables: D
         assert cache_for(tables).built == built
 
 
+def test_an_import_has_its_table_copied_before_the_first_query(tables: DB, tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    csv.write_text("".join(f"{i},{i % 3},{i},x\n" for i in range(2 * BULK_ROWS)))
+    assert tables.sql(f"IMPORT INTO t CSV DATA ('file://{csv}')").tag == f"IMPORT {2 * BULK_ROWS}"
+    wait_until(lambda: copied(tables), what="the background copy")
+    built = cache_for(tables).built
+    assert tables.sql(QUERY).rows == expected(range(2 * BULK_ROWS))
+    assert cache_for(tables).built == built
+
+
 def test_a_schema_change_drops_a_background_copy(tables: DB) -> None:
     insert(tables, 0, BULK_ROWS)
     wait_until(lambda: copied(tables), what="the background copy")

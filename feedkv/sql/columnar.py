@@ -87,6 +87,7 @@ __all__ = [
     "copyable",
     "max_bytes_setting",
     "note_written",
+    "rows_committed",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -407,7 +408,8 @@ class ColumnarCache:
             except _Stopped:
                 return
             except Exception:  # NB: a failed build costs the query its head start only
-                log.warning("columnar copy of table %d not built", table_id, exc_info=True)
+                if not self._closed:  # NB: closing, its reads may fail: nothing to tell
+                    log.warning("columnar copy of table %d not built", table_id, exc_info=True)
             finally:
                 with self._lock:
                     self._running = None
@@ -606,12 +608,19 @@ def close_cache(db: KVClient) -> None:
 
 
 def note_written(ex: Execution, desc: TableDescriptor, rows: int) -> None:
-    """``ex`` wrote ``rows`` rows into ``desc``: from :data:`BULK_ROWS` on, its
-    transaction's commit has the gateway bring the table's copy up to date in the
-    background (:meth:`ColumnarCache.prefetch`), before an analytic query asks."""
+    """``ex`` wrote ``rows`` rows into ``desc``: its transaction's commit calls
+    :func:`rows_committed`."""
     if rows >= BULK_ROWS:
         db = ex.session.db
-        ex.after_commit.append(lambda: cache_for(db).prefetch(desc.id))
+        ex.after_commit.append(lambda: rows_committed(db, desc.id, rows))
+
+
+def rows_committed(db: KVClient, table_id: int, rows: int) -> None:
+    """``rows`` rows were committed into the table through ``db``: from
+    :data:`BULK_ROWS` on, the gateway brings the table's copy up to date in the
+    background (:meth:`ColumnarCache.prefetch`), before an analytic query asks."""
+    if rows >= BULK_ROWS:
+        cache_for(db).prefetch(table_id)
 
 
 def max_bytes_setting(db: KVClient) -> int:

@@ -445,7 +445,7 @@ def decode_columns(
         ints = decode_int_keys(layout.index_prefix, keys, layout.families[0][0])
     if ints is not None:  # NB: the usual key, decoded in C
         key_columns = [ints]
-        values = [kv.value or _EMPTY_ROW for kv in kvs]
+        values = [value or _EMPTY_ROW for value in map(_VALUE_OF, kvs)]
     else:
         keys, key_values, values = [], [], []
         for key, value, _ts in kvs:
@@ -514,7 +514,7 @@ def decode_columns(
 
 
 _EMPTY_ROW = b"\x90"  # msgpack's empty array: a row value with no column, in a batch
-_KEY_OF = itemgetter(0)  # a KeyValue's key
+_KEY_OF, _VALUE_OF = itemgetter(0), itemgetter(1)  # a KeyValue's key, its value
 
 
 class RowAssembler:

@@ -53,10 +53,10 @@ from feedkv.errors import InvalidArgumentError
 __all__ = [
     "Direction",
     "KeyValue",
+    "decode_int_keys",
     "decode_value",
     "decode_values",
     "encode_int",
-    "decode_int_keys",
     "encode_int_keys",
     "encode_value",
     "encode_values",

@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from feedkv.errors import BatchTimestampBeforeGCError, InvalidArgumentError
+from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError, InvalidArgumentError
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import decode_columns, table_span
 from feedkv.sql.types import Kind
@@ -250,7 +250,7 @@ def _columns(
     return keys, pa.Table.from_arrays(arrays, names=names)
 
 
-class _Stopped(Exception):
+class _Stopped(FeedKVError):
     """The cache closed while its builder was building (never leaves this module)."""
 
 

@@ -79,6 +79,22 @@ def test_a_large_insert_has_its_table_copied_before_the_first_query(tables: DB) 
     assert tables.sql(QUERY).rows == rows
 
 
+def test_a_bulk_write_in_an_explicit_transaction_is_copied_at_commit_only(
+    tables: DB,
+) -> None:
+    cache = cache_for(tables)
+    tables.sql("BEGIN")
+    insert(tables, 0, BULK_ROWS)
+    tables.sql("ROLLBACK")
+    assert not cache.building(table(tables).id) and cache.prefetched == 0
+    tables.sql("BEGIN")
+    insert(tables, 0, BULK_ROWS)
+    assert not cache.building(table(tables).id) and cache.prefetched == 0
+    tables.sql("COMMIT")
+    wait_until(lambda: copied(tables), what="the background copy")
+    assert tables.sql(QUERY).rows == expected(range(BULK_ROWS + 1))
+
+
 def test_a_copy_from_stdin_has_its_table_copied_before_the_first_query(tables: DB) -> None:
     with psycopg.connect(tables.serve_sql(), autocommit=True) as conn:
         with conn.cursor() as cur, cur.copy("COPY t FROM STDIN") as out:

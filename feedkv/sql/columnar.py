@@ -93,8 +93,8 @@ __all__ = [
 DEFAULT_MAX_BYTES = 256 << 20
 MAX_BYTES_SETTING = "sql.analytic_cache.max_bytes"
 SETTING_REFRESH_S = 10.0
-_KEY_OVERHEAD = 64  # bytes of a scanned row's key object and its place in a list, about
-_ADDED_OVERHEAD = 120  # ... of an appended row's key object, dict entry and row number
+_KEY_OVERHEAD = 41  # bytes of a key object without its bytes, and its place in a list
+_ADDED_OVERHEAD = 105  # ... and of an appended row's dict entry and row number
 _FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at most
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
 _MIN_DELTA = 1024  # ... but this many changed keys are always applied
@@ -136,13 +136,15 @@ class TableCopy:
     them): first the rows a scan read, whose keys ``keys`` lists in key order (row n's
     key is ``keys[n]``: a sorted list costs half a dict's memory and nothing to make),
     then the rows later changes appended, ``added`` mapping the live ones' keys to
-    their numbers; ``dead`` numbers the rows a later change replaced or deleted."""
+    their numbers; ``dead`` numbers the rows a later change replaced or deleted.
+    ``keys_size``: the bytes ``keys`` takes, about (:func:`_keys_size`)."""
 
     table_id: int
     version: int
     as_of: Timestamp
     table: pa.Table
     keys: list[bytes]
+    keys_size: int
     added: dict[bytes, int]
     dead: frozenset[int]
 
@@ -150,7 +152,8 @@ class TableCopy:
     def size(self) -> int:
         return (
             int(self.table.nbytes)
-            + len(self.keys) * _KEY_OVERHEAD
+            + self.keys_size
+            + sum(map(len, self.added))
             + len(self.added) * _ADDED_OVERHEAD
         )
 
@@ -186,7 +189,14 @@ class TableCopy:
         ``as_of``."""
         if not changes:
             return TableCopy(
-                self.table_id, self.version, as_of, self.table, self.keys, self.added, self.dead
+                self.table_id,
+                self.version,
+                as_of,
+                self.table,
+                self.keys,
+                self.keys_size,
+                self.added,
+                self.dead,
             )
         added = dict(self.added)
         dead = set(self.dead)
@@ -203,7 +213,14 @@ class TableCopy:
 
         table = pa.concat_tables([self.table, appended]) if keys else self.table
         copy = TableCopy(
-            self.table_id, self.version, as_of, table, self.keys, added, frozenset(dead)
+            self.table_id,
+            self.version,
+            as_of,
+            table,
+            self.keys,
+            self.keys_size,
+            added,
+            frozenset(dead),
         )
         return copy.compacted() if len(dead) * 2 > table.num_rows else copy
 
@@ -220,7 +237,14 @@ class TableCopy:
             table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(live)), pa.int64())
         )
         keys = [key for key, _n in live]
-        return TableCopy(self.table_id, self.version, self.as_of, table, keys, {}, frozenset())
+        return TableCopy(
+            self.table_id, self.version, self.as_of, table, keys, _keys_size(keys), {}, frozenset()
+        )
+
+
+def _keys_size(keys: list[bytes]) -> int:
+    """About the bytes a list of keys takes: the keys, their objects and places."""
+    return sum(map(len, keys)) + len(keys) * _KEY_OVERHEAD
 
 
 def _copied(desc: TableDescriptor) -> list[tuple[int, pa.DataType]]:
@@ -518,13 +542,14 @@ class ColumnarCache:
         span = table_span(desc.id)
         keys: list[bytes] = []
         pages: list[pa.Table] = []
-        size = 0
+        size = keys_size = 0
         for kvs in _pages(txn, span.start, span.end, check):
             page_keys, page = _columns(desc, kvs, len(keys))
             keys += page_keys
             pages.append(page)
-            size += int(page.nbytes) + len(page_keys) * _KEY_OVERHEAD
-            if max_bytes is not None and size > max_bytes:
+            keys_size += _keys_size(page_keys)
+            size += int(page.nbytes)
+            if max_bytes is not None and size + keys_size > max_bytes:
                 return None
         read_ts = txn.read_ts
         if read_ts is None:
@@ -533,7 +558,9 @@ class ColumnarCache:
 
         table = pa.concat_tables(pages) if pages else _columns(desc, [], 0)[1]
         # NB: read_ts.prev(): see the module docstring
-        return TableCopy(desc.id, desc.version, read_ts.prev(), table, keys, {}, frozenset())
+        return TableCopy(
+            desc.id, desc.version, read_ts.prev(), table, keys, keys_size, {}, frozenset()
+        )
 
     def _keep(self, copy: TableCopy) -> None:
         """Hold ``copy`` (unless bigger than the bound, or older than the one held),

@@ -380,6 +380,9 @@ class DB(KVFeedClient):
             self._changefeeds.close()
         if self._leases is not None:
             self._leases.close()
+        from feedkv.sql.columnar import close_cache
+
+        close_cache(self)  # NB: its background builds read through this client
         super().close()
         if self._node is not None:
             self._node.stop()

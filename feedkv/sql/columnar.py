@@ -31,21 +31,36 @@ a lower bound evicts at once. An entry is keyed by table
 id and descriptor version: a new version replaces the older ones of its table (a schema
 change drops the copy at once), and a copy goes when the cache needs the room. One
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
+
+Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
+(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO, has its commit ask the
+gateway's cache for the table's copy (:meth:`ColumnarCache.prefetch`): a read-only
+transaction of its own reads the descriptor there and then (its timestamp S is taken
+before the statement returns), and the builder thread, one per cache and one build at a
+time, makes the copy with it (or advances the copy held by a delta) as a query would.
+A build stops past the bound instead of keeping a copy too big for it. A query that
+would copy the table itself waits for a build of it that it can read (running or
+queued; its own timestamp at or above S), its interrupt honoured, then moves the copy
+to its timestamp with a delta, as usual: only the head start is new, never what a reader
+sees. :func:`close_cache` (``DB.close``) stops the builder: a build running stops at its
+next page and the thread ends.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
+from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from feedkv.errors import BatchTimestampBeforeGCError, InvalidArgumentError
+from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError, InvalidArgumentError
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.row_codec import decode_row_values, table_span
+from feedkv.sql.row_codec import decode_columns, table_span
 from feedkv.sql.types import Kind
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
@@ -57,26 +72,36 @@ if TYPE_CHECKING:
 
     from feedkv.kv.db import KVClient
     from feedkv.kv.txn import Txn
+    from feedkv.sql.execution import Execution
 
 __all__ = [
+    "BULK_ROWS",
     "DEFAULT_MAX_BYTES",
     "MAX_BYTES_SETTING",
     "SETTING_REFRESH_S",
     "ColumnarCache",
     "TableCopy",
     "cache_for",
+    "close_cache",
     "column_name",
     "copyable",
     "max_bytes_setting",
+    "note_written",
+    "rows_committed",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
 MAX_BYTES_SETTING = "sql.analytic_cache.max_bytes"
 SETTING_REFRESH_S = 10.0
-_KEY_OVERHEAD = 120  # bytes of a dict entry, its key object and row number, about
+_KEY_OVERHEAD = 41  # bytes of a key object without its bytes, and its place in a list
+_ADDED_OVERHEAD = 105  # ... and of an appended row's dict entry and row number
 _FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at most
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
 _MIN_DELTA = 1024  # ... but this many changed keys are always applied
+BULK_ROWS = 1000  # rows a statement writes into a table to have its copy made at once
+_WAIT_SLICE_S = 0.05  # how often a query waiting for a background build checks its interrupt
+
+log = logging.getLogger(__name__)
 
 
 def _nothing() -> None:
@@ -108,19 +133,44 @@ class TableCopy:
     """The rows of one version of a table as of ``as_of`` (immutable).
 
     ``table`` holds every row ever appended to this copy (a ``__row`` column numbers
-    them), ``index`` maps each live row's key to its number, and ``dead`` numbers the
-    rows a later change replaced or deleted."""
+    them): first the rows a scan read, whose keys ``keys`` lists in key order (row n's
+    key is ``keys[n]``: a sorted list costs half a dict's memory and nothing to make),
+    then the rows later changes appended, ``added`` mapping the live ones' keys to
+    their numbers; ``dead`` numbers the rows a later change replaced or deleted.
+    ``keys_size``: the bytes ``keys`` takes, about (:func:`_keys_size`)."""
 
     table_id: int
     version: int
     as_of: Timestamp
     table: pa.Table
-    index: dict[bytes, int]
+    keys: list[bytes]
+    keys_size: int
+    added: dict[bytes, int]
     dead: frozenset[int]
 
     @property
     def size(self) -> int:
-        return int(self.table.nbytes) + len(self.index) * _KEY_OVERHEAD
+        return (
+            int(self.table.nbytes)
+            + self.keys_size
+            + sum(map(len, self.added))
+            + len(self.added) * _ADDED_OVERHEAD
+        )
+
+    @property
+    def live(self) -> int:
+        """How many rows the copy holds."""
+        return int(self.table.num_rows) - len(self.dead)
+
+    def row_of(self, key: bytes) -> int | None:
+        """The number of ``key``'s live row (``None``: no live row has it)."""
+        found = self.added.get(key)
+        if found is not None:
+            return found
+        n = bisect_left(self.keys, key)
+        if n < len(self.keys) and self.keys[n] == key and n not in self.dead:
+            return n
+        return None
 
     def rows(self) -> pa.Table:
         """The live rows (columns named by :func:`column_name`, and ``__row``)."""
@@ -138,94 +188,155 @@ class TableCopy:
         """This copy with ``changes`` (key -> value, ``None``: deleted) applied, as of
         ``as_of``."""
         if not changes:
-            return TableCopy(self.table_id, self.version, as_of, self.table, self.index, self.dead)
-        index = dict(self.index)
+            return TableCopy(
+                self.table_id,
+                self.version,
+                as_of,
+                self.table,
+                self.keys,
+                self.keys_size,
+                self.added,
+                self.dead,
+            )
+        added = dict(self.added)
         dead = set(self.dead)
         for key in changes:
-            old = index.pop(key, None)
+            old = self.row_of(key)
             if old is not None:
                 dead.add(old)
+                added.pop(key, None)
         kvs = [KeyValue(k, v, as_of) for k in sorted(changes) if (v := changes[k]) is not None]
         start = self.table.num_rows
-        keys, added = _columns(desc, kvs, start)
-        index.update(zip(keys, range(start, start + len(keys)), strict=True))
+        keys, appended = _columns(desc, kvs, start)
+        added.update(zip(keys, range(start, start + len(keys)), strict=True))
         import pyarrow as pa
 
-        table = pa.concat_tables([self.table, added]) if keys else self.table
-        if len(dead) * 2 > table.num_rows:
-            return _compacted(desc, self.table_id, self.version, as_of, table, index, dead)
-        return TableCopy(self.table_id, self.version, as_of, table, index, frozenset(dead))
+        table = pa.concat_tables([self.table, appended]) if keys else self.table
+        copy = TableCopy(
+            self.table_id,
+            self.version,
+            as_of,
+            table,
+            self.keys,
+            self.keys_size,
+            added,
+            frozenset(dead),
+        )
+        return copy.compacted() if len(dead) * 2 > table.num_rows else copy
+
+    def compacted(self) -> TableCopy:
+        """The copy without its dead rows, in key order, numbered anew."""
+        import pyarrow as pa
+
+        dead = self.dead
+        live = [(key, n) for n, key in enumerate(self.keys) if n not in dead]
+        live += self.added.items()
+        live.sort()
+        table = self.table.take(pa.array([n for _key, n in live], pa.int64()))
+        table = table.set_column(
+            table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(live)), pa.int64())
+        )
+        keys = [key for key, _n in live]
+        return TableCopy(
+            self.table_id, self.version, self.as_of, table, keys, _keys_size(keys), {}, frozenset()
+        )
 
 
-def _compacted(
-    desc: TableDescriptor,
-    table_id: int,
-    version: int,
-    as_of: Timestamp,
-    table: pa.Table,
-    index: dict[bytes, int],
-    dead: set[int],
-) -> TableCopy:
-    """The copy without its dead rows, renumbered."""
-    import pyarrow as pa
+def _keys_size(keys: list[bytes]) -> int:
+    """About the bytes a list of keys takes: the keys, their objects and places."""
+    return sum(map(len, keys)) + len(keys) * _KEY_OVERHEAD
 
-    copy = TableCopy(table_id, version, as_of, table, index, frozenset(dead))
-    live = copy.rows()
-    old_rows = live[_ROW].to_pylist()
-    renumber = {old: new for new, old in enumerate(old_rows)}
-    live = live.set_column(
-        live.schema.get_field_index(_ROW), _ROW, pa.array(range(len(old_rows)), pa.int64())
-    )
-    return TableCopy(
-        table_id,
-        version,
-        as_of,
-        live,
-        {key: renumber[row] for key, row in index.items()},
-        frozenset(),
-    )
+
+def _copied(desc: TableDescriptor) -> list[tuple[int, pa.DataType]]:
+    """The ids and Arrow types of the columns a copy of ``desc`` holds."""
+    return [
+        (column.id, arrow_type)
+        for column in desc.columns
+        if (arrow_type := _arrow_type(column.type.kind)) is not None
+    ]
 
 
 def _columns(
-    desc: TableDescriptor, kvs: Iterable[KeyValue], first: int
+    desc: TableDescriptor, kvs: Sequence[KeyValue], first: int
 ) -> tuple[list[bytes], pa.Table]:
-    """The rows of ``kvs`` (one pair per row) as an Arrow table numbered from ``first``,
-    and their keys in the same order."""
+    """The rows of ``kvs`` (one pair per row, in key order) as an Arrow table numbered
+    from ``first``, and their keys in the same order."""
     import pyarrow as pa
 
-    keys: list[bytes] = []
-    rows: list[Any] = []
-    pairs = list(kvs)
-    for kv, (_key, values, _ts) in zip(pairs, decode_row_values(desc, pairs), strict=True):
-        keys.append(kv.key)
-        rows.append(values)
-    arrays: list[pa.Array] = []
-    names: list[str] = []
-    by_position: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * len(desc.columns)
-    for column, values in zip(desc.columns, by_position, strict=True):
-        arrow_type = _arrow_type(column.type.kind)
-        if arrow_type is None:
-            continue
-        names.append(column_name(column.id))
-        arrays.append(pa.array(values, arrow_type))
-    names.append(_ROW)
+    copied = _copied(desc)
+    keys, columns = decode_columns(desc, kvs, [column_id for column_id, _type in copied])
+    arrays = [
+        pa.array(values, arrow_type)
+        for (_id, arrow_type), values in zip(copied, columns, strict=True)
+    ]
     arrays.append(pa.array(range(first, first + len(keys)), pa.int64()))
+    names = [column_name(column_id) for column_id, _type in copied] + [_ROW]
     return keys, pa.Table.from_arrays(arrays, names=names)
 
 
-class ColumnarCache:
-    """Table copies up to ``max_bytes`` (see the module docstring); thread-safe."""
+class _Stopped(FeedKVError):
+    """The cache closed while its builder was building (never leaves this module)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+
+@dataclass
+class _Build:
+    """A background build of ``desc``'s copy, read by ``txn`` (its timestamp taken when
+    the build was asked for); ``done`` once it ended (kept or not)."""
+
+    desc: TableDescriptor
+    txn: Txn
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def serves(self, desc: TableDescriptor, read_ts: Timestamp | None) -> bool:
+        """Whether the copy it builds can answer a read of ``desc`` at ``read_ts``
+        (``None``: a transaction yet to read, whose timestamp is taken later)."""
+        built_at = self.txn.read_ts
+        return (
+            self.desc.id == desc.id
+            and self.desc.version == desc.version
+            and built_at is not None
+            and (read_ts is None or read_ts >= built_at.prev())
+        )
+
+    def end(self) -> None:
+        self.txn.rollback()  # NB: it only read
+        self.done.set()
+
+
+class ColumnarCache:
+    """Table copies up to ``max_bytes`` (see the module docstring); thread-safe.
+
+    Given the gateway's KV client ``db``, it also builds copies in the background
+    (:meth:`prefetch`) on a thread of its own, one build at a time, until
+    :meth:`close`."""
+
+    def __init__(
+        self,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        db: KVClient | None = None,
+        *,
+        between_pages: Callable[[], None] = _nothing,  # a test knob: called by the builder
+    ) -> None:
         if max_bytes < 0:
             raise InvalidArgumentError(f"a columnar cache's bound must be >= 0, got {max_bytes}")
         self.max_bytes = max_bytes
+        self._db = db
         self._lock = threading.Lock()
         self._copies: OrderedDict[tuple[int, int], TableCopy] = OrderedDict()
         self._bytes = 0
-        # What the copies were made of, for tests and the bench: fresh scans, deltas
+        # What the copies were made of, for tests and the bench: fresh scans, deltas;
+        # background builds that ended (kept, or given up: too big, the table gone)
         self.built = 0
         self.advanced = 0
+        self.prefetched = 0
+        self.waited = 0  # queries that waited for a background build
+        self._between_pages = between_pages
+        # The background builds: tables waiting (in order), the one running, the thread
+        self._queue: dict[int, _Build] = {}
+        self._running: _Build | None = None
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
     def bound(self, max_bytes: int) -> None:
         """Hold at most ``max_bytes`` from now on (evicting what no longer fits)."""
@@ -248,21 +359,157 @@ class ColumnarCache:
                 self._copies.move_to_end((desc.id, desc.version))
             return copy
 
+    def building(self, table_id: int) -> bool:
+        """Whether a background build of the table is queued or running."""
+        with self._lock:
+            return table_id in self._queue or (
+                self._running is not None and self._running.desc.id == table_id
+            )
+
+    def prefetch(self, table_id: int) -> None:
+        """Bring the table's copy up to date in the background (made anew, or advanced
+        by a delta when one is held): after a bulk write committed there, so that the
+        first analytic query finds it made. The build's transaction reads the table's
+        descriptor here, so a query that starts after this returns reads at or above
+        the build's timestamp and can wait for its copy; the rest runs on the builder
+        thread. A table already queued is not queued twice. Nothing happens without a
+        KV client, once closed, when the bound keeps nothing, or for a table that
+        cannot be copied (or is gone, or offline)."""
+        from feedkv.sql import catalog
+
+        db = self._db
+        with self._lock:
+            if db is None or self._closed or self.max_bytes == 0 or table_id in self._queue:
+                return
+        txn = db.transaction()
+        try:
+            desc = catalog.table_by_id(txn, table_id)
+        except Exception:  # NB: the bulk write committed; the copy is only a head start
+            log.warning("columnar copy of table %d not started", table_id, exc_info=True)
+            desc = None
+        if desc is None or desc.offline or not copyable(desc):
+            txn.rollback()
+            return
+        build = _Build(desc, txn)
+        with self._lock:
+            late = self._closed or table_id in self._queue
+            if not late:
+                self._queue[table_id] = build
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._build_loop, name="feedkv-columnar-builder", daemon=True
+                    )
+                    self._thread.start()
+                self._wake.notify()
+        if late:
+            build.end()
+
+    def close(self) -> None:
+        """Stop building (a build running stops at its next page) and wait for the
+        builder thread to end; copies stay readable. Idempotent."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+            queued = list(self._queue.values())
+            self._queue.clear()
+            self._wake.notify()
+        for build in queued:
+            build.end()
+        if thread is not None:
+            thread.join()
+
+    def _build_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                table_id = next(iter(self._queue))
+                build = self._running = self._queue.pop(table_id)
+            try:
+                self.copy_for(build.txn, build.desc, self._check_open, background=True)
+            except _Stopped:
+                return
+            except Exception:  # NB: a failed build costs the query its head start only
+                if not self._closed:  # NB: closing, its reads may fail: nothing to tell
+                    log.warning("columnar copy of table %d not built", table_id, exc_info=True)
+            finally:
+                with self._lock:
+                    self._running = None
+                    self.prefetched += 1
+                build.end()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        self._between_pages()
+        if self._closed:
+            raise _Stopped
+
+    def _wait(self, desc: TableDescriptor, txn: Txn, check: Callable[[], None]) -> None:
+        """Before ``txn`` copies ``desc`` itself: wait (calling ``check`` every
+        :data:`_WAIT_SLICE_S`) for the background build of ``desc``, running or queued,
+        if ``txn`` can read its copy (reads at or above the build's timestamp); a build
+        queued that it cannot read is taken off the queue (``txn``'s copy is kept
+        instead).
+
+        NB: waiting beats the other ways: the build has read part of the table, a scan
+        of the query's own would share the CPU with it (the GIL) and take as long again,
+        and reading the rows the usual way takes longer than a copy."""
+        read_ts = txn.read_ts
+        with self._lock:
+            queued = self._queue.get(desc.id)
+            if queued is not None and not queued.serves(desc, read_ts):
+                del self._queue[desc.id]
+            else:
+                queued = None
+            build = self._running
+            if build is not None and not build.serves(desc, read_ts):
+                build = None
+            build = build or self._queue.get(desc.id)
+        if queued is not None:
+            queued.end()
+        if build is None:
+            return
+        with self._lock:
+            self.waited += 1
+        while not build.done.wait(_WAIT_SLICE_S):
+            check()
+
     def rows_for(
         self, txn: Txn, desc: TableDescriptor, check: Callable[[], None] = _nothing
     ) -> pa.Table | None:
         """The rows of ``desc`` that ``txn``'s scan of the table would read, as an
         Arrow table; read in ``txn`` (see the module docstring). ``None`` when the
         table cannot be copied or the transaction wrote in it: read it the usual way.
-        ``check`` is called between the pages of a scan (a session's interrupt)."""
+        ``check`` is called between the pages of a scan (a session's interrupt), and
+        while it waits for a background build of the table (:meth:`prefetch`)."""
+        copy = self.copy_for(txn, desc, check)
+        return None if copy is None else copy.rows()
+
+    def copy_for(
+        self,
+        txn: Txn,
+        desc: TableDescriptor,
+        check: Callable[[], None] = _nothing,
+        *,
+        background: bool = False,
+    ) -> TableCopy | None:
+        """:meth:`rows_for`'s copy, kept. ``background``: a build for :meth:`prefetch`,
+        which waits for nothing and gives up (``None``) on a table past the bound."""
         span = table_span(desc.id)
         if not copyable(desc) or txn.writes_in(span.start, span.end):
             return None
+        if not background:
+            self._wait(desc, txn, check)
         copy = self.get(desc)
         if copy is not None:
             read_ts = txn.read_ts
             if read_ts is None or read_ts >= copy.as_of:
-                limit = max(_MIN_DELTA, len(copy.index) // _DELTA_SHARE)
+                limit = max(_MIN_DELTA, copy.live // _DELTA_SHARE)
                 try:
                     changes = txn.scan_changes(span.start, span.end, copy.as_of, limit=limit)
                 except (BatchTimestampBeforeGCError, InvalidArgumentError):
@@ -275,30 +522,44 @@ class ColumnarCache:
                     self._keep(advanced)
                     with self._lock:
                         self.advanced += 1
-                    return advanced.rows()
-        fresh = self._build(txn, desc, check)
+                    return advanced
+        fresh = self._build(txn, desc, check, self.max_bytes if background else None)
         if fresh is None:
             return None
         self._keep(fresh)
         with self._lock:
             self.built += 1
-        return fresh.rows()
+        return fresh
 
     def _build(
-        self, txn: Txn, desc: TableDescriptor, check: Callable[[], None]
+        self,
+        txn: Txn,
+        desc: TableDescriptor,
+        check: Callable[[], None],
+        max_bytes: int | None = None,
     ) -> TableCopy | None:
+        """A copy of ``desc`` made by ``txn``'s scan; ``None`` past ``max_bytes``."""
         span = table_span(desc.id)
-        keys, table = _columns(desc, _scan(txn, span.start, span.end, check), 0)
+        keys: list[bytes] = []
+        pages: list[pa.Table] = []
+        size = keys_size = 0
+        for kvs in _pages(txn, span.start, span.end, check):
+            page_keys, page = _columns(desc, kvs, len(keys))
+            keys += page_keys
+            pages.append(page)
+            keys_size += _keys_size(page_keys)
+            size += int(page.nbytes)
+            if max_bytes is not None and size + keys_size > max_bytes:
+                return None
         read_ts = txn.read_ts
         if read_ts is None:
             return None
+        import pyarrow as pa
+
+        table = pa.concat_tables(pages) if pages else _columns(desc, [], 0)[1]
+        # NB: read_ts.prev(): see the module docstring
         return TableCopy(
-            desc.id,
-            desc.version,
-            read_ts.prev(),  # NB: see the module docstring
-            table,
-            dict(zip(keys, range(len(keys)), strict=True)),
-            frozenset(),
+            desc.id, desc.version, read_ts.prev(), table, keys, keys_size, {}, frozenset()
         )
 
     def _keep(self, copy: TableCopy) -> None:
@@ -324,11 +585,14 @@ class ColumnarCache:
             self._bytes += size
 
 
-def _scan(txn: Txn, start: bytes, end: bytes, check: Callable[[], None]) -> Iterator[KeyValue]:
+def _pages(
+    txn: Txn, start: bytes, end: bytes, check: Callable[[], None]
+) -> Iterator[list[KeyValue]]:
+    """``txn``'s scan of ``[start, end)``, a page at a time (``check`` between pages)."""
     page = _FIRST_PAGE
     while True:
         kvs = txn.scan(start, end, limit=page)
-        yield from kvs
+        yield kvs
         if len(kvs) < page:
             return
         check()
@@ -339,6 +603,7 @@ def _scan(txn: Txn, start: bytes, end: bytes, check: Callable[[], None]) -> Iter
 _caches: weakref.WeakKeyDictionary[KVClient, tuple[ColumnarCache, list[float]]] = (
     weakref.WeakKeyDictionary()
 )
+_closed: weakref.WeakSet[KVClient] = weakref.WeakSet()
 _caches_lock = threading.Lock()
 
 
@@ -349,7 +614,8 @@ def cache_for(db: KVClient) -> ColumnarCache:
     with _caches_lock:
         entry = _caches.get(db)
         if entry is None:
-            entry = _caches[db] = (ColumnarCache(), [now - 2 * SETTING_REFRESH_S])
+            builds = None if db in _closed else db  # NB: no builder outlives its client
+            entry = _caches[db] = (ColumnarCache(db=builds), [now - 2 * SETTING_REFRESH_S])
         cache, read_at = entry
         stale = now - read_at[0] >= SETTING_REFRESH_S
         if stale:
@@ -357,6 +623,31 @@ def cache_for(db: KVClient) -> ColumnarCache:
     if stale:
         cache.bound(max_bytes_setting(db))
     return cache
+
+
+def close_cache(db: KVClient) -> None:
+    """Stop the background builds of ``db``'s cache, for good (``db`` is closing)."""
+    with _caches_lock:
+        _closed.add(db)
+        entry = _caches.get(db)
+    if entry is not None:
+        entry[0].close()
+
+
+def note_written(ex: Execution, desc: TableDescriptor, rows: int) -> None:
+    """``ex`` wrote ``rows`` rows into ``desc``: its transaction's commit calls
+    :func:`rows_committed`."""
+    if rows >= BULK_ROWS:
+        db = ex.session.db
+        ex.after_commit.append(lambda: rows_committed(db, desc.id, rows))
+
+
+def rows_committed(db: KVClient, table_id: int, rows: int) -> None:
+    """``rows`` rows were committed into the table through ``db``: from
+    :data:`BULK_ROWS` on, the gateway brings the table's copy up to date in the
+    background (:meth:`ColumnarCache.prefetch`), before an analytic query asks."""
+    if rows >= BULK_ROWS:
+        cache_for(db).prefetch(table_id)
 
 
 def max_bytes_setting(db: KVClient) -> int:

@@ -39,6 +39,7 @@ from typing import Any
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.columnar import note_written
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
 from feedkv.sql.row_codec import rows_pairs
@@ -91,6 +92,7 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
     if keys:
         low, high = (keys[0], keys[-1]) if ascending else (min(keys), max(keys))
         ex.inserted_batches.append((low, high, desc))
+    note_written(ex, desc, count)
     return Result(tag=f"COPY {count}")
 
 

@@ -26,6 +26,7 @@ from feedkv.errors import (
 from feedkv.kv.txn import Txn
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.columnar import note_written
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.constraints import duplicate_key, row_written, rows_written, unique_conflict
 from feedkv.sql.descriptor import (
@@ -174,6 +175,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         if returning is not None:
             env = tuple(final[c.id] for c in desc.columns)
             out_rows.append(tuple(f(env, ex.context) for f in returning[1]))
+    note_written(ex, desc, count)
     return _result(returning, out_rows, f"INSERT 0 {count}")
 
 

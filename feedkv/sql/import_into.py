@@ -57,6 +57,7 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
+from feedkv.sql.columnar import rows_committed
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
@@ -122,6 +123,7 @@ def import_into(
             raise duplicate_key_at(desc, exc.key) from None
         raise
     in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
+    rows_committed(db, desc.id, count)
     return Result(tag=f"IMPORT {count}")
 
 

@@ -21,8 +21,9 @@ row; that is exactly what a changefeed needs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -42,6 +43,7 @@ from feedkv.sql.types import (
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.encoding import (
+    decode_int_keys,
     decode_value,
     encode_int,
     encode_int_keys,
@@ -56,6 +58,7 @@ __all__ = [
     "CATALOG_PREFIX",
     "TABLES_PREFIX",
     "RowAssembler",
+    "decode_columns",
     "decode_family_value",
     "decode_row_key",
     "decode_row_values",
@@ -422,6 +425,96 @@ def decode_row_values(
         if composite:
             key_values = tuple(get(i, v) for i, v in zip(desc.primary_key, key_values, strict=True))
         yield key_values, [get(i) if k is None else key_values[k] for k, i in plan], ts
+
+
+def decode_columns(
+    desc: TableDescriptor, kvs: Sequence[KeyValue], column_ids: Sequence[int]
+) -> tuple[list[bytes], list[list[Any]]]:
+    """:func:`decode_row_values` by column, for a table of one family: the keys of the
+    rows of ``kvs`` (consecutive, in key order) and, per column of ``column_ids``, its
+    values in the rows' order. The counterpart of :func:`rows_pairs`: the values are
+    unpacked by one msgpack call and the columns taken from rows of the usual layout
+    (every stored column present, in family order) in C; only other rows (a NULL, a
+    dropped or newly added column) are decoded one by one."""
+    if len(desc.families) != 1:
+        raise InvalidArgumentError(f"table {desc.name!r} has more than one column family")
+    layout = _layout(desc)
+    keys = list(map(_KEY_OF, kvs))
+    ints = None
+    if len(desc.primary_key) == 1 and desc.key_columns[0].type.kind is Kind.INT:
+        ints = decode_int_keys(layout.index_prefix, keys, layout.families[0][0])
+    if ints is not None:  # NB: the usual key, decoded in C
+        key_columns = [ints]
+        values = [value or _EMPTY_ROW for value in map(_VALUE_OF, kvs)]
+    else:
+        keys, key_values, values = [], [], []
+        for key, value, _ts in kvs:
+            decoded, family, _prefix = decode_row_key(desc, key)
+            if family:
+                continue  # NB: a family the table no longer has holds none of its columns
+            keys.append(key)
+            key_values.append(decoded)
+            values.append(value or _EMPTY_ROW)
+        key_columns = [list(column) for column in zip(*key_values, strict=True)] or [
+            [] for _ in desc.primary_key
+        ]
+    if layout.composite:  # NB: a DECIMAL key's value as written is in the row's value
+        rows = [row for _key, row, _ts in decode_row_values(desc, kvs)]
+        positions = {c.id: n for n, c in enumerate(desc.columns)}
+        return keys, [list(map(itemgetter(positions[i]), rows)) for i in column_ids]
+    try:
+        # NB: tuples: a million lists would keep the cyclic GC busy (5x the unpacking)
+        packed = _PACKER.pack_array_header(len(values)) + b"".join(values)
+        flat = msgpack.unpackb(packed, use_list=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise SQLError("XX000", f"cannot decode a row value of {desc.name!r}: {exc}") from exc
+    stored = [column_id for column_id, _convert in layout.families[0][1]]
+    width = 2 * len(stored)
+    ids_of: Callable[[Any], Any] = itemgetter(*range(0, width, 2)) if stored else len
+    usual_ids = ids_of(tuple(part for column_id in stored for part in (column_id, None)))
+    try:  # NB: in C over the rows; the usual case
+        usual = set(map(len, flat)) <= {width} and set(map(ids_of, flat)) <= {usual_ids}
+    except (TypeError, LookupError):  # a row value that is not an array
+        usual = False
+    other = (
+        []
+        if usual
+        else [
+            n
+            for n, row in enumerate(flat)
+            if type(row) is not tuple or len(row) != width or ids_of(row) != usual_ids
+        ]
+    )
+    if other:  # NB: decoded below one by one; their place holds NULLs until then
+        nulls = (None,) * width
+        unusual = set(other)
+        flat = [nulls if n in unusual else row for n, row in enumerate(flat)]
+    key_position = {column_id: k for k, column_id in enumerate(desc.primary_key)}
+    value_position = {column_id: 2 * n + 1 for n, column_id in enumerate(stored)}
+    columns: list[list[Any]] = []
+    for column_id in column_ids:
+        if column_id in key_position:
+            columns.append(key_columns[key_position[column_id]])
+            continue
+        position = value_position.get(column_id)
+        if position is None:  # a column not stored in the family: NULL in every row
+            columns.append([None] * len(keys))
+            continue
+        column = list(map(itemgetter(position), flat))
+        convert = layout.columns.get(column_id)
+        if convert is not None:
+            column = [None if v is None else convert(v) for v in column]
+        columns.append(column)
+    for n in other:
+        row = decode_family_value(desc, values[n])
+        for column_id, column in zip(column_ids, columns, strict=True):
+            if column_id not in key_position:
+                column[n] = row.get(column_id)
+    return keys, columns
+
+
+_EMPTY_ROW = b"\x90"  # msgpack's empty array: a row value with no column, in a batch
+_KEY_OF, _VALUE_OF = itemgetter(0), itemgetter(1)  # a KeyValue's key, its value
 
 
 class RowAssembler:

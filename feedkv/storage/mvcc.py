@@ -75,6 +75,8 @@ from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, check_key, key_next
 
+_new_tuple = tuple.__new__
+
 __all__ = [
     "MAX_VALUE_BYTES",
     "KeyValue",
@@ -197,6 +199,9 @@ def _scan_committed(reader: Reader, span: Span, ts: Timestamp, limit: int | None
     start = key_versions_start(span.start)
     current = b""  # the escaped key of the versions being read
     decided = False  # its visible version (or its absence at ts) is known
+    # NB: the last version's timestamp, decoded once for the run of versions that share
+    # it (a bulk write's: IMPORT, COPY, a large INSERT)
+    last_suffix, last_ts = b"", Timestamp(0, 0)
     while True:
         skipped = 0
         for raw, value in reader.scan(VERSIONS, start, high):
@@ -219,7 +224,11 @@ def _scan_committed(reader: Reader, span: Span, ts: Timestamp, limit: int | None
                 continue
             decided = True
             if value:
-                rows.append(KeyValue(unescape_key(escaped), value[1:], decode_version_ts(raw)))
+                suffix = raw[-SUFFIX_LEN:]
+                if suffix != last_suffix:
+                    last_suffix, last_ts = suffix, decode_version_ts(raw)
+                # NB: tuple.__new__ skips the NamedTuple's Python __new__: once a version
+                rows.append(_new_tuple(KeyValue, (unescape_key(escaped), value[1:], last_ts)))
         else:
             return ScanResult(rows)
 

@@ -53,6 +53,7 @@ from feedkv.errors import InvalidArgumentError
 __all__ = [
     "Direction",
     "KeyValue",
+    "decode_int_keys",
     "decode_value",
     "decode_values",
     "encode_int",
@@ -313,6 +314,27 @@ def encode_int_keys(prefix: bytes, values: Sequence[int], suffix: bytes) -> list
         )
         start += count
     return keys
+
+
+def decode_int_keys(prefix: bytes, keys: list[bytes], suffix: bytes) -> list[int] | None:
+    """The ints ``v`` of ``keys`` that are each ``prefix + encode_int(v) + suffix``, the
+    inverse of :func:`encode_int_keys`, with no Python code run per key: each key's
+    middle read as a non-negative int, then the ints encoded again and compared with
+    ``keys``. ``None`` when a key is not such a key of a non-negative int (or
+    :func:`encode_int_keys` declines the ints): decode those one by one."""
+    if not keys:
+        return []
+    body = slice(len(prefix) + 1, -len(suffix) or None)
+    values = list(
+        map(
+            int.from_bytes,
+            map(operator.getitem, keys, itertools.repeat(body)),
+            itertools.repeat(_BIG),
+        )
+    )
+    if encode_int_keys(prefix, values, suffix) != keys:
+        return None
+    return values
 
 
 def _length_runs(values: Sequence[int]) -> list[tuple[int, int]] | None:

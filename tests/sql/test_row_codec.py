@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedkv.errors import SQLError
+from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
@@ -27,6 +27,7 @@ from feedkv.sql.interval import Interval
 from feedkv.sql.row_codec import (
     CATALOG_PREFIX,
     RowAssembler,
+    decode_columns,
     decode_family_value,
     decode_row_key,
     decode_row_values,
@@ -435,6 +436,64 @@ def test_row_values_are_the_decoded_rows_in_column_order(
         for column, want, got in zip(desc.key_columns, key_values(desc, row), key, strict=True):
             assert_same_value(column.type.kind, want, got, key=True)
         assert values_ts == ts
+
+
+@FAST
+@given(tables_with_rows(max_rows=6))
+def test_rows_decoded_by_column_are_the_row_values_by_column(
+    case: tuple[TableDescriptor, list[Row]],
+) -> None:
+    """decode_columns (a columnar copy's decoding) gives decode_row_values's values,
+    column by column, for a table of one family; it refuses one of more."""
+    desc, rows = case
+    kvs: dict[bytes, bytes | None] = {}
+    for row in rows:
+        kvs.update(row_kvs(desc, row))
+    pairs = present_pairs(kvs)
+    ids = [c.id for c in reversed(desc.columns)]
+    if len(desc.families) != 1:
+        with pytest.raises(InvalidArgumentError, match="more than one column family"):
+            decode_columns(desc, pairs, ids)
+        return
+    keys, columns = decode_columns(desc, pairs, ids)
+    assert keys == [kv.key for kv in pairs]
+    expected = [values for _key, values, _ts in decode_row_values(desc, pairs)]
+    position = {c.id: n for n, c in enumerate(desc.columns)}
+    for column_id, column in zip(ids, columns, strict=True):
+        kind = desc.column_by_id(column_id).type.kind  # type: ignore[union-attr]
+        assert len(column) == len(expected)
+        for values, got in zip(expected, column, strict=True):
+            want = values[position[column_id]]
+            if want is None:
+                assert got is None
+            else:
+                assert_same_value(kind, want, got, key=False)
+
+
+def test_rows_of_another_layout_decode_by_column_among_usual_ones() -> None:
+    """NULLs, a row written before a column was dropped or added, and a row of no
+    stored column sit among rows of the usual layout; each decodes to its own values."""
+    old = table([Kind.INT, Kind.STRING, Kind.INT])
+    new = old.bumped(
+        columns=(old.columns[0], old.columns[2], Column(4, "added", ColumnType(Kind.BOOL))),
+        families=(Family(0, "primary", (1, 3, 4)),),
+    )
+    pairs = [
+        *present_pairs(row_kvs(old, {1: 1, 2: "gone", 3: 10})),
+        *present_pairs(row_kvs(new, {1: 2, 3: 20, 4: True})),
+        *present_pairs(row_kvs(new, {1: 3, 3: None, 4: False})),
+        *present_pairs(row_kvs(new, {1: 4, 3: None, 4: None})),
+        *present_pairs(row_kvs(new, {1: 5, 3: 50, 4: True})),
+    ]
+    keys, columns = decode_columns(new, pairs, [4, 1, 3])
+    assert keys == [kv.key for kv in pairs]
+    assert columns == [
+        [None, True, False, None, True],
+        [1, 2, 3, 4, 5],
+        [10, 20, None, None, 50],
+    ]
+    with pytest.raises(SQLError, match="cannot decode a row value"):
+        decode_columns(new, [KeyValue(pairs[0].key, b"\xc1", TS)], [3])
 
 
 def test_family_zero_has_a_pair_even_when_every_column_is_null() -> None:

@@ -14,6 +14,7 @@ from feedkv.errors import InvalidArgumentError
 from feedkv.util.encoding import (
     Direction,
     KeyValue,
+    decode_int_keys,
     decode_value,
     decode_values,
     encode_int,
@@ -425,6 +426,36 @@ def test_int_keys_in_bulk_are_the_keys_made_one_by_one(
         assert runs > 1  # only values whose byte lengths keep changing are declined
     else:
         assert keys == [prefix + encode_int(v) + suffix for v in values]
+
+
+@given(
+    st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+    st.binary(max_size=4),
+    st.binary(max_size=2),
+)
+@example([0, 1, 255, 256, 65535, 65536, 2**63 - 1], b"\x00\xf0", b"")
+@example([-1, 0, 1], b"p", b"s")
+def test_int_keys_decode_in_bulk_or_not_at_all(
+    values: list[int], prefix: bytes, suffix: bytes
+) -> None:
+    """decode_int_keys gives back the ints of keys made one by one, or declines (None):
+    a negative int, or lengths encode_int_keys declines; never a wrong int."""
+    keys = [prefix + encode_int(v) + suffix for v in values]
+    decoded = decode_int_keys(prefix, keys, suffix)
+    if decoded is None:
+        assert min(values) < 0 or encode_int_keys(prefix, values, suffix) is None
+    else:
+        assert decoded == values
+
+
+def test_int_keys_decode_in_bulk_only_under_their_prefix_and_suffix() -> None:
+    keys = [b"p" + encode_int(v) + b"s" for v in range(300)]
+    assert decode_int_keys(b"p", keys, b"s") == list(range(300))
+    assert decode_int_keys(b"q", keys, b"s") is None
+    assert decode_int_keys(b"p", keys, b"t") is None
+    assert decode_int_keys(b"p", [*keys, b"p" + encode_int(300) + b"ss"], b"s") is None
+    assert decode_int_keys(b"p", [b"p\x82\x00\x05s"], b"s") is None  # not canonical
+    assert decode_int_keys(b"p", [], b"s") == []
 
 
 def test_int_keys_in_bulk_decline_what_encode_int_alone_names() -> None:

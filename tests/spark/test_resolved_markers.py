@@ -44,7 +44,8 @@ def commit(writer: ChangefeedStreamWriter, batch_id: int, lo: Timestamp, hi: Tim
 def test_markers_come_at_most_every_resolved_interval(db: DB, tmp_path: Path) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
     out = tmp_path / "out"
-    job = writer(db, out, resolved="10s")
+    # NB: markers come no more often than min_checkpoint_frequency (30 s by default)
+    job = writer(db, out, resolved="10s", min_checkpoint_frequency="10s")
     seconds = iter([0.0, 4.0, 9.9, 10.0, 15.0])  # when each batch commits
     job.clock = lambda: next(seconds)
     times = [db.now() for _ in range(6)]

@@ -143,7 +143,7 @@ def validate_rows(
         for check, test in tests:
             verdict = test(env, ex.context)
             if verdict is not None and not holds(verdict):
-                raise check_failed(desc, check.name, check.expression)
+                raise _unsatisfied_row(desc, check, row)
         for fk in foreign_keys:
             parent = _missing_parent(ex, fk, None, row)
             if parent is not None:
@@ -283,6 +283,16 @@ def _unmatched_row(
     return SQLError(
         "23503", f'foreign key violation: "{desc.name}" row {shown} has no match in "{parent.name}"'
     )
+
+
+def _unsatisfied_row(desc: TableDescriptor, check: Check, row: Row) -> SQLError:
+    """CockroachDB's error for a row that fails a CHECK being added: the expression
+    (its constants annotated), then the row's columns but hidden ones, as ``name=value``."""
+    shown = ", ".join(
+        f"{c.name}={literal_text(row.get(c.id))}" for c in desc.columns if not c.hidden
+    )
+    expression = annotated_constants(check.expression)
+    return SQLError("23514", f'validation of CHECK "{expression}" failed on row: {shown}')
 
 
 def _has_row(

@@ -207,6 +207,18 @@ def test_declare_errors_are_cockroachdbs(session: Session) -> None:
         assert code_of(session, text) == code
         session.execute("ROLLBACK")
         session.execute("BEGIN")
+    held_lock = "DECLARE c CURSOR WITH HOLD FOR SELECT id FROM t FOR UPDATE"
+    with pytest.raises(SQLError) as raised:
+        session.execute(held_lock)
+    error = raised.value
+    assert (error.code, error.message, error.detail) == (
+        "0A000",
+        "DECLARE CURSOR WITH HOLD must not contain locking",
+        "Holdable cursors must be READ ONLY.",
+    )
+    session.execute("ROLLBACK")
+    assert code_of(session, held_lock) == "0A000"  # outside a transaction too
+    session.execute("BEGIN")
     session.execute("DECLARE c NO SCROLL CURSOR WITHOUT HOLD FOR SELECT 1")
     assert code_of(session, "DECLARE c CURSOR FOR SELECT 2") == "42P03"
     session.execute("ROLLBACK")

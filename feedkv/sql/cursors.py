@@ -183,12 +183,9 @@ def check_declare(
     """Refuse a DECLARE as CockroachDB does: BINARY and SCROLL (0A000), outside a
     transaction without WITH HOLD (25P01), a name a cursor or portal has (42P03)."""
     if binary:
-        raise SQLError("0A000", "unimplemented: DECLARE BINARY CURSOR is not supported")
+        raise SQLError("0A000", "unimplemented: DECLARE BINARY CURSOR")
     if scroll:
-        raise SQLError(
-            "0A000",
-            "unimplemented: DECLARE SCROLL CURSOR is not supported: cursors only move forward",
-        )
+        raise SQLError("0A000", "unimplemented: DECLARE SCROLL CURSOR")
     if not explicit and not hold:
         raise SQLError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
     cursors.check_free(name)

@@ -13,7 +13,9 @@ As in CockroachDB, cursors only move forward: ``SCROLL`` is refused (0A000) and 
 is any motion backwards (55000 ``cursor can only scan forward``: PRIOR, BACKWARD, a
 negative count, LAST, FIRST past the first row, ABSOLUTE before the position);
 ``BINARY`` is refused (0A000). ``FETCH 0`` returns no row and ``RELATIVE 0`` the
-current one. ``MOVE`` moves as ``FETCH`` would and counts the rows it passed.
+current one. ``MOVE`` moves as ``FETCH`` would and counts the rows it passed. Cursors
+and the wire protocol's portals share one namespace: ``DECLARE`` refuses a name either
+has (42P03).
 
 Lifetime: a cursor ends with its transaction (``COMMIT``, ``ROLLBACK``), with a
 ``ROLLBACK TO SAVEPOINT`` taken before its ``DECLARE`` (as in PostgreSQL), or by

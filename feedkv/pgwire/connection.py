@@ -488,6 +488,15 @@ class Connection:
             return "E"
         return "T" if session.in_transaction else "I"
 
+    def _ready_for_query(self, out: bytearray) -> None:
+        """ReadyForQuery with the transaction status. Outside a transaction, the portals
+        are gone: as in PostgreSQL and CockroachDB, a portal lasts until its transaction
+        ends (an implicit one ends here), and its name is free for a DECLARE again."""
+        status = self._status()
+        if status == "I":
+            self._portals.clear()
+        out += m.ready_for_query(status)
+
     def _ready(self, message: m.FrontendMessage, out: bytearray) -> None:
         if isinstance(message, m.Terminate):
             self.close()
@@ -497,7 +506,7 @@ class Connection:
             return
         if isinstance(message, m.Sync):
             self._skipping = False
-            out += m.ready_for_query(self._status())
+            self._ready_for_query(out)
             return
         if self._skipping:
             return  # an error was answered: skip to Sync
@@ -558,7 +567,7 @@ class Connection:
             self._error(exc, out)
         finally:
             self._end_query()
-        out += m.ready_for_query(self._status())
+        self._ready_for_query(out)
 
     # COPY.
 
@@ -621,7 +630,7 @@ class Connection:
                 out += m.command_complete(f"COPY {count}")
             finally:
                 self._end_query()
-            out += m.ready_for_query(self._status())
+            self._ready_for_query(out)
             return
         elif isinstance(message, m.CopyFail):
             error = SQLError("57014", f"COPY from stdin failed: {message.message}")
@@ -632,7 +641,7 @@ class Connection:
         self._copy_in = None
         self._sql.fail()
         self._error(error, out)
-        out += m.ready_for_query(self._status())
+        self._ready_for_query(out)
 
     def _copy_rows(self, state: _CopyIn) -> int:
         """Insert the COPY's rows, all or none: in the open transaction, else in one of

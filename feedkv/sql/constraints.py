@@ -279,7 +279,7 @@ def _unmatched_row(
     """CockroachDB's error for a row that fails a foreign key being added: the row's
     key columns, then its primary key's others, as ``name=value``."""
     ids = [*fk.column_ids, *(i for i in desc.primary_key if i not in fk.column_ids)]
-    shown = ", ".join(f"{_name(desc, i)}={literal_text(row.get(i))}" for i in ids)
+    shown = _labeled(desc, ids, row)
     return SQLError(
         "23503", f'foreign key violation: "{desc.name}" row {shown} has no match in "{parent.name}"'
     )
@@ -288,11 +288,15 @@ def _unmatched_row(
 def _unsatisfied_row(desc: TableDescriptor, check: Check, row: Row) -> SQLError:
     """CockroachDB's error for a row that fails a CHECK being added: the expression
     (its constants annotated), then the row's columns but hidden ones, as ``name=value``."""
-    shown = ", ".join(
-        f"{c.name}={literal_text(row.get(c.id))}" for c in desc.columns if not c.hidden
-    )
+    shown = _labeled(desc, [c.id for c in desc.columns if not c.hidden], row)
     expression = annotated_constants(check.expression)
     return SQLError("23514", f'validation of CHECK "{expression}" failed on row: {shown}')
+
+
+def _labeled(desc: TableDescriptor, ids: Sequence[int], row: Row) -> str:
+    """``row``'s values of columns ``ids`` as CockroachDB's validation errors show them:
+    ``a=1, s='x'``."""
+    return ", ".join(f"{_name(desc, i)}={literal_text(row.get(i))}" for i in ids)
 
 
 def _has_row(

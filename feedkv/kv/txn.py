@@ -274,22 +274,28 @@ class Txn:
         nowait: bool = False,
     ) -> list[KeyValue]:
         """The committed keys of ``span`` read at the read timestamp, with ``own`` (this
-        transaction's writes in the span, by key) applied over them."""
+        transaction's writes in the span, by key) applied over them. NB: with a limit,
+        the committed keys are read up to it plus ``own``'s deletions (each may hide
+        one), not to the span's end, and ``own`` applies up to the last key read: past
+        it, the committed keys are not known."""
+        wanted = None if limit is None else limit + sum(v is None for v in own.values())
         if lock:
-            rows = self._locking_scan(span, None if own else limit, reverse, nowait)
+            rows = self._locking_scan(span, wanted, reverse, nowait)
         else:
-            rows = self._scan(span, None if own else limit, reverse)
-        if own:
-            merged = {kv.key: kv for kv in rows}
-            for key, value in own.items():
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = KeyValue(key, value, self._txn.read_ts)
-            rows = [merged[k] for k in sorted(merged, reverse=reverse)]
-            if limit is not None:
-                rows = rows[:limit]
-        return rows
+            rows = self._scan(span, wanted, reverse)
+        if not own:
+            return rows
+        if wanted and len(rows) >= wanted:  # NB: fewer: the span's end was reached
+            last = rows[-1].key
+            own = {k: v for k, v in own.items() if (k >= last if reverse else k <= last)}
+        merged = {kv.key: kv for kv in rows}
+        for key, value in own.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = KeyValue(key, value, self._txn.read_ts)
+        rows = [merged[k] for k in sorted(merged, reverse=reverse)]
+        return rows if limit is None else rows[:limit]
 
     def _scan(
         self,

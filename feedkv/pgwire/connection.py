@@ -270,6 +270,8 @@ class _Prepared:
     param_oids: tuple[int, ...]  # one per placeholder; 0 where neither client nor SQL knew
     description: Description | None  # None: not described yet (in a failed transaction)
     catalog: bool = False  # it reads pg_catalog or information_schema (see catalog.py)
+    # a Describe of the statement sent its columns: the client may keep them
+    described: bool = False
     # a portal's RowDescription from ``description``, by the Bind's result formats: the
     # column types and the message (a prepared statement is described at every run)
     rows_described: dict[tuple[int, ...], tuple[list[WireType], bytes]] = field(
@@ -441,6 +443,7 @@ class Connection:
             self._fatal(exc, out)
             return
         self._session = session
+        session.cursors.portals = self._portals  # NB: DECLARE refuses a portal's name
         attach = getattr(session, "attach_connection", None)
         if attach is not None and self._terminate is not None:
             # NB: a session of feedkv.sql.session; a test's stand-in may have none
@@ -485,6 +488,15 @@ class Connection:
             return "E"
         return "T" if session.in_transaction else "I"
 
+    def _ready_for_query(self, out: bytearray) -> None:
+        """ReadyForQuery with the transaction status. Outside a transaction, the portals
+        are gone: as in PostgreSQL and CockroachDB, a portal lasts until its transaction
+        ends (an implicit one ends here), and its name is free for a DECLARE again."""
+        status = self._status()
+        if status == "I":
+            self._portals.clear()
+        out += m.ready_for_query(status)
+
     def _ready(self, message: m.FrontendMessage, out: bytearray) -> None:
         if isinstance(message, m.Terminate):
             self.close()
@@ -494,7 +506,7 @@ class Connection:
             return
         if isinstance(message, m.Sync):
             self._skipping = False
-            out += m.ready_for_query(self._status())
+            self._ready_for_query(out)
             return
         if self._skipping:
             return  # an error was answered: skip to Sync
@@ -555,7 +567,7 @@ class Connection:
             self._error(exc, out)
         finally:
             self._end_query()
-        out += m.ready_for_query(self._status())
+        self._ready_for_query(out)
 
     # COPY.
 
@@ -618,7 +630,7 @@ class Connection:
                 out += m.command_complete(f"COPY {count}")
             finally:
                 self._end_query()
-            out += m.ready_for_query(self._status())
+            self._ready_for_query(out)
             return
         elif isinstance(message, m.CopyFail):
             error = SQLError("57014", f"COPY from stdin failed: {message.message}")
@@ -629,7 +641,7 @@ class Connection:
         self._copy_in = None
         self._sql.fail()
         self._error(error, out)
-        out += m.ready_for_query(self._status())
+        self._ready_for_query(out)
 
     def _copy_rows(self, state: _CopyIn) -> int:
         """Insert the COPY's rows, all or none: in the open transaction, else in one of
@@ -922,7 +934,9 @@ class Connection:
         if message.portal and message.portal in self._portals:
             raise SQLError("42P03", f'portal "{message.portal}" already exists')
         if message.portal in self._sql.cursors.open:  # NB: one namespace, as PostgreSQL's
-            raise SQLError("42P03", f'portal "{message.portal}" already exists as a cursor')
+            raise SQLError("42P03", f'portal "{message.portal}" already exists as cursor')
+        if isinstance(prepared.statement, st.FetchCursor) and not prepared.statement.move:
+            self._redescribe_fetch(prepared, prepared.statement.name)
         oids = prepared.param_oids
         if len(message.params) != len(oids):
             raise SQLError(
@@ -939,12 +953,29 @@ class Connection:
         self._portals[message.portal] = _Portal(prepared, params, message.result_formats)
         out += m.bind_complete()
 
+    def _redescribe_fetch(self, prepared: _Prepared, cursor: str) -> None:
+        """A FETCH's columns are those of the cursor its name has at Bind (as a
+        PostgreSQL portal takes them), which may not be the one it was prepared over. A
+        client that described the statement keeps those columns: for it a change is
+        refused as PostgreSQL refuses a cached plan whose result type changed (0A000);
+        else the statement is described anew."""
+        if cursor not in self._sql.cursors.open:
+            return  # NB: the FETCH fails as it runs (34000)
+        description = self._sql.describe(prepared.text)
+        if description == prepared.description:
+            return
+        if prepared.described:
+            raise SQLError("0A000", "cached plan must not change result type")
+        prepared.description = description
+        prepared.rows_described.clear()
+
     def _describe(self, message: m.Describe, out: bytearray) -> None:
         if message.kind == "S":
             prepared = self._statements.get(message.name)
             if prepared is None:
                 raise SQLError("26000", f'prepared statement "{message.name}" does not exist')
             description = self._description(prepared)
+            prepared.described = True
             if description is not None:
                 prepared.param_oids = _typed(prepared.param_oids, description.params)
             oids = [OID.TEXT if oid == OID.UNSPECIFIED else oid for oid in prepared.param_oids]

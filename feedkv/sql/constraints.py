@@ -143,7 +143,7 @@ def validate_rows(
         for check, test in tests:
             verdict = test(env, ex.context)
             if verdict is not None and not holds(verdict):
-                raise check_failed(desc, check.name, check.expression)
+                raise _unsatisfied_row(desc, check, row)
         for fk in foreign_keys:
             parent = _missing_parent(ex, fk, None, row)
             if parent is not None:
@@ -279,10 +279,24 @@ def _unmatched_row(
     """CockroachDB's error for a row that fails a foreign key being added: the row's
     key columns, then its primary key's others, as ``name=value``."""
     ids = [*fk.column_ids, *(i for i in desc.primary_key if i not in fk.column_ids)]
-    shown = ", ".join(f"{_name(desc, i)}={literal_text(row.get(i))}" for i in ids)
+    shown = _labeled(desc, ids, row)
     return SQLError(
         "23503", f'foreign key violation: "{desc.name}" row {shown} has no match in "{parent.name}"'
     )
+
+
+def _unsatisfied_row(desc: TableDescriptor, check: Check, row: Row) -> SQLError:
+    """CockroachDB's error for a row that fails a CHECK being added: the expression
+    (its constants annotated), then the row's columns but hidden ones, as ``name=value``."""
+    shown = _labeled(desc, [c.id for c in desc.columns if not c.hidden], row)
+    expression = annotated_constants(check.expression)
+    return SQLError("23514", f'validation of CHECK "{expression}" failed on row: {shown}')
+
+
+def _labeled(desc: TableDescriptor, ids: Sequence[int], row: Row) -> str:
+    """``row``'s values of columns ``ids`` as CockroachDB's validation errors show them:
+    ``a=1, s='x'``."""
+    return ", ".join(f"{_name(desc, i)}={literal_text(row.get(i))}" for i in ids)
 
 
 def _has_row(

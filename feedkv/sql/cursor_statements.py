@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from feedkv.errors import SQLError
 from feedkv.sql import query
 from feedkv.sql import statements as st
 from feedkv.sql.cursors import Cursor, check_declare
@@ -23,6 +24,13 @@ def declare(ex: Execution, s: st.DeclareCursor) -> Result:
     check_declare(
         session.cursors, s.name, binary=s.binary, scroll=s.scroll, hold=s.hold, explicit=explicit
     )
+    if s.hold and isinstance(s.query, st.Select) and s.query.locks:
+        # NB: as CockroachDB: its locks would outlive the transaction that took them
+        raise SQLError(
+            "0A000",
+            "DECLARE CURSOR WITH HOLD must not contain locking",
+            detail="Holdable cursors must be READ ONLY.",
+        )
     if explicit and ex.txn is not None:
         ex.reader = ex.txn.view()
     columns, types, rows = query.stream(ex, s.query)

@@ -96,6 +96,10 @@ class _Scanner:
     def error(self, at: int | None, message: str) -> SQLError:
         return _error(self.text, at, message, self.offset)
 
+    def error_at(self, token: _Token | None, message: str) -> SQLError:
+        """:meth:`error` at ``token`` (None: at the end of the statement)."""
+        return self.error(None if token is None else token.start, message)
+
 
 def _is_word(token: _Token | None, *words: str) -> bool:
     return token is not None and token.kind == "word" and token.text in words
@@ -103,7 +107,7 @@ def _is_word(token: _Token | None, *words: str) -> bool:
 
 def _name(scanner: _Scanner, token: _Token | None, what: str) -> str:
     if token is None or token.kind == "number":
-        raise scanner.error(None if token is None else token.start, f"expected {what}")
+        raise scanner.error_at(token, f"expected {what}")
     return token.name
 
 
@@ -126,22 +130,22 @@ def parse_declare(text: str, offset: int = 0) -> DeclareHead:
     if _is_word(token, "NO"):
         token = scanner.next()
         if not _is_word(token, "SCROLL"):
-            raise scanner.error(None if token is None else token.start, "expected SCROLL")
+            raise scanner.error_at(token, "expected SCROLL")
         scroll, token = False, scanner.next()
     elif _is_word(token, "SCROLL"):
         scroll, token = True, scanner.next()
     if not _is_word(token, "CURSOR"):
-        raise scanner.error(None if token is None else token.start, "expected CURSOR")
+        raise scanner.error_at(token, "expected CURSOR")
     token = scanner.next()
     hold = False
     if _is_word(token, "WITH", "WITHOUT"):
         hold = token is not None and token.text == "WITH"
         token = scanner.next()
         if not _is_word(token, "HOLD"):
-            raise scanner.error(None if token is None else token.start, "expected HOLD")
+            raise scanner.error_at(token, "expected HOLD")
         token = scanner.next()
     if not _is_word(token, "FOR"):
-        raise scanner.error(None if token is None else token.start, "expected FOR")
+        raise scanner.error_at(token, "expected FOR")
     query_at = scanner.at + len(text[scanner.at :]) - len(text[scanner.at :].lstrip())
     if query_at >= len(text):
         raise scanner.error(None, "DECLARE needs a query after FOR")
@@ -150,7 +154,7 @@ def parse_declare(text: str, offset: int = 0) -> DeclareHead:
 
 def _count(scanner: _Scanner, token: _Token | None) -> int:
     if token is None or token.kind != "number":
-        raise scanner.error(None if token is None else token.start, "expected a row count")
+        raise scanner.error_at(token, "expected a row count")
     value = int(token.text)
     if abs(value) > INT64_MAX:
         raise scanner.error(token.start, "the row count is out of int64 range")
@@ -179,17 +183,14 @@ def parse_fetch(text: str, offset: int = 0) -> st.FetchCursor:
     return st.FetchCursor(text, last.name, kind, count, move)
 
 
-_Kind = Literal["count", "all", "backward_all", "first", "last", "absolute", "relative"]
-
-
-def _direction(scanner: _Scanner, body: list[_Token]) -> tuple[_Kind, int]:
+def _direction(scanner: _Scanner, body: list[_Token]) -> tuple[st.FetchKind, int]:
     if not body:
         return "count", 1
     head, rest = body[0], body[1:]
     word = head.text if head.kind == "word" else ""
     if head.kind == "number" and not rest:
         return "count", _count(scanner, head)
-    simple: dict[str, tuple[_Kind, int]] = {
+    simple: dict[str, tuple[st.FetchKind, int]] = {
         "NEXT": ("count", 1),
         "PRIOR": ("count", -1),
         "FIRST": ("first", 1),

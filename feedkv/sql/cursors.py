@@ -13,7 +13,9 @@ As in CockroachDB, cursors only move forward: ``SCROLL`` is refused (0A000) and 
 is any motion backwards (55000 ``cursor can only scan forward``: PRIOR, BACKWARD, a
 negative count, LAST, FIRST past the first row, ABSOLUTE before the position);
 ``BINARY`` is refused (0A000). ``FETCH 0`` returns no row and ``RELATIVE 0`` the
-current one. ``MOVE`` moves as ``FETCH`` would and counts the rows it passed.
+current one. ``MOVE`` moves as ``FETCH`` would and counts the rows it passed. Cursors
+and the wire protocol's portals share one namespace: ``DECLARE`` refuses a name either
+has (42P03).
 
 Lifetime: a cursor ends with its transaction (``COMMIT``, ``ROLLBACK``), with a
 ``ROLLBACK TO SAVEPOINT`` taken before its ``DECLARE`` (as in PostgreSQL), or by
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +122,9 @@ class Cursors:
     """A session's cursors, by name."""
 
     open: dict[str, Cursor] = field(default_factory=dict)
+    # the names of the protocol-level portals (pgwire's, which sets it): one namespace
+    # with the cursors', as in PostgreSQL and CockroachDB
+    portals: Container[str] = frozenset()
 
     def get(self, name: str) -> Cursor:
         cursor = self.open.get(name)
@@ -128,8 +133,11 @@ class Cursors:
         return cursor
 
     def check_free(self, name: str) -> None:
+        """Refuse ``name`` for a new cursor when a cursor or a portal has it (42P03)."""
         if name in self.open:
             raise SQLError("42P03", f'cursor "{name}" already exists')
+        if name in self.portals:
+            raise SQLError("42P03", f'cursor "{name}" already exists as portal')
 
     def add(self, cursor: Cursor) -> None:
         self.check_free(cursor.name)
@@ -175,14 +183,11 @@ def check_declare(
     cursors: Cursors, name: str, *, binary: bool, scroll: bool | None, hold: bool, explicit: bool
 ) -> None:
     """Refuse a DECLARE as CockroachDB does: BINARY and SCROLL (0A000), outside a
-    transaction without WITH HOLD (25P01), a name taken (42P03)."""
+    transaction without WITH HOLD (25P01), a name a cursor or portal has (42P03)."""
     if binary:
-        raise SQLError("0A000", "unimplemented: DECLARE BINARY CURSOR is not supported")
+        raise SQLError("0A000", "unimplemented: DECLARE BINARY CURSOR")
     if scroll:
-        raise SQLError(
-            "0A000",
-            "unimplemented: DECLARE SCROLL CURSOR is not supported: cursors only move forward",
-        )
+        raise SQLError("0A000", "unimplemented: DECLARE SCROLL CURSOR")
     if not explicit and not hold:
         raise SQLError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
     cursors.check_free(name)

@@ -374,8 +374,8 @@ class Execution:
         :data:`_FIRST_PAGE` to :data:`_LAST_PAGE` pairs), the session's interrupt looked
         at between pages: a scan of a large table stops within a page of a cancel.
 
-        NB: the pages grow because a transaction's scan of a span holding its own
-        writes reads to the span's end whatever the limit (it merges them in first)."""
+        NB: the pages grow: a read that stops early (a LIMIT, a cursor's first FETCH)
+        costs a small page, a long scan few round trips."""
         source, check = self.read_source, self.session.interrupt.check
         start, page = span.start, _FIRST_PAGE
         txn = self.txn if lock is not None and source is self.txn else None

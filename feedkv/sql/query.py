@@ -168,9 +168,10 @@ def stream(
     ex: Execution, q: st.Query
 ) -> tuple[tuple[str, ...], tuple[ColumnType | None, ...], Iterator[tuple[Any, ...]]]:
     """``q``'s columns, their types and its rows as an iterator (a cursor's). A SELECT of
-    one table in the order it is stored (no ORDER BY, grouping, window, DISTINCT,
-    subquery or locking) reads its rows as the iterator is advanced, a page of the scan
-    at a time; any other query runs whole now."""
+    one table in the order it is stored (no ORDER BY but one a scan gives, see
+    :func:`_in_key_order`; no grouping, window, DISTINCT, subquery or locking) reads its
+    rows as the iterator is advanced, a page of the scan at a time; any other query runs
+    whole now."""
     plan = _streamed(ex, q)
     if plan is None:
         result = select(ex, q) if isinstance(q, st.Select) else query(ex, q)

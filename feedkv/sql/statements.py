@@ -20,6 +20,7 @@ __all__ = [
     "ShowSessions",
     "DeclareCursor",
     "FetchCursor",
+    "FetchKind",
     "CloseCursor",
     "RowLock",
     "AddPrimaryKey",
@@ -712,6 +713,9 @@ class DeclareCursor(Statement):
     hold: bool = False
 
 
+FetchKind = Literal["count", "all", "backward_all", "first", "last", "absolute", "relative"]
+
+
 @dataclass(frozen=True, slots=True)
 class FetchCursor(Statement):
     """``FETCH`` or (``move``) ``MOVE`` ``[direction] [FROM | IN] name``: ``kind`` is
@@ -720,7 +724,7 @@ class FetchCursor(Statement):
     ``absolute`` or ``relative`` (with ``count``)."""
 
     name: str
-    kind: Literal["count", "all", "backward_all", "first", "last", "absolute", "relative"]
+    kind: FetchKind
     count: int = 1
     move: bool = False
 

@@ -20,8 +20,8 @@ commit arrive while the next group is committed, and many clients split into two
 that take turns, each caller waiting for two fsyncs; with it they commit together
 (pgbench, 32 clients: about 15 jobs a group became 20-27). The gathering thread sleeps
 until the number it awaits is queued, woken once by the submit that makes it, not by
-every job: each wake takes the GIL from the callers it waits for (three alternating
-pgbench kv0 pairs, with the pgwire fast paths of the commit before: 0.68-0.74 -> 0.49-0.58
+every job: each wake takes the GIL from the callers it waits for (pgbench kv0 at 32
+clients, three alternating pairs against a blocking get per job: 0.68-0.74 -> 0.49-0.58
 voluntary context switches a statement on the node's long-lived threads, node CPU
 195-210 -> 180-193 us a statement). Woken callers also run before the next evaluation
 instead of beside it: callers running beside an evaluation made it three times slower.
@@ -464,7 +464,8 @@ class LMDBEngine:
         """Sleep until ``count`` jobs are queued, or for ``timeout``. NB: woken once, by
         the submit that queues the last of them, not at every job as a blocking get
         would wake it: each wake costs the commit thread the GIL, which it takes from
-        the callers it waits for (~17 wakes a group of ~23 at 32 clients before)."""
+        the callers it waits for (a get per job woke it ~17 times a group of ~23 at 32
+        clients)."""
         self._enough_jobs.clear()
         self._jobs_awaited = count
         # NB: set before the count is read, so a submit in between either sees it or

@@ -145,6 +145,48 @@ def test_a_transaction_scan_merges_its_own_writes_into_what_it_reads(db: DB, lay
         assert [kv.key for kv in txn.scan(b"c", b"q")] == [b"p"]
 
 
+def test_a_limited_scan_over_own_writes_answers_as_a_merge_and_reads_no_further(
+    db: DB, layout: str
+) -> None:
+    """A scan with a limit, over a span holding this transaction's writes, answers what
+    merging its writes into every committed key and cutting at the limit answers (both
+    ways, any limit, a view's too); and it reads the committed keys only so far as the
+    limit needs (plus one a deletion may hide), not to the span's end."""
+    rng = random.Random(7)
+    letters = [bytes([c]) for c in range(ord("a"), ord("z") + 1)]
+    committed = {key: b"committed" for key in letters if rng.random() < 0.6}
+    for key, value in committed.items():
+        db.put(key, value)
+    with db.transaction() as txn:
+        model = dict(committed)
+        for key in rng.sample(letters, 10):
+            if rng.random() < 0.4:
+                txn.delete(key)
+                model.pop(key, None)
+            else:
+                txn.put(key, b"mine")
+                model[key] = b"mine"
+        view = txn.view()
+        for reader in (txn, view):
+            for reverse in (False, True):
+                expected = sorted(model.items(), reverse=reverse)
+                for limit in range(len(letters) + 2):
+                    got = reader.scan(*ALL, limit=limit, reverse=reverse)
+                    assert [(kv.key, kv.value) for kv in got] == expected[:limit], (
+                        reader,
+                        reverse,
+                        limit,
+                    )
+    with db.transaction() as txn:
+        txn.put(b"b", b"mine")
+        txn.put(b"y", b"mine")
+        txn.delete(b"c")
+        first = [kv.key for kv in txn.scan(*ALL, limit=2)]
+        assert first == sorted([b"b", *(k for k in committed if k not in (b"b", b"c"))])[:2]
+        # NB: two asked and one deletion: three committed keys read, the rest not
+        assert all(span.end <= b"y" for span in txn._reads), txn._reads
+
+
 def test_a_view_sees_the_writes_made_before_it_and_none_after(db: DB, layout: str) -> None:
     for key in (b"a", b"d", b"p"):
         db.put(key, b"committed")

@@ -230,6 +230,7 @@ def test_all_null_and_empty_columns_have_their_declared_types(wire: Wire) -> Non
 
 
 def test_a_portal_runs_at_execute_not_at_describe(wire: Wire) -> None:
+    wire.send(query("BEGIN"))  # NB: a portal lasts until its transaction ends
     answers = wire.send(
         parse("", "INSERT INTO t VALUES (7, 'g') RETURNING id"),
         bind("p", ""),
@@ -242,6 +243,22 @@ def test_a_portal_runs_at_execute_not_at_describe(wire: Wire) -> None:
     answers = wire.send(execute("p"), SYNC)
     assert [kind for kind, _ in answers] == [b"D", b"C", b"Z"]
     assert wire.send(query("SELECT count(*) FROM t"))[1][1] == struct.pack("!hi", 1, 1) + b"4"
+    wire.send(query("COMMIT"))
+
+
+def test_a_portal_ends_with_its_transaction(wire: Wire) -> None:
+    """As in PostgreSQL and CockroachDB: a named portal of an implicit transaction is
+    gone after its Sync, one of an explicit transaction after its COMMIT (34000)."""
+    answers = wire.send(parse("s", "SELECT id FROM t"), bind("p", "s"), SYNC)
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"Z"]
+    gone = wire.send(execute("p"), SYNC)
+    assert [kind for kind, _ in gone] == [b"E", b"Z"]
+    assert error_fields(gone[0][1])["M"] == 'portal "p" does not exist'
+    wire.send(query("BEGIN"))
+    assert wire.kinds(bind("p", "s"), SYNC) == b"2Z"
+    assert wire.kinds(execute("p", 1), SYNC) == b"DsZ"  # kept past the Sync
+    wire.send(query("COMMIT"))
+    assert wire.kinds(execute("p"), SYNC) == b"EZ"
 
 
 @pytest.mark.parametrize(

@@ -177,6 +177,15 @@ def test_backend_messages_encode_as_postgresql_frames_them() -> None:
     }
 
 
+def _typed(kind: bytes, body: bytes) -> object:
+    """What the frontend reader (fast path first) makes of a ``kind`` message's body: the
+    message, or the violation's text."""
+    try:
+        return m._parse_typed(kind, body)
+    except m.ProtocolViolation as exc:
+        return str(exc)
+
+
 def _bind_by_reader(body: bytes) -> object:
     """What the general reader makes of a Bind body: the message, or the violation's text."""
     r = m._Reader(body, "Bind")
@@ -212,11 +221,7 @@ def test_a_bind_parses_as_the_general_reader_reads_it(pieces: list[bytes]) -> No
     expected = _bind_by_reader(body)
     fast = m._parse_bind(body)
     assert fast is None or fast == expected
-    try:
-        parsed: object = m._parse_typed(b"B", body)
-    except m.ProtocolViolation as exc:
-        parsed = str(exc)
-    assert parsed == expected
+    assert _typed(b"B", body) == expected
 
 
 def test_a_bind_with_parameters_of_both_formats_takes_the_fast_path() -> None:
@@ -253,11 +258,7 @@ def test_an_execute_parses_as_the_general_reader_reads_it(pieces: list[bytes]) -
     expected = _execute_by_reader(body)
     fast = m._parse_execute(body)
     assert fast is None or fast == expected
-    try:
-        parsed: object = m._parse_typed(b"E", body)
-    except m.ProtocolViolation as exc:
-        parsed = str(exc)
-    assert parsed == expected
+    assert _typed(b"E", body) == expected
 
 
 def test_a_sync_with_a_body_is_a_violation_and_one_without_is_a_sync() -> None:

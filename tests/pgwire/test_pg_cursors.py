@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import struct
 from typing import Any
 
 import asyncpg
@@ -18,7 +19,7 @@ from test_connection import SYNC, Wire, describe, execute, query
 from test_psql import psql
 
 from feedkv import DB
-from feedkv.testing.pgwire_client import bind, parse, startup
+from feedkv.testing.pgwire_client import bind, error_fields, parse, startup
 
 
 def _table(conn: psycopg.Connection[Any], rows: int) -> None:
@@ -278,3 +279,59 @@ def test_asyncpg_prepares_declare_and_fetch(pg_url: str) -> None:
             await conn.close()
 
     assert asyncio.run(asyncio.wait_for(scenario(), timeout=60)) == [(2, "b"), (3, "c")]
+
+
+def test_declare_refuses_a_portals_name(db: DB) -> None:
+    """Cursors and portals share one namespace: DECLARE of a name a portal has fails
+    as CockroachDB's does (42P03), and so does a Bind of a cursor's name."""
+    wire = Wire(db)
+    wire.send(startup())
+    wire.send(query("CREATE TABLE t (id INT PRIMARY KEY)"), query("BEGIN"))
+    assert wire.send(parse("", "SELECT 1"), bind("p", ""), SYNC)[1][0] == b"2"
+    refused = wire.send(query("DECLARE p CURSOR FOR SELECT id FROM t"))
+    assert refused[0][0] == b"E"
+    fields = error_fields(refused[0][1])
+    assert (fields["C"], fields["M"]) == ("42P03", 'cursor "p" already exists as portal')
+    wire.send(query("ROLLBACK"), query("BEGIN"), query("DECLARE c CURSOR FOR SELECT id FROM t"))
+    answer = wire.send(parse("", "SELECT 1"), bind("c", ""), SYNC)
+    fields = error_fields(answer[1][1])
+    assert (fields["C"], fields["M"]) == ("42P03", 'portal "c" already exists as cursor')
+
+
+def _redeclare(wire: Wire, columns: str) -> None:
+    """Cursor c anew, over ``columns`` of t, in a transaction of its own."""
+    wire.send(query("ROLLBACK"), query("BEGIN"))
+    declared = wire.send(query(f"DECLARE c CURSOR FOR SELECT {columns} FROM t ORDER BY id"))
+    assert declared[0] == (b"C", b"DECLARE CURSOR\x00")
+
+
+def test_a_prepared_fetch_follows_its_cursors_columns_or_refuses_a_kept_description(
+    db: DB,
+) -> None:
+    """A named FETCH prepared over cursor c, then run over a later c of other columns:
+    described only as a portal, it sends the new columns; described as a statement
+    (the client may keep that RowDescription), it is refused as PostgreSQL refuses a
+    cached plan whose result type changed (0A000), not answered with rows that
+    description does not fit."""
+    wire = Wire(db)
+    wire.send(startup())
+    wire.send(query("CREATE TABLE t (id INT PRIMARY KEY, s STRING)"))
+    wire.send(query("INSERT INTO t VALUES (1, 'a'), (2, 'b')"))
+    _redeclare(wire, "id")
+    prepared = wire.send(parse("f", "FETCH 1 FROM c"), parse("g", "FETCH 1 FROM c"), SYNC)
+    assert [kind for kind, _ in prepared] == [b"1", b"1", b"Z"]
+    kept = wire.send(describe("S", "g"), SYNC)
+    assert [kind for kind, _ in kept] == [b"t", b"T", b"Z"]
+    assert struct.unpack_from("!h", kept[1][1])[0] == 1
+    _redeclare(wire, "s, id")
+    fetched = wire.send(bind("", "f"), describe("P"), execute(), SYNC)
+    assert [kind for kind, _ in fetched] == [b"2", b"T", b"D", b"C", b"Z"]
+    assert struct.unpack_from("!h", fetched[1][1])[0] == 2
+    assert fetched[2][1] == b"\x00\x02\x00\x00\x00\x01a\x00\x00\x00\x011"
+    refused = wire.send(bind("", "g"), execute(), SYNC)
+    assert [kind for kind, _ in refused] == [b"E", b"Z"]
+    fields = error_fields(refused[0][1])
+    assert (fields["C"], fields["M"]) == ("0A000", "cached plan must not change result type")
+    _redeclare(wire, "id")
+    again = wire.send(bind("", "g"), execute(), SYNC)
+    assert [kind for kind, _ in again] == [b"2", b"D", b"C", b"Z"]

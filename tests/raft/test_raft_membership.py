@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedkv.raft.messages import ConfChange, ConfChangeType, ConfState, MessageType
+from feedkv.raft.messages import ConfChange, ConfChangeType, ConfState, Message, MessageType
 from feedkv.raft.state import Role
 from feedkv.testing.raft_sim import RaftSim
 
@@ -143,8 +143,14 @@ def test_a_node_added_back_gets_a_new_empty_replica_and_its_old_ids_messages_are
     assert new_id not in (1, 2, 3, 4, 11, 12, 13, 14) and sim.node_of(new_id) == 2
     assert 12 not in sim.replicas and sim.replica_on(2) is sim.replicas[new_id]
     assert sim.replicas[new_id].applied == []
-    sent_to_old: list[int] = []
-    sim.drop = lambda m: m.to == 12 and sent_to_old.append(m.to) is not None
+    sent_to_old: list[Message] = []
+
+    def watch(message: Message) -> bool:
+        if message.to == 12:
+            sent_to_old.append(message)
+        return False  # NB: watched, not dropped
+
+    sim.drop = watch
     sim.propose_conf_change(ConfChange(LEARNER, new_id, context=2))
     _settle(sim)
     assert sim.raft(11).conf_state() == ConfState((11, 13, 14), (new_id,))

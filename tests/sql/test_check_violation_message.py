@@ -34,3 +34,17 @@ def test_a_check_violation_names_the_expression_relation_and_constraint(db: DB) 
         "failed to satisfy CHECK constraint (b < 1:::INT8): "
         'new row for relation "c" violates check constraint "c_b_check"'
     )
+
+
+def test_a_check_added_over_a_violating_row_names_the_row_as_cockroachdb(db: DB) -> None:
+    """ALTER TABLE ... ADD CONSTRAINT ... CHECK validates the rows there: the first that
+    fails is named by its columns (strings quoted, the hidden rowid left out)."""
+    db.sql("CREATE TABLE w (s STRING, n INT)")
+    db.sql("INSERT INTO w VALUES ('it''s', 5)")
+    with pytest.raises(SQLError) as caught:
+        db.sql("ALTER TABLE w ADD CONSTRAINT small CHECK (n < 3 OR s = 'ok')")
+    assert caught.value.code == "23514"
+    assert caught.value.message == (
+        "validation of CHECK \"n < 3:::INT8 OR s = 'ok':::STRING\" failed on row: s='it''s', n=5"
+    )
+    db.sql("ALTER TABLE w ADD CONSTRAINT small CHECK (n < 9)")

@@ -199,14 +199,28 @@ def test_declare_errors_are_cockroachdbs(session: Session) -> None:
     assert code_of(session, "FETCH 1 c") == "34000"
     assert code_of(session, "CLOSE c") == "34000"
     session.execute("BEGIN")
-    for text, code in [
-        ("DECLARE c SCROLL CURSOR FOR SELECT 1", "0A000"),
-        ("DECLARE c BINARY CURSOR FOR SELECT 1", "0A000"),
-        ("DECLARE c CURSOR FOR SELECT * FROM missing", "42P01"),
+    for text, code, message in [
+        ("DECLARE c SCROLL CURSOR FOR SELECT 1", "0A000", "unimplemented: DECLARE SCROLL CURSOR"),
+        ("DECLARE c BINARY CURSOR FOR SELECT 1", "0A000", "unimplemented: DECLARE BINARY CURSOR"),
+        ("DECLARE c CURSOR FOR SELECT * FROM nope", "42P01", 'relation "nope" does not exist'),
     ]:
-        assert code_of(session, text) == code
+        with pytest.raises(SQLError) as raised:
+            session.execute(text)
+        assert (raised.value.code, raised.value.message) == (code, message)
         session.execute("ROLLBACK")
         session.execute("BEGIN")
+    held_lock = "DECLARE c CURSOR WITH HOLD FOR SELECT id FROM t FOR UPDATE"
+    with pytest.raises(SQLError) as raised:
+        session.execute(held_lock)
+    error = raised.value
+    assert (error.code, error.message, error.detail) == (
+        "0A000",
+        "DECLARE CURSOR WITH HOLD must not contain locking",
+        "Holdable cursors must be READ ONLY.",
+    )
+    session.execute("ROLLBACK")
+    assert code_of(session, held_lock) == "0A000"  # outside a transaction too
+    session.execute("BEGIN")
     session.execute("DECLARE c NO SCROLL CURSOR WITHOUT HOLD FOR SELECT 1")
     assert code_of(session, "DECLARE c CURSOR FOR SELECT 2") == "42P03"
     session.execute("ROLLBACK")

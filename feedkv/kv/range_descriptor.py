@@ -306,8 +306,9 @@ def local_range_id_floor(reader: Reader) -> int:
 
 def seed_range_ids(rw: ReadWriter, node_id: int) -> None:
     """Start the range ids this store hands out at ``node_id << 32``: a node that joined
-    a cluster splits its ranges with ids no other node hands out (the bootstrap node
-    counts from 2)."""
+    a cluster split its ranges with ids no other node handed out (the bootstrap node
+    counted from 2), before nodes took them from the cluster's counter
+    (:mod:`feedkv.kv.range_id_alloc`), which a node of a cluster does now."""
     if rw.get(META, _NEXT_ID) is None:
         rw.put(META, _NEXT_ID, (node_id << 32).to_bytes(8, "big"))
 

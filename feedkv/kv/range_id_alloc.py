@@ -57,8 +57,8 @@ log = logging.getLogger(__name__)
 # NB: beside the node id counter (feedkv.server.cluster), below every table's keys
 RANGE_IDS_KEY = b"\x00\x00cluster/range-ids"
 BLOCK_SIZE = 10
-# the highest id the counter gives: old stores' own ids start at node_id << 32, node 1's
-# at 2**32
+# the highest id the counter gives: the ids stores handed out themselves start at
+# node_id << 32 (n1, which bootstrapped, counted from 2: the counter starts above those)
 MAX_RANGE_ID = (1 << 32) - 1
 
 

@@ -61,6 +61,7 @@ def test_concurrent_splits_on_every_node_take_small_distinct_ids(cluster: LocalC
     ids = [r.range_id for r in db.ranges()]
     assert len(set(ids)) == len(ids), sorted(ids)
     assert max(ids) < 1000, sorted(ids)
+    assert int(db.get(RANGE_IDS_KEY) or b"0") >= max(ids)  # they came from the counter
 
 
 @pytest.fixture
@@ -97,3 +98,4 @@ def test_the_counters_own_replicated_range_splits_and_a_restarted_node_keeps_cou
     assert len(set(ids)) == len(ids), sorted(ids)
     assert not before & set(splits)
     assert max(ids) < 1000, sorted(ids)
+    assert int(db.get(RANGE_IDS_KEY) or b"0") >= max(ids)  # they came from the counter

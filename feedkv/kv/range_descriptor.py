@@ -8,7 +8,9 @@ exactly as durable as the data:
 - ``desc/<range id, 8 bytes>`` -> the descriptor;
 - ``end/<end key>`` -> the range id, so the range holding ``key`` is the first entry whose
   end key sorts after ``key`` (one seek);
-- ``next_range_id`` -> the id the next split hands out;
+- ``next_range_id`` -> the id the store's next split hands out when it takes ids of its
+  own (a store in no cluster; a node of a cluster takes them from the cluster's counter,
+  :mod:`feedkv.kv.range_id_alloc`);
 - ``replica_tombstone/<range id>`` -> the lowest replica id this store may still hold of
   a range whose replica here was removed (see below).
 
@@ -56,6 +58,7 @@ __all__ = [
     "bootstrap",
     "descriptor_by_id",
     "descriptor_for_key",
+    "local_range_id_floor",
     "next_range_id",
     "seed_range_ids",
     "write_descriptor",
@@ -291,10 +294,21 @@ def next_range_id(rw: ReadWriter) -> int:
     return range_id
 
 
+def local_range_id_floor(reader: Reader) -> int:
+    """The first id the cluster's counter may give as far as this store knows
+    (:mod:`feedkv.kv.range_id_alloc`): above every small id it handed out itself (a
+    store that bootstrapped counts from 2; its own ids from ``node_id << 32`` on are
+    apart from the counter's, which stays below ``2**32``)."""
+    raw = reader.get(META, _NEXT_ID)
+    local = int.from_bytes(raw, "big") if raw is not None else 2
+    return local if local < 1 << 32 else 2
+
+
 def seed_range_ids(rw: ReadWriter, node_id: int) -> None:
     """Start the range ids this store hands out at ``node_id << 32``: a node that joined
-    a cluster splits its ranges with ids no other node hands out (the bootstrap node
-    counts from 2)."""
+    a cluster split its ranges with ids no other node handed out (the bootstrap node
+    counted from 2), before nodes took them from the cluster's counter
+    (:mod:`feedkv.kv.range_id_alloc`), which a node of a cluster does now."""
     if rw.get(META, _NEXT_ID) is None:
         rw.put(META, _NEXT_ID, (node_id << 32).to_bytes(8, "big"))
 

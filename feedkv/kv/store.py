@@ -440,6 +440,9 @@ class Store:
         # from its directory, relocations), and how pushes and resolves reach other nodes.
         self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
         self.cluster: ClusterSender | None = None
+        # Set by a node: the id of a split's right-hand range, from the cluster's counter
+        # (feedkv.kv.range_id_alloc; a KV round trip at times); None: the store's own.
+        self.range_ids: Callable[[], int] | None = None
         self.replicas: ReplicaLoop | None = None  # set by replicate()
         self.collector: ReplicaCollector | None = None  # set by replicate()
         # replicated ranges: the closed timestamp of their last applied entry carrying one
@@ -829,22 +832,32 @@ class Store:
                 range_id = descriptor_for_key(snap, batch_key(batch)).range_id
         return range_id if loop.has(range_id) else None
 
+    def _split_context(self, *, replicated: bool) -> CommandContext:
+        """The context of a split: its right-hand range's id taken now, on the caller's
+        thread, never the commit thread or the replica loop (from the cluster's counter,
+        a KV round trip that may go to the very range splitting), or outside the log for
+        a replicated range (its replicas apply the same id); else the command takes one
+        from the store's own counter in its transaction."""
+        ctx = self._ctx
+        if self.range_ids is not None:
+            right_id = self.range_ids()
+        elif replicated:
+            right_id = self.engine.write(next_range_id)
+        else:
+            return ctx
+        return replace(ctx, new_range_id=lambda _: right_id)
+
     def _attempt_replicated(
-        self, loop: ReplicaLoop, range_id: int, batch: BatchRequest
+        self, loop: ReplicaLoop, range_id: int, batch: BatchRequest, ctx: CommandContext
     ) -> Completion[Applied]:
         """Propose ``batch`` to the range's Raft log, evaluated on this store if it holds
         the lease; a read-only batch is read there, with no log entry."""
-        ctx = self._ctx
         if _READ_ONLY.issuperset(map(type, batch.requests)):
             read: Completion[Applied] = loop.read(
                 range_id, lambda view: evaluate(ctx, view, batch, replicated=True)
             )
             read.add_done_callback(lambda: self._after_replicated(read))
             return read
-        if any(isinstance(r, Split) for r in batch.requests):
-            # NB: taken here, outside the log: each store hands out ids of its own
-            right_id = self.engine.write(next_range_id)
-            ctx = replace(ctx, new_range_id=lambda _: right_id)
 
         def command(view: ReadWriter) -> tuple[Applied, Effects]:
             reads: list[tuple[Span, Timestamp, bytes | None]] = []
@@ -1145,10 +1158,13 @@ class Store:
         (a replicated range's: on its replica loop)."""
         try:
             ctx = self._ctx
-            if self.replicas is not None and (range_id := self._replicated_range(batch)):
+            range_id = self._replicated_range(batch)
+            if any(isinstance(r, Split) for r in batch.requests):
+                ctx = self._split_context(replicated=range_id is not None)
+            if self.replicas is not None and range_id:
                 if any(isinstance(r, Merge) for r in batch.requests):
                     return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
-                return self._attempt_replicated(self.replicas, range_id, batch)
+                return self._attempt_replicated(self.replicas, range_id, batch, ctx)
             if _READ_ONLY.issuperset(map(type, batch.requests)):
                 return self._read(batch, batch_spans(batch))
             in_flight = self._in_flight

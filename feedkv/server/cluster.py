@@ -85,7 +85,8 @@ from feedkv.kv.placement import (
     choose_move,
     choose_replica_change,
 )
-from feedkv.kv.range_descriptor import RangeDescriptor
+from feedkv.kv.range_descriptor import RangeDescriptor, local_range_id_floor
+from feedkv.kv.range_id_alloc import RangeIDAllocator, take_block
 from feedkv.kv.replica_refusal import SnapshotRefusedError
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
@@ -393,6 +394,10 @@ class Cluster:
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
+        # n1 alone sets the counter up, above the small ids it may have handed out itself
+        floor = store.engine.read_now(local_range_id_floor) if ident.node_id == 1 else None
+        self.range_ids = RangeIDAllocator(lambda count: take_block(self._client(), count, floor))
+        store.range_ids = self.range_ids.allocate
 
     def start(self) -> None:
         """Heartbeat twice before serving (a joining node learns the cluster and its
@@ -411,9 +416,11 @@ class Cluster:
         )
         self._thread.start()
         self._replicator.start()
+        self.range_ids.prefetch()  # NB: n1 sets the counter up with its first block
 
     def stop(self) -> None:
         self._stopping.set()
+        self.range_ids.close()
         # NB: requests the router retries give up now: the replicate loop may be waiting
         # out a range whose quorum is gone, which would hold the stop (and, unjoined,
         # log that it gave up routing a while after)

@@ -399,11 +399,19 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
             assert conn.execute(
                 "SELECT count(*) FROM crdb_internal.gossip_nodes WHERE ranges != leases"
             ).fetchone() == (0,)
-        listed = [
-            (n["id"], n["address"], n["epoch"], n["started_at"], n["is_live"], n["ranges"])
+        # NB: a timestamp's text drops its fraction's trailing zeros, as CockroachDB's
+        listed: list[tuple[object, ...]] = [
+            (
+                n["id"],
+                n["address"],
+                n["epoch"],
+                datetime.datetime.fromisoformat(n["started_at"]),
+                n["is_live"],
+                n["ranges"],
+            )
             for n in status
         ]
-        from_sql = [(*r[:3], r[3].isoformat(sep=" "), *r[4:]) for r in gossip]
+        from_sql: list[tuple[object, ...]] = [tuple(r) for r in gossip]
         return listed, from_sql, liveness
 
     def agree() -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import grpc
 import pytest
 
 from feedkv.errors import NodeUnavailableError
 from feedkv.kv.api import BatchRequest, BatchResponse
-from feedkv.kv.dialer import ClusterDialer, RemoteNodes
+from feedkv.kv.dialer import ClusterDialer, RemoteNodes, call
 from feedkv.testing.node_process import free_port
 from feedkv.util.hlc import Timestamp
 
@@ -33,7 +35,7 @@ def test_a_client_whose_gateway_died_cannot_relearn_an_address_and_says_so() -> 
     electing a lease holder (a SQL client retried such a statement for minutes)."""
     gateway_address = f"127.0.0.1:{free_port()}"  # nothing listens there any more
     channel = grpc.insecure_channel(gateway_address)
-    remote = RemoteNodes(channel)
+    remote = RemoteNodes(partial(call, channel))
     remote._gateway, remote._addresses = 1, {1: gateway_address, 2: f"127.0.0.1:{free_port()}"}
     dialer = ClusterDialer(
         _Gone(),

@@ -48,6 +48,8 @@ def test_a_client_moves_to_the_next_node_of_its_url_when_its_gateway_is_killed(
         what="three replicas, as the gateway sees them",
     )
     assert db.gateway_node() == 1
+    # NB: the node killed holds the feed's range's lease too (the first node's, as started)
+    assert [r.lease_holder for r in db.ranges() if r.span.contains_key(b"feed/")] == [1]
     db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
     db.sql("INSERT INTO orders VALUES (1, 'tea')")
     feed_span = Span(b"feed/", b"feed0")

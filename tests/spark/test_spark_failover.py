@@ -17,8 +17,6 @@ from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.paused_source import GO, PausedFeedKVDataSource
 from feedkv.testing.waiting import wait_until
 
-pytestmark = pytest.mark.xdist_group("cluster")
-
 DEADLINE_S = 90.0
 ROWS = 12_000  # the initial scan: more than one Arrow batch (8192 rows), six scan pages
 

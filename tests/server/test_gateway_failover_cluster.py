@@ -15,6 +15,7 @@ import pytest
 import feedkv
 from feedkv.db import DB
 from feedkv.errors import AmbiguousResultError
+from feedkv.kv.db import RangeInfo
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
@@ -42,16 +43,17 @@ def test_a_client_moves_to_the_next_node_of_its_url_when_its_gateway_is_killed(
     cluster: LocalCluster,
 ) -> None:
     db: DB = feedkv.connect(_all_nodes_url(cluster))
-    wait_until(
-        lambda: all(len(r.replicas) == 3 for r in db.ranges()),
-        timeout_s=DEADLINE_S,
-        what="three replicas, as the gateway sees them",
-    )
     assert db.gateway_node() == 1
-    # NB: the node killed holds the feed's range's lease too (the first node's, as started)
-    assert [r.lease_holder for r in db.ranges() if r.span.contains_key(b"feed/")] == [1]
     db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
     db.sql("INSERT INTO orders VALUES (1, 'tea')")
+
+    def replicated() -> list[RangeInfo] | None:
+        ranges = cluster.agreed_ranges()
+        return ranges if ranges and all(len(r.replicas) == 3 for r in ranges) else None
+
+    ranges = wait_until(replicated, timeout_s=DEADLINE_S, what="three replicas, agreed")
+    # NB: the node killed holds the feed's range's lease too (the first node's, as started)
+    assert [r.lease_holder for r in ranges if r.span.contains_key(b"feed/")] == [1]
     feed_span = Span(b"feed/", b"feed0")
     since = db.now()
     written: list[int] = []

@@ -34,17 +34,20 @@ def test_a_streaming_read_goes_on_when_its_node_dies_while_a_task_reads(
     hosts = ",".join(cluster.address(i) for i in range(3))
     url = f"feedkv://{hosts}?certs_dir={cluster.certs_dir}"
     db = feedkv.connect(url)
-    wait_until(
-        lambda: all(len(r.replicas) == 3 for r in db.ranges()),
-        timeout_s=DEADLINE_S,
-        what="three replicas",
-    )
     assert db.gateway_node() == 1  # as every client's of the URL: the node killed below
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
     db.sql(f"INSERT INTO t SELECT i, 'row ' || i::STRING FROM generate_series(1, {ROWS}) AS g(i)")
     # NB: the node killed holds the table's lease too: the task's next page must move
     db.sql("ALTER TABLE t RELOCATE LEASE VALUES (1, 1)")
-    assert db.ranges()[-1].lease_holder == 1
+
+    def placed() -> bool:
+        """Three replicas of each range and n1 the table's lease holder, as every node
+        sees it (the survivors then address the range to its other replicas)."""
+        ranges = cluster.agreed_ranges() or []
+        replicated = all(len(r.replicas) == 3 for r in ranges)
+        return bool(ranges) and replicated and ranges[-1].lease_holder == 1
+
+    wait_until(placed, timeout_s=DEADLINE_S, what="the table's replicas and lease, agreed")
     pause_dir = tmp_path / "pause"
     pause_dir.mkdir()
     spark.dataSource.register(PausedFeedKVDataSource)

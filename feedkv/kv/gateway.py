@@ -95,10 +95,6 @@ class Gateway:
     def address(self) -> str:
         return self._current.address
 
-    @property
-    def tls(self) -> ClientTLS | None:
-        return self._tls
-
     def call(self, fn: Callable[[GrpcTransport], T]) -> T:
         """``fn(gateway transport)``; when it raises :class:`NodeUnavailableError`, again
         through the node the gateway moves to (``fn`` must be safe to repeat: a read,

@@ -12,7 +12,9 @@ itself, with the list it was given.
 read: nothing was applied), it dials the other nodes of the list in order, starting
 after the one that failed, for up to ``rounds`` rounds with a pause doubling between
 them; the first that answers becomes the gateway and the call goes again there. If none
-answers, the error names every node and what each said. A write that failed in flight
+answers, the error names every node and what each said. A
+:class:`~feedkv.errors.NodeUnavailableError` the gateway answered with (a node it
+called is down) moves nothing. A write that failed in flight
 is :class:`~feedkv.errors.AmbiguousResultError` (it may have been applied): it is never
 sent again, and the next call, meeting the dead node, moves the gateway. A batch
 addressed to a range moves the gateway too but is not sent again here: the
@@ -104,6 +106,8 @@ class Gateway:
             try:
                 return fn(failed)
             except NodeUnavailableError as exc:
+                if not _unreachable(exc):
+                    raise
                 self.move_from(failed, exc)
         return fn(self._current)
 
@@ -175,8 +179,9 @@ class Gateway:
         except NodeUnavailableError as exc:
             # NB: moved for the calls that follow; this one the router sends to the
             # range's next replica (the new gateway may hold none)
-            with contextlib.suppress(NodeUnavailableError):  # the router says what it tried
-                self.move_from(failed, exc)
+            if _unreachable(exc):
+                with contextlib.suppress(NodeUnavailableError):  # the router says what it tried
+                    self.move_from(failed, exc)
             raise
 
     def now(self) -> Timestamp:
@@ -190,3 +195,10 @@ class Gateway:
             current = self._current
         for transport in (*retired, current):
             transport.close()
+
+
+def _unreachable(error: NodeUnavailableError) -> bool:
+    """Whether ``error`` says the gateway could not be reached: the transport raises it
+    from gRPC's error. One the node answered with (a node it called is down) comes
+    rebuilt from the node's answer, with no cause: the gateway is alive, and stays."""
+    return error.__cause__ is not None

@@ -140,3 +140,24 @@ def test_a_client_url_lists_nodes_none_of_which_answer(nodes: list[Node]) -> Non
         Gateway([dead, dead], connect_timeout_s=0.5)
     why = str(raised.value).partition(" answered: ")[2]  # after the list, each node's reason
     assert why.count(f"no feedkv node answered at 127.0.0.1:{dead[1]}") == 2
+
+
+def test_an_unavailable_node_the_gateway_answered_about_does_not_move_it(
+    nodes: list[Node],
+) -> None:
+    """The gateway answered that a node it called is down (the error comes rebuilt from
+    its answer): it is alive, and stays; the error is the caller's."""
+    gateway = _gateway([parse_node_url(n.url) for n in nodes])
+    calls: list[str] = []
+
+    def relayed(transport: GrpcTransport) -> None:
+        calls.append(transport.address)
+        raise NodeUnavailableError("node n3 at 127.0.0.1:1 is unavailable")  # no cause
+
+    try:
+        with pytest.raises(NodeUnavailableError, match="n3"):
+            gateway.call(relayed)
+        assert calls == [nodes[0].url.removeprefix("feedkv://")]
+        assert gateway.address == calls[0]
+    finally:
+        gateway.close()

@@ -104,7 +104,8 @@ def connect(
     changefeed_buffers: NodeBuffers | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port`` (or to
-    the first that answers of several nodes of a cluster: ``feedkv://h1:p1,h2:p2``).
+    the first that answers of several nodes of a cluster: ``feedkv://h1:p1,h2:p2``, moving
+    to the next that answers when that node dies: :mod:`feedkv.kv.gateway`).
 
     ``certs_dir`` (or ``?certs_dir=`` in the URL): a certs directory (``feedkv cert``):
     a client connects with TLS as ``user`` (root by default; over the raw KV API of a

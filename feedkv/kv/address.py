@@ -97,7 +97,7 @@ def parse_node_urls(text: str) -> list[tuple[str, int]]:
     """``(host, port)`` of each node a URL names, in order: ``feedkv://host:port``, or
     several nodes of one cluster, ``feedkv://h1:p1,h2:p2,h3:p3`` (as libpq's and
     CockroachDB's multi-host URLs), of which a client connects through the first that
-    answers."""
+    answers, and through the next when that one dies (:mod:`feedkv.kv.gateway`)."""
     base = text.partition("?")[0]
     if not base.startswith(SCHEME) or "," not in base:
         return [parse_node_url(text)]

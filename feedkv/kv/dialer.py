@@ -31,7 +31,7 @@ from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, call_metadata
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["ClusterDialer", "RemoteNodes", "call", "node_addresses", "nodes"]
+__all__ = ["ClusterDialer", "RemoteNodes", "call", "nodes"]
 
 CALL_TIMEOUT_S = 10.0
 
@@ -56,12 +56,6 @@ def call(
     return answer
 
 
-def node_addresses(channel: grpc.Channel) -> tuple[int, dict[int, str]]:
-    """The id of the node behind ``channel`` and the addresses of the nodes it knows."""
-    answer = call(channel, "Nodes", {})
-    return answer["me"], {n["id"]: n["address"] for n in answer["nodes"]}
-
-
 def nodes(client: Any) -> list[dict[str, Any]]:
     """The nodes as the node ``client`` (a :class:`feedkv.DB`) connects to sees them,
     as maps: id, address, epoch, live, ranges, clock offset (ns), ... (see
@@ -73,10 +67,11 @@ def nodes(client: Any) -> list[dict[str, Any]]:
 
 class RemoteNodes:
     """What a client knows of the nodes, asked of its gateway (``Nodes``) when it meets
-    a node it does not know."""
+    a node it does not know. ``ask(method, message)`` calls the gateway's msgpack
+    method (:func:`call`, through a gateway that may move: :meth:`forget_gateway`)."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
-        self._channel = channel
+    def __init__(self, ask: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
+        self._ask = ask
         self._lock = threading.Lock()
         self._gateway: int | None = None
         self._addresses: dict[int, str] = {}
@@ -85,6 +80,13 @@ class RemoteNodes:
         if self._gateway is None:
             self._refresh()
         return self._gateway or 0
+
+    def forget_gateway(self) -> int | None:
+        """The gateway moved to another node: which one it is is asked anew. Returns
+        the id of the node it was (``None``: not asked yet)."""
+        with self._lock:
+            old, self._gateway = self._gateway, None
+        return old
 
     def address(self, node_id: int) -> str | None:
         if node_id not in self._addresses:
@@ -108,7 +110,7 @@ class RemoteNodes:
 
     def status(self) -> list[NodeInfo]:
         """Every node as the gateway sees it now (and their addresses learnt anew)."""
-        answer = call(self._channel, "Nodes", {})
+        answer = self._ask("Nodes", {})
         found = [NodeInfo.decode(raw) for raw in answer["nodes"]]
         with self._lock:
             self._gateway = answer["me"]
@@ -116,9 +118,10 @@ class RemoteNodes:
         return found
 
     def _refresh(self) -> None:
-        me, addresses = node_addresses(self._channel)
+        answer = self._ask("Nodes", {})
         with self._lock:
-            self._gateway, self._addresses = me, addresses
+            self._gateway = answer["me"]
+            self._addresses = {n["id"]: n["address"] for n in answer["nodes"]}
 
 
 class ClusterDialer:
@@ -203,6 +206,17 @@ class ClusterDialer:
             return False
         self.forget(node_id)
         return True
+
+    def adopt(self, node_id: int, transport: GrpcTransport) -> None:
+        """The client's gateway moved away from ``node_id``: ``transport``, its old
+        connection, stays the way to that node (a call fails at once while the node is
+        down, where dialling it anew would wait out the connect timeout each time, and
+        the channel reconnects when the node returns there). This dialer owns it."""
+        with self._lock:
+            self._dialled.setdefault(node_id, transport.address)
+            raced = self._peers.setdefault(node_id, transport)
+        if raced is not transport:
+            transport.close()
 
     def forget(self, node_id: int) -> None:
         """Drop the connection to a node (it moved to another address)."""

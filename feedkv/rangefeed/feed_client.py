@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from feedkv.errors import ClientClosedError, NodeUnavailableError
+from feedkv.errors import ClientClosedError
 from feedkv.kv.address import parse_node_urls
 from feedkv.kv.db import EXPORT_PAGE_SIZE, KVClient, RangeInfo
 from feedkv.kv.range_descriptor import RangeDescriptor
@@ -33,7 +33,6 @@ from feedkv.util.keys import Span, check_key
 if TYPE_CHECKING:
     from feedkv.kv.grpc_transport import GrpcTransport
     from feedkv.security.secrets import HeldKey
-    from feedkv.security.tls import ClientTLS
 
 __all__ = ["KV", "FeedClient", "KVFeedClient", "SpanLike", "feed_spans", "open_client"]
 
@@ -268,25 +267,6 @@ def open_client(url: str, *, password: str | None = None) -> KVFeedClient:
     return KVFeedClient(transport, feeds, target=url)
 
 
-def _first_answering(url: str, tls: ClientTLS | None) -> GrpcTransport:
-    """A channel to the first node of ``url`` that answers (a URL may list several)."""
-    from feedkv.kv.grpc_transport import GrpcTransport
-
-    addresses = parse_node_urls(url)
-    failures: list[NodeUnavailableError] = []
-    for host, port in addresses:
-        try:
-            return GrpcTransport(host, port, tls=tls)
-        except NodeUnavailableError as exc:
-            if len(addresses) == 1:
-                raise
-            failures.append(exc)
-    raise NodeUnavailableError(
-        f"none of the {len(addresses)} nodes of {url.partition('?')[0]} answered: "
-        + "; ".join(str(f) for f in failures)
-    ) from failures[-1]
-
-
 def remote_transports(
     url: str,
     certs_dir: str | Path | None = None,
@@ -299,21 +279,24 @@ def remote_transports(
     range (one connection per node, opened on first use). With ``password``, the client
     logs in now (a wrong one raises :class:`~feedkv.errors.PermissionDeniedError`)."""
     # NB: imported here: a process that never dials a node does not import gRPC
-    from feedkv.kv.dialer import ClusterDialer, RemoteNodes
+    from feedkv.kv.dialer import ClusterDialer, RemoteNodes, call
+    from feedkv.kv.gateway import Gateway
     from feedkv.kv.grpc_transport import url_tls
     from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
     from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
     from feedkv.security.tls import call_metadata
 
     tls = url_tls(url, certs_dir, user, password)
-    gateway = _first_answering(url, tls)
+    gateway = Gateway(parse_node_urls(url), tls=tls, label=url.partition("?")[0])
     if tls is not None and password is not None:
         try:
-            call_metadata(gateway.channel)  # logs in
+            call_metadata(gateway.transport.channel)  # logs in
         except BaseException:
             gateway.close()
             raise
-    nodes = RemoteNodes(gateway.channel)
+    nodes = RemoteNodes(
+        lambda method, message: gateway.call(lambda t: call(t.channel, method, message))
+    )
     transport = ClusterDialer(
         gateway,
         gateway_node=nodes.gateway_node,
@@ -322,11 +305,23 @@ def remote_transports(
         relearn=nodes.relearn,
         tls=tls,
     )
+    gateway_feeds = GrpcFeedTransport(gateway.transport.channel, gateway.address)
     feeds = ClusterFeedTransport(
-        GrpcFeedTransport(gateway.channel, gateway.address),
+        gateway_feeds,
         gateway_node=nodes.gateway_node,
         addresses=nodes.address,
         relearn=nodes.relearn,
         tls=tls,
     )
+
+    def moved(old: GrpcTransport, new: GrpcTransport) -> None:
+        """The gateway moved to ``new``: the old node is one like the others now."""
+        old_node = nodes.forget_gateway()
+        gateway_feeds.reconnect(new.channel, new.address)
+        if old_node:
+            transport.adopt(old_node, old)
+        else:
+            old.close()
+
+    gateway.on_move = moved
     return transport, feeds

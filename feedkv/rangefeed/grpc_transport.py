@@ -209,11 +209,7 @@ class GrpcFeedTransport:
         self.address = address
         self._consumer_wait_s = consumer_wait_s
         self._channel = channel
-        self._method = channel.stream_stream(
-            f"/{SERVICE}/RangeFeed",
-            request_serializer=pb.RangeFeedRequest.SerializeToString,
-            response_deserializer=pb.RangeFeedEvents.FromString,
-        )
+        self._method = _range_feed_method(channel)
         self._budget = Budget(budget_bytes)
         self._per_registration = per_registration
         self._wire_tags = itertools.count(1)
@@ -223,6 +219,17 @@ class GrpcFeedTransport:
 
     def local_node(self) -> int:
         return 0  # NB: a single node's, or a cluster's gateway (which names it)
+
+    def reconnect(self, channel: grpc.Channel, address: str) -> None:
+        """Register over ``channel`` to ``address`` from now on (the client's gateway
+        moved to another node). The feeds on the old stream end ``DISCONNECTED`` as it
+        breaks and register again; streams made by :meth:`new_stream` go on."""
+        method = _range_feed_method(channel)
+        with self._lock:
+            self._channel, self._method, self.address = channel, method, address
+            mux, self._mux = self._mux, None
+        if mux is not None:
+            mux.close()
 
     def new_stream(self) -> EventStream:
         return EventStream(self._budget, per_registration=self._per_registration)
@@ -281,3 +288,11 @@ class GrpcFeedTransport:
         if mux is not None:
             mux.close()
         self._budget.close()
+
+
+def _range_feed_method(channel: grpc.Channel) -> Any:
+    return channel.stream_stream(
+        f"/{SERVICE}/RangeFeed",
+        request_serializer=pb.RangeFeedRequest.SerializeToString,
+        response_deserializer=pb.RangeFeedEvents.FromString,
+    )

@@ -173,13 +173,13 @@ def gateway_channel(db: FeedClient) -> grpc.Channel:
     """The channel to the node a client of :func:`connection` dialed."""
     # NB: imported here, as feed_client does: a process that never dials imports no gRPC
     from feedkv.kv.dialer import ClusterDialer
-    from feedkv.kv.grpc_transport import GrpcTransport
+    from feedkv.kv.gateway import Gateway
 
     transport = db.transport if isinstance(db, KVFeedClient) else None
     gateway = transport.gateway if isinstance(transport, ClusterDialer) else None
-    if not isinstance(gateway, GrpcTransport):
+    if not isinstance(gateway, Gateway):
         raise InvalidArgumentError("the client does not talk to a node over gRPC")
-    return gateway.channel
+    return gateway.transport.channel
 
 
 @atexit.register

@@ -7,6 +7,15 @@ socket on loopback, turns off the web UI and console progress bars, and register
 sink (:class:`~feedkv.spark.changefeed_job.ChangefeedDataSource`). ``master`` defaults to the
 ``FEEDKV_SPARK_MASTER`` environment variable, then ``local[*]``.
 
+A local master retries no task (``spark.task.maxFailures`` is 1 in ``local[N]``), and
+feedkv's tasks need no retry to outlive a node: a task's client moves to the next node
+of the source's URL and reads the rest of its piece, a fixed window, there
+(:mod:`feedkv.kv.gateway`). What still fails a task fails the query (at once, where a
+retry would read a terminal error again), and a changefeed job restarts it from its
+checkpoint. Under a cluster master's retries the sinks keep their promises: a file
+sink publishes only the files of the attempts its commit lists and deletes the rest
+(:mod:`feedkv.changefeed.sinks.batch_publisher`), and at-least-once sinks may repeat.
+
 On a local master the workers import PySpark from the installed package, not from the
 zips of it Spark puts first on their ``PYTHONPATH``: Python caches no bytecode for a
 zip's modules, so each of the dozen workers a changefeed job's first batch starts (a

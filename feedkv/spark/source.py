@@ -15,7 +15,10 @@ changes of a window ``(previous offset, next offset]`` (see :mod:`feedkv.spark.o
         .option("cursor", ts).option("initial_scan", "no").load()
 
 Options: ``url`` (required: ``feedkv://host:port``, or several nodes of the cluster,
-``feedkv://h1:p1,h2:p2``: each process connects through the first that answers),
+``feedkv://h1:p1,h2:p2``: each process connects through the first that answers, and
+moves to the next when that node dies, a task in the middle of its read included: it
+reads the rest of its piece, a fixed window, through the next; local Spark retries no
+task, and none needs to),
 ``table`` (required: ``name`` or ``database.name``; the database defaults to
 ``defaultdb``), ``certs_dir`` and ``user``
 (a secure node: connect with TLS as ``user``, root by default, with its client
@@ -343,7 +346,8 @@ class _PieceReader:
             else:
                 yield from record_batches(events, self.desc, diff=self.options.diff)
         except NodeUnavailableError:
-            # NB: rows went out already: the task fails, and its next attempt (or the
+            # NB: no node of the URL answered (the client moves to the next by itself),
+            # and rows went out already: the task fails, and its next attempt (or the
             # query's restart from its checkpoint) connects anew
             forget_connection(self.options.url, db)
             raise

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Self
 
 from feedkv.db import DB, connect
+from feedkv.kv.db import RangeInfo
 from feedkv.kv.dialer import nodes
 from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.node_process import NodeProcess, free_port
@@ -183,6 +184,19 @@ class LocalCluster:
         """How many nodes the node at ``index`` sees live."""
         with self.connect(index) as db:
             return sum(1 for node in nodes(db) if node["live"])
+
+    def agreed_ranges(self) -> list[RangeInfo] | None:
+        """The ranges as every running node reports them (replicas, the lease holder
+        first), once they all agree; ``None`` while one's view lags (a node hears of a
+        change by a heartbeat: a test that kills a node right after a change must wait
+        for this, or the survivors still address the range as the dead node said)."""
+        views = []
+        for index, process in enumerate(self.processes):
+            if process is not None:
+                with self.connect(index) as db:
+                    views.append(db.ranges())
+        shapes = {tuple((r.range_id, r.span, r.generation, r.replicas) for r in v) for v in views}
+        return views[0] if len(shapes) == 1 else None
 
     def kill(self, index: int) -> None:
         """SIGKILL the node at ``index``."""

@@ -159,3 +159,47 @@ def test_a_client_that_reads_no_timestamp_runs_gets_a_timestamp_a_value(
     assert [values_from_proto(run).values for run in new] == [
         values_from_proto(run).values for run in old
     ]
+
+
+def test_a_transport_moved_to_another_node_ends_its_feeds_and_registers_there(
+    node: Node, tmp_path: Path, store_config: StoreConfig
+) -> None:
+    """The client's gateway moved: the feeds on the old node's stream end DISCONNECTED
+    (the client registers them again), and a feed's stream, made before, goes on with
+    registrations on the new node."""
+    with Node(tmp_path / "other", listen="127.0.0.1:0", config=store_config) as other:
+        with feedkv.connect(other.url) as db:
+            db.put(b"on-other", b"v")
+        first, second = (
+            GrpcTransport(*address)
+            for address in (split_host_port(n.url.removeprefix("feedkv://")) for n in (node, other))
+            if address is not None
+        )
+        feeds = GrpcFeedTransport(first.channel, first.address)
+        try:
+            stream = feeds.new_stream()
+            seen = Collector(stream)
+
+            def keys(tag: str) -> list[bytes]:
+                return [e.key for e in seen.of(tag) if isinstance(e, Value)]
+
+            def ends(tag: str) -> list[ErrorReason]:
+                return [e.reason for e in seen.of(tag) if isinstance(e, Error)]
+
+            def caught_up(tag: str) -> bool:
+                return any(isinstance(e, Checkpoint) for e in seen.of(tag))
+
+            feeds.register("before", USER, ZERO, False, stream)
+            seen.until(lambda _: caught_up("before"))
+            assert keys("before") == KEYS
+            feeds.reconnect(second.channel, second.address)
+            seen.until(lambda _: bool(ends("before")))
+            assert ends("before") == [ErrorReason.DISCONNECTED]
+            assert feeds.address == second.address
+            feeds.register("after", USER, ZERO, False, stream)
+            seen.until(lambda _: caught_up("after"))
+            assert keys("after") == [b"on-other"]
+        finally:
+            feeds.close()
+            first.close()
+            second.close()

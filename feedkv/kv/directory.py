@@ -7,7 +7,9 @@ reaches every node even from a node that died before telling them all. A
 :class:`RangeDirectory` keeps the latest report of each node and answers range lookups
 from their union. Where two reports
 overlap (a range moved, and the node it left has not reported since), the descriptor
-of the higher generation wins: a move, split or merge always bumps it. A replicated
+of the higher generation wins: a move, split, merge or change of members always bumps
+it (so a lease holder that died before telling the others of the replicas it added
+loses to the survivors' own reports of the range, which name them all). A replicated
 range is in the report of every node holding a replica; its lease holder reports it with
 itself first and the Raft term it leads in, and of one generation the claim of the
 highest term wins (a dead lease holder's last report claims an older term than its

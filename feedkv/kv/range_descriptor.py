@@ -14,8 +14,11 @@ exactly as durable as the data:
 - ``replica_tombstone/<range id>`` -> the lowest replica id this store may still hold of
   a range whose replica here was removed (see below).
 
-Every split and merge bumps the generation of the ranges it touches; a client whose cached
-descriptor carries an older generation learns so from the node's reply.
+Every split and merge bumps the generation of the ranges it touches, and so does every
+change of a replicated range's members (applied from its Raft log, in the same engine
+transaction on every replica, so each replica holds the range's full, current
+membership); a client whose cached descriptor carries an older generation learns so from
+the node's reply.
 
 Replica ids (as CockroachDB's): each replica of a range has an id of its own, never used
 before in that range (``next_replica_id`` hands them out); its Raft peer id is that id,

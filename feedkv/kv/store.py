@@ -362,7 +362,11 @@ class _ReplicatedRange:
     def members_changed(self, rw: ReadWriter, conf: ConfState, change: ConfChange | None) -> None:
         """The descriptor's ``replicas`` are the voters' nodes, in lease order: a learner
         (a replica being added) serves nothing and counts towards no quorum until it is
-        promoted; its ``ids`` hold every replica with its id, learners too."""
+        promoted; its ``ids`` hold every replica with its id, learners too. A change
+        from the log (``change``; not a snapshot's members) bumps the generation, as
+        CockroachDB's replica changes do: every replica applies it alike, so where a dead
+        lease holder's last report and a survivor's disagree on the members, the
+        survivor's newer descriptor wins (:mod:`feedkv.kv.directory`)."""
         desc = descriptor_by_id(rw, self.range_id)
         if desc is None:
             return  # a replica waiting for its snapshot: the snapshot brings the members
@@ -385,7 +389,11 @@ class _ReplicatedRange:
         replicas = (*kept, *sorted(voters.difference(kept)))
         used = max((r.replica_id for r in ids), default=0)
         next_id = max(desc.next_id, used + 1)
-        write_descriptor(rw, replace(desc, replicas=replicas, ids=ids, next_replica_id=next_id))
+        generation = desc.generation + (change is not None)
+        changed = replace(
+            desc, generation=generation, replicas=replicas, ids=ids, next_replica_id=next_id
+        )
+        write_descriptor(rw, changed)
         self._serve()
 
     def replicas(self, reader: Reader) -> tuple[dict[int, int], int]:

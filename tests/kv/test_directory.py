@@ -60,3 +60,17 @@ def test_lease_claims_give_each_range_as_its_newest_lease_holder_reports_it() ->
 
     assert directory.lease_claims() == {1: new}
     assert directory.ranges_of(1) == 0 and directory.ranges_of(4) == 1
+
+
+def test_a_dead_lease_holders_stale_claim_loses_to_a_survivors_newer_members() -> None:
+    """n1 up-replicated its range (each change of members bumps the generation) and died
+    before reporting the last change: the survivor's own report, naming every member,
+    wins over n1's claim of the lease, so the range is not addressed to n1 alone."""
+    directory = RangeDirectory()
+    alone = RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 0, replicas=(1,))
+    three = RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 4, replicas=(1, 2, 3))
+    directory.report(1, 1, [alone], {1: 2})  # n1's last report: the lease, alone
+    directory.report(2, 1, [three], {})  # a follower's, as its replica applied it
+
+    assert directory.lookup(b"a") == (three,)
+    assert directory.lease_claims() == {1: alone}

@@ -34,9 +34,23 @@ from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
 from feedkv.testing.waiting import wait_until
+from feedkv.util.build import BUILD_TAG
 from feedkv.util.keys import Span
 
 pytestmark = pytest.mark.xdist_group("cluster")
+
+# ``cockroach node status``'s columns, in its order (feedkv's own follow them)
+COCKROACH_NODE_STATUS_COLUMNS = (
+    "id",
+    "address",
+    "sql_address",
+    "build",
+    "started_at",
+    "updated_at",
+    "locality",
+    "is_available",
+    "is_live",
+)
 
 
 @pytest.fixture(scope="module")
@@ -348,7 +362,10 @@ def test_node_status_lists_every_node_with_its_liveness_and_ranges(
     assert run_node_status(cluster.url(1), "json", out) == 0
     listed = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [n["id"] for n in listed] == [1, 2, 3]
-    assert all(n["is_live"] for n in listed)
+    # CockroachDB's columns first, in its order; each node's build came by gossip
+    assert list(listed[0])[:9] == list(COCKROACH_NODE_STATUS_COLUMNS)
+    assert all(n["is_available"] and n["is_live"] for n in listed)
+    assert {n["build"] for n in listed} == {BUILD_TAG}
     with cluster.connect(0) as db:
         held = [r.lease_holder for r in db.ranges()]
     assert sum(n["ranges"] for n in listed) == len(held)

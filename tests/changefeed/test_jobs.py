@@ -653,7 +653,7 @@ def test_without_on_error_a_stopped_job_fails_with_its_error(table: DB, tmp_path
     wait_past_scan(db, dropped)
     db.sql("DROP TABLE t")
     job = wait_status(db, dropped, "failed")
-    assert "table 't' was dropped" in job["error"]
+    assert '"t" was dropped' in job["error"]
 
 
 def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None:

@@ -41,8 +41,10 @@ DEFAULT_LAGGING_RANGES_POLLING_INTERVAL = 60.0  # seconds, as in CockroachDB
 
 
 def frequency_notices(options: ChangefeedOptions) -> tuple[str, ...]:
-    """CREATE CHANGEFEED's notice, in CockroachDB's words, when ``resolved`` asks for
-    markers more often than ``min_checkpoint_frequency`` lets them come."""
+    """CREATE CHANGEFEED's (and ALTER CHANGEFEED's) notice, in CockroachDB's words, when
+    ``resolved`` asks for markers more often than ``min_checkpoint_frequency`` lets them
+    come. NB: CockroachDB sends none for a sinkless changefeed (it plans one without
+    reaching this check), nor does feedkv."""
     given = dict(options.given)
     if "resolved" not in given or options.resolved is None:
         return ()

@@ -103,6 +103,17 @@ def _show_jobs_order(row: tuple[Any, ...]) -> tuple[datetime.datetime, datetime.
     return (finished or never, started or never)
 
 
+def _notices(spec: ChangefeedSpec, reader: catalog.Reader) -> tuple[str, ...]:
+    """What CREATE CHANGEFEED with a sink, and ALTER CHANGEFEED (which CockroachDB plans
+    as one), tell the client: the sink's topics, and a ``resolved`` more frequent than
+    checkpoints can be."""
+    topics = sink_topics_of(spec, reader) or ()
+    return (
+        *(f"changefeed will emit to topic {topic}" for topic in topics),
+        *frequency_notices(spec.options),
+    )
+
+
 def _resolved(job_id: int | None) -> int:
     """The job id of a statement whose name was resolved (or that gave the id)."""
     if job_id is None:
@@ -173,15 +184,11 @@ class Changefeeds:
         self._db.run_transaction(write)
         if self._registry is not None:
             self._registry.adopt(record.id)
-        topics = sink_topics_of(plan.spec, catalog.Snapshot(self._db, plan.now)) or ()
         return Result(
             columns=("job_id",),
             rows=[(record.id,)],
             tag="CREATE CHANGEFEED",
-            notices=(
-                *(f"changefeed will emit to topic {topic}" for topic in topics),
-                *frequency_notices(plan.spec.options),
-            ),
+            notices=_notices(plan.spec, catalog.Snapshot(self._db, plan.now)),
         )
 
     def _reach(self, sink: SinkURI, options: ChangefeedOptions, start: Timestamp) -> None:
@@ -503,7 +510,9 @@ class Changefeeds:
             if sink is not None:
                 self._reach(sink, options, record.high_water or record.spec.start)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
-        return Result(tag="ALTER CHANGEFEED")
+        snapshot = self._snapshot()
+        altered = existing_job(get_job(snapshot, job_id), job_id)
+        return Result(tag="ALTER CHANGEFEED", notices=_notices(altered.spec, snapshot))
 
     def _wait_for(
         self, job_id: int, done: Callable[[JobRecord], bool], timeout: float | None

@@ -29,7 +29,9 @@ __all__ = [
     "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
     "OPTION_NAMES",
     "ROW_FORMATS",
+    "CURSOR_AGE_WARNING_NS",
     "ChangefeedOptions",
+    "cursor_age_notices",
     "frequency_notices",
     "option_error",
     "parse_options",
@@ -59,6 +61,25 @@ def frequency_notices(options: ChangefeedOptions) -> tuple[str, ...]:
         f"resolved ({shown}) messages will not be emitted more frequently than the {which} "
         f"min_checkpoint_frequency ({go_duration(round(every * 1e9))}), but may be emitted "
         "less frequently",
+    )
+
+
+CURSOR_AGE_WARNING_NS = 5 * 3600 * 10**9  # CockroachDB's: five hours
+
+
+def cursor_age_notices(options: ChangefeedOptions, now: Timestamp) -> tuple[str, ...]:
+    """CREATE CHANGEFEED's notice, in CockroachDB's words, when its ``cursor`` is more
+    than five hours before the statement (``now``) and changes after it are to follow
+    (not ``initial_scan='only'``): sinkless changefeeds send it too."""
+    cursor = options.cursor
+    if cursor is None or options.initial_scan == "only":
+        return ()
+    age = now.wall - cursor.wall
+    if age <= CURSOR_AGE_WARNING_NS:
+        return ()
+    return (
+        f"the provided cursor is {age // (3600 * 10**9)} hours old; "
+        "older cursors can result in increased changefeed latency",
     )
 
 

@@ -58,7 +58,12 @@ from feedkv.changefeed.jobs import (
     sink_topics_of,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
-from feedkv.changefeed.options import ChangefeedOptions, frequency_notices, option_error
+from feedkv.changefeed.options import (
+    ChangefeedOptions,
+    cursor_age_notices,
+    frequency_notices,
+    option_error,
+)
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
@@ -162,7 +167,7 @@ class Changefeeds:
     def create(self, statement: st.CreateChangefeed, session: Session, params: Any = ()) -> Result:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
-            return self._start_sinkless(plan.spec)
+            return self._start_sinkless(plan.spec, cursor_age_notices(plan.spec.options, plan.now))
         if statement.name is not None:  # checked again when the name is taken
             feed_names.check_free(session, self._snapshot(), statement.name)
         local = self._local_sink(plan.sink, plan.spec.options)
@@ -188,7 +193,10 @@ class Changefeeds:
             columns=("job_id",),
             rows=[(record.id,)],
             tag="CREATE CHANGEFEED",
-            notices=_notices(plan.spec, catalog.Snapshot(self._db, plan.now)),
+            notices=(
+                *_notices(plan.spec, catalog.Snapshot(self._db, plan.now)),
+                *cursor_age_notices(plan.spec.options, plan.now),
+            ),
         )
 
     def _reach(self, sink: SinkURI, options: ChangefeedOptions, start: Timestamp) -> None:
@@ -526,7 +534,7 @@ class Changefeeds:
                 return False
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
-    def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
+    def _start_sinkless(self, spec: ChangefeedSpec, notices: tuple[str, ...]) -> FeedResult:
         channel = ChannelSink(
             text=spec.options.format not in ("avro", "protobuf"),
             envelope=spec.options.envelope,
@@ -538,7 +546,11 @@ class Changefeeds:
             self._db, spec, channel, metrics=self._metrics.scope(label), source=source
         )
         result = FeedResult(
-            columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
+            columns=COLUMNS,
+            tag="CHANGEFEED",
+            notices=notices,
+            changefeed=changefeed,
+            channel=channel,
         )
 
         def run() -> None:

@@ -668,6 +668,15 @@ def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None
     assert show(db, job_id)["full_table_names"].values == (f"[{table_id}]",)
 
 
+def test_a_cursor_over_five_hours_old_gets_a_notice(table: DB, tmp_path: Path) -> None:
+    db = table
+    created = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH cursor='-7h'")
+    assert created.notices == (
+        "the provided cursor is 7 hours old; older cursors can result in increased "
+        "changefeed latency",
+    )
+
+
 def test_alter_changefeed_tells_what_create_changefeed_tells(table: DB, tmp_path: Path) -> None:
     """CockroachDB plans ALTER CHANGEFEED as a CREATE CHANGEFEED of the altered job: its
     notices come with it (here: a ``resolved`` more frequent than checkpoints)."""

@@ -404,7 +404,8 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
         status = [json.loads(line) for line in out.getvalue().splitlines()]
         with psycopg.connect(process.sql_url) as conn:
             gossip = conn.execute(
-                "SELECT n.node_id, n.address, l.epoch, n.started_at, n.is_live, n.ranges "
+                "SELECT n.node_id, n.address, n.build_tag, l.epoch, n.started_at, n.is_live, "
+                "n.ranges "
                 "FROM crdb_internal.gossip_nodes AS n JOIN crdb_internal.gossip_liveness "
                 "AS l ON n.node_id = l.node_id ORDER BY n.node_id"
             ).fetchall()
@@ -421,6 +422,7 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
             (
                 n["id"],
                 n["address"],
+                n["build"],
                 n["epoch"],
                 datetime.datetime.fromisoformat(n["started_at"]),
                 n["is_live"],
@@ -438,7 +440,7 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
     wait_until(agree, timeout_s=30, what="node status and the gossip tables to agree")
     listed, _from_sql, liveness = read()
     addresses = {i + 1: cluster.address(i) for i in range(3)}
-    assert [(n[0], n[1], n[4]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
+    assert [(n[0], n[1], n[5]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
     with psycopg.connect(process.sql_url) as conn:
         [(own,)] = conn.execute("SELECT crdb_internal.node_id()").fetchall()
     assert addresses[own] == cluster.address(1)  # the node the client is connected to

@@ -12,8 +12,9 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 from feedkv.db import DB, connect
 from feedkv.errors import FeedKVError
 from feedkv.kv.txn import Txn
+from feedkv.util.build import VERSION
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 __all__ = ["DB", "FeedKVError", "Span", "Timestamp", "Txn", "connect"]
-__version__ = "0.1.0"
+__version__ = VERSION

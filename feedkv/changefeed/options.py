@@ -29,7 +29,9 @@ __all__ = [
     "DEFAULT_MIN_CHECKPOINT_FREQUENCY",
     "OPTION_NAMES",
     "ROW_FORMATS",
+    "CURSOR_AGE_WARNING_NS",
     "ChangefeedOptions",
+    "cursor_age_notices",
     "frequency_notices",
     "option_error",
     "parse_options",
@@ -41,8 +43,10 @@ DEFAULT_LAGGING_RANGES_POLLING_INTERVAL = 60.0  # seconds, as in CockroachDB
 
 
 def frequency_notices(options: ChangefeedOptions) -> tuple[str, ...]:
-    """CREATE CHANGEFEED's notice, in CockroachDB's words, when ``resolved`` asks for
-    markers more often than ``min_checkpoint_frequency`` lets them come."""
+    """CREATE CHANGEFEED's (and ALTER CHANGEFEED's) notice, in CockroachDB's words, when
+    ``resolved`` asks for markers more often than ``min_checkpoint_frequency`` lets them
+    come. NB: CockroachDB sends none for a sinkless changefeed (it plans one without
+    reaching this check), nor does feedkv."""
     given = dict(options.given)
     if "resolved" not in given or options.resolved is None:
         return ()
@@ -57,6 +61,25 @@ def frequency_notices(options: ChangefeedOptions) -> tuple[str, ...]:
         f"resolved ({shown}) messages will not be emitted more frequently than the {which} "
         f"min_checkpoint_frequency ({go_duration(round(every * 1e9))}), but may be emitted "
         "less frequently",
+    )
+
+
+CURSOR_AGE_WARNING_NS = 5 * 3600 * 10**9  # CockroachDB's: five hours
+
+
+def cursor_age_notices(options: ChangefeedOptions, now: Timestamp) -> tuple[str, ...]:
+    """CREATE CHANGEFEED's notice, in CockroachDB's words, when its ``cursor`` is more
+    than five hours before the statement (``now``) and changes after it are to follow
+    (not ``initial_scan='only'``): sinkless changefeeds send it too."""
+    cursor = options.cursor
+    if cursor is None or options.initial_scan == "only":
+        return ()
+    age = now.wall - cursor.wall
+    if age <= CURSOR_AGE_WARNING_NS:
+        return ()
+    return (
+        f"the provided cursor is {age // (3600 * 10**9)} hours old; "
+        "older cursors can result in increased changefeed latency",
     )
 
 

@@ -99,13 +99,15 @@ class SchemaChange:
         return bool(self.added_columns or self.dropped_columns or self.retyped_columns)
 
     def describe(self) -> str:
+        """What the change did; a drop and a truncation in CockroachDB's words (its
+        changefeed jobs fail with ``"t" was dropped`` and ``"t" was truncated``)."""
         parts = []
         if self.after.dropped:
-            return f"table {self.before.name!r} was dropped"
+            return f'"{self.before.name}" was dropped'
         if self.takes_offline:
             return f"table {self.before.name!r} was taken offline by IMPORT INTO"
         if self.truncates:
-            return f"table {self.before.name!r} was truncated"
+            return f'"{self.before.name}" was truncated'
         if self.added_columns:
             parts.append("added column(s) " + ", ".join(self.added_columns))
         if self.dropped_columns:

@@ -58,7 +58,12 @@ from feedkv.changefeed.jobs import (
     sink_topics_of,
 )
 from feedkv.changefeed.metrics import ChangefeedMetrics
-from feedkv.changefeed.options import ChangefeedOptions, frequency_notices, option_error
+from feedkv.changefeed.options import (
+    ChangefeedOptions,
+    cursor_age_notices,
+    frequency_notices,
+    option_error,
+)
 from feedkv.changefeed.registry import JobRegistry
 from feedkv.changefeed.sink import (
     SinkURI,
@@ -101,6 +106,17 @@ def _show_jobs_order(row: tuple[Any, ...]) -> tuple[datetime.datetime, datetime.
     never = datetime.datetime.max.replace(tzinfo=datetime.UTC)
     started, finished = row[8], row[9]
     return (finished or never, started or never)
+
+
+def _notices(spec: ChangefeedSpec, reader: catalog.Reader) -> tuple[str, ...]:
+    """What CREATE CHANGEFEED with a sink, and ALTER CHANGEFEED (which CockroachDB plans
+    as one), tell the client: the sink's topics, and a ``resolved`` more frequent than
+    checkpoints can be."""
+    topics = sink_topics_of(spec, reader) or ()
+    return (
+        *(f"changefeed will emit to topic {topic}" for topic in topics),
+        *frequency_notices(spec.options),
+    )
 
 
 def _resolved(job_id: int | None) -> int:
@@ -151,7 +167,7 @@ class Changefeeds:
     def create(self, statement: st.CreateChangefeed, session: Session, params: Any = ()) -> Result:
         plan = plan_changefeed(statement, session)
         if plan.sink is None:
-            return self._start_sinkless(plan.spec)
+            return self._start_sinkless(plan.spec, cursor_age_notices(plan.spec.options, plan.now))
         if statement.name is not None:  # checked again when the name is taken
             feed_names.check_free(session, self._snapshot(), statement.name)
         local = self._local_sink(plan.sink, plan.spec.options)
@@ -173,14 +189,13 @@ class Changefeeds:
         self._db.run_transaction(write)
         if self._registry is not None:
             self._registry.adopt(record.id)
-        topics = sink_topics_of(plan.spec, catalog.Snapshot(self._db, plan.now)) or ()
         return Result(
             columns=("job_id",),
             rows=[(record.id,)],
             tag="CREATE CHANGEFEED",
             notices=(
-                *(f"changefeed will emit to topic {topic}" for topic in topics),
-                *frequency_notices(plan.spec.options),
+                *_notices(plan.spec, catalog.Snapshot(self._db, plan.now)),
+                *cursor_age_notices(plan.spec.options, plan.now),
             ),
         )
 
@@ -503,7 +518,9 @@ class Changefeeds:
             if sink is not None:
                 self._reach(sink, options, record.high_water or record.spec.start)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
-        return Result(tag="ALTER CHANGEFEED")
+        snapshot = self._snapshot()
+        altered = existing_job(get_job(snapshot, job_id), job_id)
+        return Result(tag="ALTER CHANGEFEED", notices=_notices(altered.spec, snapshot))
 
     def _wait_for(
         self, job_id: int, done: Callable[[JobRecord], bool], timeout: float | None
@@ -517,7 +534,7 @@ class Changefeeds:
                 return False
             time.sleep(WAIT_POLL_S)  # wait-ok: a job record changes in another thread
 
-    def _start_sinkless(self, spec: ChangefeedSpec) -> FeedResult:
+    def _start_sinkless(self, spec: ChangefeedSpec, notices: tuple[str, ...]) -> FeedResult:
         channel = ChannelSink(
             text=spec.options.format not in ("avro", "protobuf"),
             envelope=spec.options.envelope,
@@ -529,7 +546,11 @@ class Changefeeds:
             self._db, spec, channel, metrics=self._metrics.scope(label), source=source
         )
         result = FeedResult(
-            columns=COLUMNS, tag="CHANGEFEED", changefeed=changefeed, channel=channel
+            columns=COLUMNS,
+            tag="CHANGEFEED",
+            notices=notices,
+            changefeed=changefeed,
+            channel=channel,
         )
 
         def run() -> None:

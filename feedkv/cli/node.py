@@ -28,15 +28,17 @@ from feedkv.sql.session import Result
 
 __all__ = ["run_node_decommission", "run_node_recommission", "run_node_status"]
 
-COLUMNS = (
+COLUMNS = (  # CockroachDB's, in its order; then feedkv's own
     "id",
     "address",
     "sql_address",
-    "epoch",
+    "build",
     "started_at",
     "updated_at",
     "locality",
+    "is_available",
     "is_live",
+    "epoch",
     "ranges",
     "clock_offset_ms",
     "membership",
@@ -55,9 +57,10 @@ POLL_S = 1.0  # how often decommission looks at the replicas left
 def run_node_status(
     url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
-    """Print each node: id, address, SQL address, epoch, start, last heartbeat, locality,
-    liveness, ranges held,
-    clock offset and membership, as ``crdb_internal.gossip_nodes`` and
+    """Print each node as ``cockroach node status`` does: id, address, SQL address,
+    build, start, last heartbeat, locality, whether its liveness record is unexpired
+    (``is_available``) and whether it is heard (``is_live``); then feedkv's epoch, ranges
+    held, clock offset and membership, as ``crdb_internal.gossip_nodes`` and
     ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
     with connect(url, login) as db:
         rows = [
@@ -65,11 +68,13 @@ def run_node_status(
                 node.node_id,
                 node.address,
                 node.sql_address or None,
-                node.epoch,
+                node.build or None,
                 wall_time(node.started_at_ns),
                 wall_time(node.updated_at_ns),
                 str(node.locality),
+                node.available,
                 node.live,
+                node.epoch,
                 node.ranges,
                 round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,
                 node.membership,

@@ -36,6 +36,7 @@ class NodeDescriptor:
     started_at_ns: int | None = None  # wall time of its start (None: not known)
     locality: Locality = NO_LOCALITY  # its --locality tiers (feedkv.util.locality)
     sql_address: str = ""  # host:port of its SQL port ("": none, or not open yet)
+    build: str = ""  # the build tag it runs (feedkv.util.build; "": not told)
 
 
 @dataclass(frozen=True, slots=True)

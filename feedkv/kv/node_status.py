@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from feedkv.util.build import BUILD_TAG
 from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = ["NodeInfo", "NodeSource", "node_of_its_own"]
@@ -35,6 +36,10 @@ class NodeInfo:
     membership: str = "active"  # or decommissioning, decommissioned (feedkv.kv.membership)
     locality: Locality = NO_LOCALITY  # its --locality tiers (none: started without)
     sql_address: str = ""  # host:port of its SQL port ("": it serves none, or not yet)
+    build: str = ""  # the build tag it runs (feedkv.util.build; "": not told)
+    # its liveness record had not expired at the answering node's now (CockroachDB's
+    # is_available: the heartbeat's expiration, where is_live is the node being heard)
+    available: bool = False
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -52,6 +57,8 @@ class NodeInfo:
             "membership": self.membership,
             "locality": str(self.locality),
             "sql_address": self.sql_address,
+            "build": self.build,
+            "available": self.available,
         }
 
     @classmethod
@@ -70,6 +77,8 @@ class NodeInfo:
             str(raw.get("membership", "active")),
             Locality.parse(str(raw.get("locality", ""))),
             str(raw.get("sql_address", "")),
+            str(raw.get("build", "")),
+            bool(raw.get("available", False)),
         )
 
 
@@ -91,5 +100,17 @@ def node_of_its_own(
     """A node in no cluster, at wall time ``wall_ns``: live, its first epoch, holding
     every range."""
     return NodeInfo(
-        node_id, address, 1, True, ranges, 0, None, wall_ns, None, ranges, sql_address=sql_address
+        node_id,
+        address,
+        1,
+        True,
+        ranges,
+        0,
+        None,
+        wall_ns,
+        None,
+        ranges,
+        sql_address=sql_address,
+        build=BUILD_TAG,
+        available=True,
     )

@@ -870,6 +870,8 @@ class Connection:
         the query is cancelled (which stops the feed)."""
         self._streaming = result
         sent = 0
+        for notice in result.notices:  # before the rows, which may never end
+            out += m.notice_response(notice)
         try:
             if self._cancelled:
                 result.close()

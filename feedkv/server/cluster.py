@@ -99,6 +99,7 @@ from feedkv.server.raft_transport import (
     snapshot_frames,
     take_request,
 )
+from feedkv.util.build import BUILD_TAG
 from feedkv.util.files import replace_durably
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, Span
@@ -343,7 +344,12 @@ class Cluster:
         self.ident = ident
         self.config = config = config or ClusterConfig()
         self.me = NodeDescriptor(
-            ident.node_id, address, ident.epoch, store.clock.physical_now(), config.locality
+            ident.node_id,
+            address,
+            ident.epoch,
+            store.clock.physical_now(),
+            config.locality,
+            build=BUILD_TAG,
         )
         self.liveness = Liveness(
             self.me,
@@ -935,6 +941,8 @@ class Cluster:
                     self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
                     s.desc.locality,
                     s.desc.sql_address,
+                    s.desc.build,
+                    s.expires_in_ns is not None and s.expires_in_ns > 0,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
@@ -959,6 +967,7 @@ def _node_to(desc: NodeDescriptor) -> list[Any]:
         desc.started_at_ns,
         str(desc.locality),
         desc.sql_address,
+        desc.build,
     ]
 
 
@@ -966,7 +975,10 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     started = raw[3] if len(raw) > 3 else None
     locality = Locality.parse(str(raw[4])) if len(raw) > 4 else Locality()
     sql_address = str(raw[5]) if len(raw) > 5 else ""
-    return NodeDescriptor(int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address)
+    build = str(raw[6]) if len(raw) > 6 else ""
+    return NodeDescriptor(
+        int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address, build
+    )
 
 
 METHODS = (

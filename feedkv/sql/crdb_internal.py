@@ -1,7 +1,7 @@
 """The virtual tables of the ``crdb_internal`` schema: the cluster's nodes as SQL rows.
 
-``crdb_internal.gossip_nodes`` (a row per node: address, SQL address, locality, start,
-liveness, ranges) and
+``crdb_internal.gossip_nodes`` (a row per node: address, SQL address, locality, build
+tag, start, liveness, ranges) and
 ``crdb_internal.gossip_liveness`` (a row per node's liveness record: epoch, expiration,
 last heartbeat) carry CockroachDB's main columns. Both are built per statement from
 the nodes as the session's gateway node sees them (:meth:`feedkv.kv.db.KVClient.nodes`),
@@ -64,6 +64,7 @@ def _gossip_nodes(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             n.sql_address or None,
             n.sql_address or None,
             str(n.locality),
+            n.build or None,
             wall_time(n.started_at_ns),
             n.live,
             n.ranges,
@@ -102,6 +103,7 @@ _TABLES: dict[
             ("sql_address", _STRING),
             ("advertise_sql_address", _STRING),
             ("locality", _STRING),
+            ("build_tag", _STRING),
             ("started_at", _TS),
             ("is_live", _BOOL),
             ("ranges", _INT),

@@ -3,7 +3,8 @@ query after ``FOR``, which the SQL parser reads), ``FETCH`` and ``MOVE`` with th
 directions, and ``CLOSE``, in PostgreSQL's grammar (the forms CockroachDB accepts;
 what each does is :mod:`feedkv.sql.cursors`'). sqlglot reads none of them (it swallows
 what follows ``DECLARE`` or ``FETCH`` into one string), hence this small scanner; what
-does not fit is a 42601 naming the word, with its position.
+does not fit is a 42601 naming the word, with its position (a row count beyond int64:
+22003, as CockroachDB's).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Literal
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
-from feedkv.sql.types import INT64_MAX
+from feedkv.sql.types import INT64_MAX, INT64_MIN
 
 __all__ = ["DeclareHead", "parse_close", "parse_declare", "parse_fetch"]
 
@@ -47,15 +48,13 @@ class DeclareHead:
     query_at: int
 
 
-def _error(text: str, at: int | None, message: str, offset: int) -> SQLError:
+def _error(text: str, at: int | None, message: str, offset: int, code: str) -> SQLError:
     if at is None or at >= len(text):
         return SQLError(
-            "42601", f"at or near EOF: syntax error: {message}", position=offset + len(text) + 1
+            code, f"at or near EOF: syntax error: {message}", position=offset + len(text) + 1
         )
     near = text[at:].split(None, 1)[0].lower() if text[at:].strip() else "EOF"
-    return SQLError(
-        "42601", f'at or near "{near}": syntax error: {message}', position=offset + at + 1
-    )
+    return SQLError(code, f'at or near "{near}": syntax error: {message}', position=offset + at + 1)
 
 
 class _Scanner:
@@ -93,8 +92,8 @@ class _Scanner:
             out.append(token)
         return out
 
-    def error(self, at: int | None, message: str) -> SQLError:
-        return _error(self.text, at, message, self.offset)
+    def error(self, at: int | None, message: str, code: str = "42601") -> SQLError:
+        return _error(self.text, at, message, self.offset, code)
 
     def error_at(self, token: _Token | None, message: str) -> SQLError:
         """:meth:`error` at ``token`` (None: at the end of the statement)."""
@@ -156,8 +155,8 @@ def _count(scanner: _Scanner, token: _Token | None) -> int:
     if token is None or token.kind != "number":
         raise scanner.error_at(token, "expected a row count")
     value = int(token.text)
-    if abs(value) > INT64_MAX:
-        raise scanner.error(token.start, "the row count is out of int64 range")
+    if not INT64_MIN <= value <= INT64_MAX:  # CockroachDB's grammar reads an int64 here
+        raise scanner.error(token.start, "numeric constant out of int64 range", "22003")
     return value
 
 

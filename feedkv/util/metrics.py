@@ -10,9 +10,11 @@ standalone.
 
 Names are CockroachDB's with dots as underscores (``changefeed.emitted_messages`` is
 ``changefeed_emitted_messages``), the names operators' dashboards and alerts already
-use. NB: ``prometheus_client`` writes a counter ``x`` as ``x_total`` (OpenMetrics' rule),
-and CockroachDB's names have no such suffix, so :meth:`Registry.exposition` writes
-counters untyped under their own names, without the ``_created`` samples.
+use. A counter is written as CockroachDB writes one: ``# TYPE x counter`` over samples
+named ``x`` (text format 0.0.4 asks for no suffix), without ``_created`` samples. NB:
+``prometheus_client`` would write a counter ``x`` as ``x_total`` (OpenMetrics' rule), so
+its family is built as a gauge (written verbatim) and :meth:`Registry.exposition` types it
+``counter`` in its text.
 
 Two kinds of metric:
 
@@ -102,8 +104,9 @@ class _Sampled(Collector):
     ) -> None:
         self._name = name
         self._documentation = documentation
-        # NB: a counter untyped, as a pushed one (CockroachDB's names, no _total)
-        self._kind = "unknown" if kind == "counter" else kind
+        self.counter = kind == "counter"
+        # NB: a counter is built as a gauge (see the module docstring)
+        self._kind = "gauge" if self.counter else kind
         self._read = read
         self._labelnames = tuple(labelnames)
 
@@ -350,17 +353,16 @@ class _OffLeanHistogram(SingleWriterHistogram):
 
 
 class _Pushed(Collector):
-    """A pushed metric's families at scrape time: a counter untyped under its own name
-    (no ``_total``, no ``_created``: CockroachDB's names), a gauge, a histogram."""
+    """A pushed metric's families at scrape time: a counter under its own name (no
+    ``_total``, no ``_created``: CockroachDB's names; built as a gauge, see the module
+    docstring), a gauge, a histogram."""
 
     def __init__(self, name: str, documentation: str, metric: LeanHistogram | _Valued) -> None:
         self._name = name
         self._documentation = documentation
         self._metric = metric
-        if isinstance(metric, LeanHistogram):
-            self._kind = "histogram"
-        else:
-            self._kind = "unknown" if isinstance(metric, Counter) else "gauge"
+        self.counter = isinstance(metric, Counter)
+        self._kind = "histogram" if isinstance(metric, LeanHistogram) else "gauge"
 
     def describe(self) -> Iterable[Metric]:
         return [Metric(self._name, self._documentation, self._kind)]
@@ -497,8 +499,13 @@ class Registry:
             state = collector.state()
             last = formatted.get(collector)
             if last is None or last[0] != state:
-                family = _One(collector.family(state))
-                last = formatted[collector] = (state, generate_latest(family))
+                family = collector.family(state)
+                text = generate_latest(_One(family))
+                if collector.counter:  # built as a gauge: typed counter here
+                    name = family.name.encode()
+                    gauge, counter = b"# TYPE %s gauge\n" % name, b"# TYPE %s counter\n" % name
+                    text = text.replace(gauge, counter, 1)
+                last = formatted[collector] = (state, text)
             parts.append(last[1])
         return b"".join(parts)
 

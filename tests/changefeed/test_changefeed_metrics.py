@@ -22,8 +22,10 @@ class FakeFeed:
 
 def scrape(registry: Registry) -> dict[str, float]:
     text = registry.exposition().decode()
+    # NB: the parser names a counter's samples x_total, whatever the text says
     return {
-        s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items())): s.value
+        (family.name if family.type == "counter" else s.name)
+        + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items())): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }

@@ -223,7 +223,7 @@ def test_truncate_of_a_watched_table_fails_the_job(table: DB, tmp_path: Path) ->
     result = db.sql(f"SHOW JOB WHEN COMPLETE {job_id}")
     row = dict(zip(result.columns, result.rows[0], strict=True))
     assert row["status"] == "failed"
-    assert "table 't' was truncated at" in row["error"]
+    assert '"t" was truncated at' in row["error"]
 
 
 def test_truncate_pauses_a_job_with_on_error_pause(table: DB, tmp_path: Path) -> None:
@@ -237,7 +237,7 @@ def test_truncate_pauses_a_job_with_on_error_pause(table: DB, tmp_path: Path) ->
         return error if status == "paused" else None
 
     error = wait_until(paused, timeout_s=DEADLINE, what="the job to pause")
-    assert "table 't' was truncated at" in error
+    assert '"t" was truncated at' in error
 
 
 # ALTER CHANGEFEED ... ADD ... WITH initial_scan.

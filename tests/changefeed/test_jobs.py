@@ -653,7 +653,7 @@ def test_without_on_error_a_stopped_job_fails_with_its_error(table: DB, tmp_path
     wait_past_scan(db, dropped)
     db.sql("DROP TABLE t")
     job = wait_status(db, dropped, "failed")
-    assert "table 't' was dropped" in job["error"]
+    assert '"t" was dropped' in job["error"]
 
 
 def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None:
@@ -666,6 +666,35 @@ def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None
     db.sql("DROP TABLE t")
     wait_status(db, job_id, "failed")
     assert show(db, job_id)["full_table_names"].values == (f"[{table_id}]",)
+
+
+def test_a_cursor_over_five_hours_old_gets_a_notice(table: DB, tmp_path: Path) -> None:
+    db = table
+    created = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH cursor='-7h'")
+    assert created.notices == (
+        "the provided cursor is 7 hours old; older cursors can result in increased "
+        "changefeed latency",
+    )
+
+
+def test_alter_changefeed_tells_what_create_changefeed_tells(table: DB, tmp_path: Path) -> None:
+    """CockroachDB plans ALTER CHANGEFEED as a CREATE CHANGEFEED of the altered job: its
+    notices come with it (here: a ``resolved`` more frequent than checkpoints)."""
+    db = table
+    job_id = create(db, tmp_path / "out", options="min_checkpoint_frequency='100ms'")
+    db.sql(f"PAUSE JOB {job_id}")
+    altered = db.sql(f"ALTER CHANGEFEED {job_id} SET resolved = '50ms'")
+    assert altered.tag == "ALTER CHANGEFEED"
+    assert altered.notices == (
+        "resolved (50ms) messages will not be emitted more frequently than the configured "
+        "min_checkpoint_frequency (100ms), but may be emitted less frequently",
+    )
+    unset = db.sql(f"ALTER CHANGEFEED {job_id} UNSET min_checkpoint_frequency")
+    assert unset.notices == (
+        "resolved (50ms) messages will not be emitted more frequently than the default "
+        "min_checkpoint_frequency (30s), but may be emitted less frequently",
+    )
+    assert db.sql(f"ALTER CHANGEFEED {job_id} SET resolved = '1m'").notices == ()
 
 
 def test_alter_refuses_a_job_whose_table_was_dropped(table: DB, tmp_path: Path) -> None:

@@ -662,6 +662,15 @@ def test_create_changefeed_names_the_kafka_topics_it_emits_to(bootstrap: str, db
     assert named.notices == ("changefeed will emit to topic all",)
     shown = dict(db.sql("SELECT job_id, topics FROM [SHOW CHANGEFEED JOBS]").rows)
     assert shown == {prefixed.rows[0][0]: "p_t,p_u_u0020_v", named.rows[0][0]: "all"}
+    # ALTER CHANGEFEED names them too (CockroachDB plans it as a CREATE CHANGEFEED)
+    db.sql(f"PAUSE JOB {prefixed.rows[0][0]}")
+    altered = db.sql(f"ALTER CHANGEFEED {prefixed.rows[0][0]} SET resolved = '5s'")
+    assert altered.notices == (
+        "changefeed will emit to topic p_t",
+        "changefeed will emit to topic p_u_u0020_v",
+        "resolved (5s) messages will not be emitted more frequently than the default "
+        "min_checkpoint_frequency (30s), but may be emitted less frequently",
+    )
 
 
 def test_bad_kafka_sink_config_fails_create_changefeed(bootstrap: str, db: DB) -> None:

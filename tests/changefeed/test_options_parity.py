@@ -30,7 +30,7 @@ from feedkv.changefeed.jobs import (
     protected_spans,
     protection_expired,
 )
-from feedkv.changefeed.options import frequency_notices, parse_options
+from feedkv.changefeed.options import cursor_age_notices, frequency_notices, parse_options
 from feedkv.changefeed.sinks.kafka_partitioner import partition_for
 from feedkv.changefeed.sinks.webhook import WebhookClient
 from feedkv.errors import SQLError
@@ -262,4 +262,31 @@ def test_resolved_more_often_than_checkpoints_gets_cockroachdbs_notice(
     assert frequency_notices(options) == (
         f"resolved {resolved} messages will not be emitted more frequently than the {which} "
         f"min_checkpoint_frequency {every}, but may be emitted less frequently",
+    )
+
+
+HOUR_NS = 3600 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("cursor_hours_ago", "scan", "hours"),
+    [(6.5, None, 6), (30, "no", 30), (5, None, None), (1, None, None), (8, "only", None)],
+)
+def test_a_cursor_over_five_hours_old_gets_cockroachdbs_notice(
+    cursor_hours_ago: float, scan: str | None, hours: int | None
+) -> None:
+    """CockroachDB warns of a cursor more than five hours old (whole hours, rounded down),
+    unless the changefeed only scans."""
+    now = Timestamp(100 * HOUR_NS, 0)
+    cursor = Timestamp(now.wall - int(cursor_hours_ago * HOUR_NS), 0)
+    given: list[tuple[str, str | None]] = [("cursor", str(cursor))]
+    if scan is not None:
+        given.append(("initial_scan", scan))
+    options = parse_options(given, now=now)
+    if hours is None:
+        assert cursor_age_notices(options, now) == ()
+        return
+    assert cursor_age_notices(options, now) == (
+        f"the provided cursor is {hours} hours old; "
+        "older cursors can result in increased changefeed latency",
     )

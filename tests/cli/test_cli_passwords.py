@@ -6,6 +6,8 @@ against a real secure node (``feedkv start --certs-dir``) on loopback."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import pty
 import select
@@ -105,11 +107,16 @@ def _node_status(cluster: Cluster, url: str, **kwargs: str) -> subprocess.Comple
     )
 
 
+def _listed(out: str) -> list[dict[str, str]]:
+    """The nodes ``node status --format csv`` printed, by column name."""
+    return list(csv.DictReader(io.StringIO(out.strip())))
+
+
 def test_a_password_in_the_url_logs_the_user_in(cluster: Cluster) -> None:
     run = _node_status(cluster, _pam_url(cluster))
 
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[1].split(",")[:2] == ["1", cluster.address]
+    assert [(n["id"], n["address"]) for n in _listed(run.stdout)] == [("1", cluster.address)]
     assert PASSWORD not in run.stdout + run.stderr
 
 
@@ -117,7 +124,7 @@ def test_feedkv_password_logs_in_a_user_without_a_certificate(cluster: Cluster) 
     run = _node_status(cluster, _pam_url(cluster, None), **{PASSWORD_ENV: PASSWORD})
 
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[1].split(",")[1] == cluster.address
+    assert [n["address"] for n in _listed(run.stdout)] == [cluster.address]
 
 
 def test_a_wrong_password_is_a_clear_error_and_a_failed_exit(cluster: Cluster) -> None:
@@ -202,7 +209,8 @@ def test_the_prompt_on_a_terminal_asks_for_the_password_without_echoing_it(
     )
 
     assert code == 0, shown
-    assert f"1,{cluster.address}" in shown
+    listed = _listed(shown.partition("Enter password for pam: ")[2])
+    assert [(n["id"], n["address"]) for n in listed] == [("1", cluster.address)]
     assert PASSWORD not in shown  # the terminal did not echo it
 
 

@@ -45,6 +45,25 @@ def test_psycopg_streams_a_changefeeds_rows_as_they_happen_until_cancelled(
 
 
 @pytest.mark.usefixtures("table")
+def test_a_sinkless_changefeeds_notice_comes_before_its_rows(db: DB, pg_url: str) -> None:
+    """CockroachDB's notice of a cursor over five hours old reaches the client before
+    the rows, which never end."""
+    notices: list[str] = []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        stream = conn.cursor().stream("EXPERIMENTAL CHANGEFEED FOR t WITH cursor = '-6h'")
+        assert next(stream) == ("t", "[1]", '{"after": {"id": 1, "s": "a"}}')
+        assert notices == [
+            "the provided cursor is 6 hours old; older cursors can result in increased "
+            "changefeed latency"
+        ]
+        conn.cancel_safe(timeout=10)
+        with pytest.raises(errors.QueryCanceled):
+            next(stream)
+    wait_until(lambda: feeds_running() == 0, what="the cancelled changefeed to stop")
+
+
+@pytest.mark.usefixtures("table")
 @pytest.mark.insecure  # a raw client: the message layer beneath TLS
 def test_the_simple_protocol_sends_each_row_before_the_feed_ends(
     db: DB, pg_server: PGServer

@@ -42,6 +42,24 @@ def test_named_changefeed_statements_over_the_wire(
             run("SHOW CREATE CHANGEFEED feed_t")
 
 
+@pytest.mark.parametrize("prepare", [False, True])  # simple, extended protocol
+def test_alter_changefeeds_notices_reach_psycopg(
+    db: DB, pg_url: str, tmp_path: Path, prepare: bool
+) -> None:
+    notices: list[str] = []
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+        conn.execute(f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{tmp_path / 'out'}'")
+        conn.execute("PAUSE CHANGEFEED feed_t")
+        assert notices == []
+        conn.execute("ALTER CHANGEFEED feed_t SET resolved = '10s'", prepare=prepare)
+    assert notices == [
+        "resolved (10s) messages will not be emitted more frequently than the default "
+        "min_checkpoint_frequency (30s), but may be emitted less frequently"
+    ]
+
+
 def test_partitions_over_the_wire(db: DB, pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(

@@ -34,9 +34,23 @@ from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import FeedValidator, assert_valid, read_until_resolved
 from feedkv.testing.waiting import wait_until
+from feedkv.util.build import BUILD_TAG
 from feedkv.util.keys import Span
 
 pytestmark = pytest.mark.xdist_group("cluster")
+
+# ``cockroach node status``'s columns, in its order (feedkv's own follow them)
+COCKROACH_NODE_STATUS_COLUMNS = (
+    "id",
+    "address",
+    "sql_address",
+    "build",
+    "started_at",
+    "updated_at",
+    "locality",
+    "is_available",
+    "is_live",
+)
 
 
 @pytest.fixture(scope="module")
@@ -348,7 +362,10 @@ def test_node_status_lists_every_node_with_its_liveness_and_ranges(
     assert run_node_status(cluster.url(1), "json", out) == 0
     listed = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [n["id"] for n in listed] == [1, 2, 3]
-    assert all(n["is_live"] for n in listed)
+    # CockroachDB's columns first, in its order; each node's build came by gossip
+    assert list(listed[0])[:9] == list(COCKROACH_NODE_STATUS_COLUMNS)
+    assert all(n["is_available"] and n["is_live"] for n in listed)
+    assert {n["build"] for n in listed} == {BUILD_TAG}
     with cluster.connect(0) as db:
         held = [r.lease_holder for r in db.ranges()]
     assert sum(n["ranges"] for n in listed) == len(held)
@@ -387,7 +404,8 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
         status = [json.loads(line) for line in out.getvalue().splitlines()]
         with psycopg.connect(process.sql_url) as conn:
             gossip = conn.execute(
-                "SELECT n.node_id, n.address, l.epoch, n.started_at, n.is_live, n.ranges "
+                "SELECT n.node_id, n.address, n.build_tag, l.epoch, n.started_at, n.is_live, "
+                "n.ranges "
                 "FROM crdb_internal.gossip_nodes AS n JOIN crdb_internal.gossip_liveness "
                 "AS l ON n.node_id = l.node_id ORDER BY n.node_id"
             ).fetchall()
@@ -404,6 +422,7 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
             (
                 n["id"],
                 n["address"],
+                n["build"],
                 n["epoch"],
                 datetime.datetime.fromisoformat(n["started_at"]),
                 n["is_live"],
@@ -421,7 +440,7 @@ def test_gossip_tables_and_node_status_agree(cluster: LocalCluster) -> None:
     wait_until(agree, timeout_s=30, what="node status and the gossip tables to agree")
     listed, _from_sql, liveness = read()
     addresses = {i + 1: cluster.address(i) for i in range(3)}
-    assert [(n[0], n[1], n[4]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
+    assert [(n[0], n[1], n[5]) for n in listed] == [(i, a, True) for i, a in addresses.items()]
     with psycopg.connect(process.sql_url) as conn:
         [(own,)] = conn.execute("SELECT crdb_internal.node_id()").fetchall()
     assert addresses[own] == cluster.address(1)  # the node the client is connected to

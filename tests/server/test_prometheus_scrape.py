@@ -89,6 +89,13 @@ class Prometheus:
         assert len(result) == 1, result
         return float(result[0]["value"][1])
 
+    def kind(self, metric: str) -> str | None:
+        """The type Prometheus recorded for ``metric`` from its scrapes' TYPE lines."""
+        answer = self.client.get("/api/v1/metadata", params={"metric": metric}).json()
+        assert answer["status"] == "success", answer
+        found: list[dict[str, str]] = answer["data"].get(metric, [])
+        return found[0]["type"] if found else None
+
     def close(self) -> None:
         self.client.close()
         self.process.terminate()
@@ -168,6 +175,10 @@ def test_prometheus_sees_a_running_changefeed_emit_while_rows_are_written(
         behind = prometheus.value('changefeed_max_behind_nanos{scope="default"}')
         assert behind is not None and behind > 0
         assert prometheus.value("liveness_livenodes") == 1
+        # counters typed as CockroachDB types them, under their own names
+        assert prometheus.kind("sql_insert_count") == "counter"
+        assert prometheus.kind("changefeed_emitted_messages") == "counter"
+        assert prometheus.kind("changefeed_running") == "gauge"
         assert prometheus.value("jobs_changefeed_currently_paused") == 0
     finally:
         stop.set()

@@ -24,15 +24,15 @@ CONFIG = StoreConfig(
     closed_ts_interval_s=0.01, closed_ts_target_ns=50_000_000, push_poll_s=0.01, sync=False
 )
 
-# name -> type as prometheus_client's parser reads it ("unknown": a counter, untyped to
-# keep CockroachDB's name; see feedkv.util.metrics)
+# name -> type as prometheus_client's parser reads it (a counter keeps CockroachDB's
+# name, without _total; see feedkv.util.metrics)
 EXPECTED = {
     "changefeed_running": "gauge",
-    "changefeed_failures": "unknown",
-    "changefeed_emitted_messages": "unknown",
-    "changefeed_emitted_bytes": "unknown",
-    "changefeed_flushed_bytes": "unknown",
-    "changefeed_error_retries": "unknown",
+    "changefeed_failures": "counter",
+    "changefeed_emitted_messages": "counter",
+    "changefeed_emitted_bytes": "counter",
+    "changefeed_flushed_bytes": "counter",
+    "changefeed_error_retries": "counter",
     "changefeed_commit_latency": "histogram",
     "changefeed_admit_latency": "histogram",
     "changefeed_sink_batch_hist_nanos": "histogram",
@@ -46,22 +46,22 @@ EXPECTED = {
     "jobs_changefeed_currently_paused": "gauge",
     "kv_rangefeed_registrations": "gauge",
     "kv_rangefeed_processors": "gauge",
-    "kv_rangefeed_catchup_scan_nanos": "unknown",
-    "sql_select_count": "unknown",
-    "sql_insert_count": "unknown",
-    "sql_update_count": "unknown",
-    "sql_delete_count": "unknown",
-    "sql_ddl_count": "unknown",
-    "sql_misc_count": "unknown",
-    "sql_query_count": "unknown",
-    "sql_failure_count": "unknown",
-    "sql_txn_begin_count": "unknown",
-    "sql_txn_commit_count": "unknown",
-    "sql_txn_rollback_count": "unknown",
+    "kv_rangefeed_catchup_scan_nanos": "counter",
+    "sql_select_count": "counter",
+    "sql_insert_count": "counter",
+    "sql_update_count": "counter",
+    "sql_delete_count": "counter",
+    "sql_ddl_count": "counter",
+    "sql_misc_count": "counter",
+    "sql_query_count": "counter",
+    "sql_failure_count": "counter",
+    "sql_txn_begin_count": "counter",
+    "sql_txn_commit_count": "counter",
+    "sql_txn_rollback_count": "counter",
     "sql_conns": "gauge",
     "sql_service_latency": "histogram",
-    "txn_commits": "unknown",
-    "txn_aborts": "unknown",
+    "txn_commits": "counter",
+    "txn_aborts": "counter",
     "txn_restarts": "histogram",
     "liveness_livenodes": "gauge",
     "capacity_used": "gauge",
@@ -72,11 +72,11 @@ EXPECTED = {
     "changefeed_stalled": "gauge",
     "changefeed_buffer_memory_bytes": "gauge",
     "changefeed_buffer_disk_bytes": "gauge",
-    "changefeed_buffer_entries_in": "unknown",
-    "changefeed_buffer_entries_out": "unknown",
-    "changefeed_buffer_entries_released": "unknown",
-    "changefeed_buffer_entries_mem_acquired": "unknown",
-    "changefeed_buffer_entries_mem_released": "unknown",
+    "changefeed_buffer_entries_in": "counter",
+    "changefeed_buffer_entries_out": "counter",
+    "changefeed_buffer_entries_released": "counter",
+    "changefeed_buffer_entries_mem_acquired": "counter",
+    "changefeed_buffer_entries_mem_released": "counter",
     "changefeed_spark_batch_nanos": "histogram",
 }
 
@@ -107,7 +107,9 @@ def scrape(db: DB, path: str = "/_status/vars") -> dict[str, tuple[str, dict[str
         samples = {}
         for s in family.samples:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+            # NB: the parser names a counter's samples x_total, whatever the text says
+            name = family.name if family.type == "counter" else s.name
+            samples[f"{name}{{{labels}}}" if labels else name] = s.value
         out[family.name] = (family.type, samples)
     return out
 

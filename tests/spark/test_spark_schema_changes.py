@@ -115,7 +115,7 @@ def test_a_dropped_table_ends_the_job(spark: Any, db: DB, tmp_path: Path) -> Non
     wait_until(lambda: resolved(out) is not None, timeout_s=DEADLINE_S, what="a resolved mark")
     db.sql("DROP TABLE t")
     job = ended(db, job_id)
-    assert job["error"].startswith("table 't' was dropped at ")
+    assert job["error"].startswith('"t" was dropped at ')
 
 
 def test_column_changes_scan_the_rows_again_at_a_change_that_rewrites_none(

@@ -10,6 +10,7 @@ import pytest
 
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.util.build import BUILD_TAG
 
 
 def test_gossip_nodes_lists_the_node_of_its_own_with_cockroachdbs_columns(any_db: DB) -> None:
@@ -23,14 +24,17 @@ def test_gossip_nodes_lists_the_node_of_its_own_with_cockroachdbs_columns(any_db
         "sql_address",
         "advertise_sql_address",
         "locality",
+        "build_tag",
         "started_at",
         "is_live",
         "ranges",
         "leases",
     )
     [row] = result.rows
-    assert row[0] == 1 and row[1] == "tcp" and row[7] == "" and row[9] is True
-    assert row[10] == len(any_db.ranges()) == row[11]
+    node = dict(zip(result.columns, row, strict=True))
+    assert (node["node_id"], node["network"], node["locality"]) == (1, "tcp", "")
+    assert (node["build_tag"], node["is_live"]) == (BUILD_TAG, True)
+    assert node["ranges"] == len(any_db.ranges()) == node["leases"]
 
 
 def test_gossip_liveness_shows_the_nodes_epoch_and_last_heartbeat(db: DB) -> None:

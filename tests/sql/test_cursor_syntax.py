@@ -78,7 +78,6 @@ def test_declare_reads_its_options_and_its_query() -> None:
         ("FETCH SIDEWAYS c", '"sideways"'),
         ("FETCH FORWARD 1 2 c", '"2"'),
         ("FETCH ABSOLUTE c", '"c"'),
-        ("FETCH 99999999999999999999 c", '"99999999999999999999"'),
         ("FETCH 1 FROM c d", '"from"'),
         ("MOVE 1 FROM 2", '"2"'),
         ("CLOSE", "EOF"),
@@ -102,6 +101,25 @@ def test_what_does_not_read_is_a_syntax_error_at_its_word(text: str, near: str |
     if near is not None:
         assert f"at or near {near}" in raised.value.message
         assert raised.value.position is not None
+
+
+@pytest.mark.parametrize(
+    "text", ["FETCH 99999999999999999999 c", "MOVE ABSOLUTE -9223372036854775809 c"]
+)
+def test_a_row_count_beyond_int64_is_out_of_range_as_in_cockroachdb(text: str) -> None:
+    with pytest.raises(SQLError) as raised:
+        parse(text)
+    assert raised.value.code == "22003"
+    number = text.split()[-2]
+    assert raised.value.message == (
+        f'at or near "{number}": syntax error: numeric constant out of int64 range'
+    )
+    assert raised.value.position == text.index(number) + 1
+
+
+def test_the_int64_bounds_are_row_counts() -> None:
+    assert parse_fetch("FETCH -9223372036854775808 c").count == -(2**63)
+    assert parse_fetch("FETCH ABSOLUTE 9223372036854775807 c").count == 2**63 - 1
 
 
 _WORDS = st.sampled_from(

@@ -24,6 +24,7 @@ import msgpack
 
 from feedkv.changefeed.sink import SinkError, TerminalSinkError
 from feedkv.errors import InvalidArgumentError, InvariantViolation, NodeUnavailableError
+from feedkv.kv.gateway import Gateway
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.router import Transport
 from feedkv.kv.wire import SERVICE
@@ -156,6 +157,8 @@ def dialled_blobs(dial: Callable[[int], Transport]) -> Callable[[int, str], Node
     def blobs(node_id: int, directory: str) -> NodeBlobs:
         def channel() -> grpc.Channel:
             transport = dial(node_id)
+            if isinstance(transport, Gateway):  # the client's own node, wherever it is now
+                transport = transport.transport
             if not isinstance(transport, GrpcTransport):
                 raise InvariantViolation(f"node n{node_id} is dialled without gRPC")
             return transport.channel

@@ -170,6 +170,14 @@ class LocalCluster:
         directory when the cluster is secure (``feedkv.connect(url)`` is root)."""
         return self._process(index).url
 
+    def all_nodes_url(self) -> str:
+        """A ``feedkv://`` URL listing every running node, n1 first (a client connects
+        through the first that answers and moves along the list when its node dies),
+        naming the certs directory when the cluster is secure."""
+        hosts = ",".join(p.address for p in self.processes if p is not None)
+        secure = f"?certs_dir={self.certs_dir}" if self.certs_dir is not None else ""
+        return f"feedkv://{hosts}{secure}"
+
     def node_at(self, address: str) -> int | None:
         """The index of the running node whose gRPC listens at ``host:port``."""
         return next(

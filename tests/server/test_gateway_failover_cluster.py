@@ -33,16 +33,11 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield started
 
 
-def _all_nodes_url(cluster: LocalCluster) -> str:
-    hosts = ",".join(cluster.address(i) for i in range(3))
-    return f"feedkv://{hosts}?certs_dir={cluster.certs_dir}"
-
-
 @pytest.mark.slow(30)
 def test_a_client_moves_to_the_next_node_of_its_url_when_its_gateway_is_killed(
     cluster: LocalCluster,
 ) -> None:
-    db: DB = feedkv.connect(_all_nodes_url(cluster))
+    db: DB = feedkv.connect(cluster.all_nodes_url())
     assert db.gateway_node() == 1
     db.sql("CREATE TABLE orders (id INT PRIMARY KEY, item STRING)")
     db.sql("INSERT INTO orders VALUES (1, 'tea')")

@@ -27,10 +27,9 @@ def test_reads_and_writes_go_on_when_the_lease_holder_dies_right_after_up_replic
     tmp_path: Path,
 ) -> None:
     with LocalCluster(tmp_path, 3, "--replicas", "1", rebalance_interval="0s") as cluster:
-        hosts = ",".join(cluster.address(i) for i in range(3))
         # NB: through n1 first: once it dies, a call to it fails at once (the client keeps
         # its connection), so nothing waits out a connect timeout while the others elect
-        db = feedkv.connect(f"feedkv://{hosts}?certs_dir={cluster.certs_dir}")
+        db = feedkv.connect(cluster.all_nodes_url())
         for i in range(KEYS):
             db.put(b"k%02d" % i, b"v%d" % i)
         assert all(r.replicas == (1,) for r in db.ranges())

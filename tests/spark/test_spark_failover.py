@@ -31,8 +31,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 def test_a_streaming_read_goes_on_when_its_node_dies_while_a_task_reads(
     spark: Any, cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    hosts = ",".join(cluster.address(i) for i in range(3))
-    url = f"feedkv://{hosts}?certs_dir={cluster.certs_dir}"
+    url = cluster.all_nodes_url()
     db = feedkv.connect(url)
     assert db.gateway_node() == 1  # as every client's of the URL: the node killed below
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")

@@ -3455,6 +3455,10 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
+        ordered_set = node.find(exp.WithinGroup)
+        if ordered_set is not None:  # NB: else its ORDER BY column reads as ungrouped
+            name = ordered_set.this.sql_name().lower()
+            raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
         for found in list(node.find_all(exp.Filter)):
             found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))

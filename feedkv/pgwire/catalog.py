@@ -57,7 +57,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors)\b",
+    r"pg_cursors|to_regtype)\b",
     re.IGNORECASE,
 )
 
@@ -116,6 +116,23 @@ _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
 for _oid, _element in _ARRAY_TYPES:
     _FORMATTED[_oid] = _FORMATTED[_element] + "[]"
     _TYPE_NAMES[_oid] = "_" + _TYPE_NAMES[_element]
+# to_regtype's names: pg_type's, format_type's (``bigint``, ``timestamp with time zone``)
+# and an array's as ``int8[]``
+_TYPE_OIDS = {name: oid for oid, name in _TYPE_NAMES.items()} | {
+    name: oid for oid, name in _FORMATTED.items()
+}
+for _oid, _element in _ARRAY_TYPES:
+    _TYPE_OIDS[_TYPE_NAMES[_element] + "[]"] = _oid
+
+
+def _bare_type_name(name: str | None) -> str | None:
+    """A type name as to_regtype reads it: without its schema, quotes and case."""
+    if name is None:
+        return None
+    bare = str(name).strip().removeprefix("pg_catalog.").removeprefix("public.")
+    return bare[1:-1] if bare.startswith('"') and bare.endswith('"') else bare.lower()
+
+
 _ENUM_OID_BASE = 100_000  # + the type's descriptor id, as CockroachDB numbers them
 
 
@@ -1004,6 +1021,8 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
     define("pg_regtype", lambda oid: _TYPE_NAMES.get(int(oid)) if oid else None, 1)
     define("pg_regproc", lambda value: value, 1)
+    types = {name: oid for oid, name in enums.items()} | _TYPE_OIDS
+    define("to_regtype", lambda name: types.get(_bare_type_name(name)), 1)
     define("version", lambda: values["version"], 0)
     define("current_database", lambda: values["database"], 0)
     define("current_schema", lambda: "public", 0)

@@ -1556,7 +1556,13 @@ class _Compiler:
                 if key is None:
                     raise SQLError("22004", f"{node.name}(): a key is null")
                 name = key if isinstance(key, str) else _json_text(key)
-                built[str(name)] = jsonb.document(value_of(row, ctx))
+                value = value_of(row, ctx)
+                if not (value is None or jsonb.is_json(value) or isinstance(value, _JSON_SCALAR)):
+                    raise SQLError(
+                        "0A000",
+                        f"{node.name}() of {type_of_value(value)} values is not supported",
+                    )
+                built[str(name)] = jsonb.document(value)
             return built
 
         return build
@@ -1780,6 +1786,11 @@ def _as_json(value: Any, symbol: str, other: Any) -> Any:
     if isinstance(value, str):
         return coerce(value, ColumnType(Kind.JSONB), None)
     raise _incomparable(symbol, value, other)
+
+
+# the values a JSON document holds as they are (a DECIMAL is a JSON number, which a
+# changefeed's encoder writes); others have no JSON form here yet
+_JSON_SCALAR = (bool, int, float, decimal.Decimal, str)
 
 
 def _json_text(value: Any) -> str | None:

@@ -43,6 +43,7 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.parsers.postgres import PostgresParser
+from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from feedkv.errors import SQLError
@@ -68,6 +69,23 @@ __all__ = [
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
+class _PlaceholderTokenizerCore(TokenizerCore):
+    """sqlglot's tokenizer, reading ``$`` before a digit as a placeholder (``$1``) always.
+
+    NB: sqlglot takes the text between a ``$`` and the next one for a dollar quote's tag
+    unless it is all digits, so ``VALUES ($1,$2)`` (as psycopg's executemany sends it)
+    read as an unterminated ``$1,$`` quote; a tag never starts with a digit.
+    """
+
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        if start == "$" and self._peek.isdigit():
+            self._add(TokenType.PARAMETER)
+            return True
+        return super()._scan_string(start)
+
+
 class _Cockroach(Postgres):
     """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
@@ -86,6 +104,11 @@ class _Cockroach(Postgres):
         # NB: CockroachDB's type annotation ``e:::T`` reads as a cast's operator, told
         # apart by its text (Parser._parse_dcolon)
         KEYWORDS: ClassVar = {**Postgres.Tokenizer.KEYWORDS, ":::": TokenType.DCOLON}
+
+        def _init_core(self) -> TokenizerCore:
+            core = super()._init_core()
+            core.__class__ = _PlaceholderTokenizerCore
+            return core
 
     class Parser(PostgresParser):
         FUNCTIONS: ClassVar = {
@@ -3432,6 +3455,10 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
+        ordered_set = node.find(exp.WithinGroup)
+        if ordered_set is not None:  # NB: else its ORDER BY column reads as ungrouped
+            name = ordered_set.this.sql_name().lower()
+            raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
         for found in list(node.find_all(exp.Filter)):
             found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))

@@ -10,6 +10,9 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy as sa
+from psycopg.types import TypeInfo
+from psycopg.types.enum import EnumInfo
 
 from feedkv import DB
 from feedkv.errors import SQLError
@@ -108,6 +111,36 @@ def test_drivers_get_the_version_database_and_schema(url: str) -> None:
             ["t", "r"],
         ).fetchall()
         assert found == [("t",)]
+
+
+def test_psycopg_type_info_finds_types_and_enums_by_name(url: str) -> None:
+    # what SQLAlchemy's postgresql+psycopg dialect asks at connect (hstore: absent) and
+    # psycopg's EnumInfo reads
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TYPE mood AS ENUM ('sad', 'happy')")
+        assert TypeInfo.fetch(conn, "hstore") is None
+        for name in ("int8", "bigint", "pg_catalog.int8", "timestamp with time zone"):
+            info = TypeInfo.fetch(conn, name)
+            assert info is not None, name
+            assert (info.name, info.oid) in (("int8", 20), ("timestamptz", 1184))
+        array = TypeInfo.fetch(conn, "int8[]")
+        assert array is not None
+        assert array.oid == 1016
+        mood = EnumInfo.fetch(conn, "public.mood")
+        assert mood is not None
+        assert mood.labels == ["sad", "happy"]
+        assert conn.execute("SELECT oid FROM pg_type WHERE typname = 'mood'").fetchone() == (
+            mood.oid,
+        )
+
+
+def test_sqlalchemys_postgresql_dialect_connects_and_runs_a_query(url: str) -> None:
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT id FROM t")).all() == []
+    finally:
+        engine.dispose()
 
 
 def psql(url: str, command: str) -> str:

@@ -204,6 +204,17 @@ def test_prepared_statements_run_many_times_with_new_parameters(pg_url: str) -> 
         assert cur.rowcount == 3
 
 
+def test_executemany_inserts_every_row_with_placeholders_written_without_spaces(
+    pg_url: str,
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        make_table(conn)
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO t (id,s) VALUES (%s,%s)", [(i, f"s{i}") for i in range(4)])
+        rows = conn.execute("SELECT id,s FROM t WHERE id>=%s ORDER BY id", [0]).fetchall()
+        assert rows == [(i, f"s{i}") for i in range(4)]
+
+
 def test_a_pipeline_after_an_error_does_nothing_until_sync(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         make_table(conn)

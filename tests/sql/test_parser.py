@@ -19,6 +19,8 @@ from feedkv.sql.parser import parse, placeholder_count
         ("UPDATE t SET v = u.w + $1 FROM u WHERE u.k = t.k", 1),
         ("DELETE FROM t USING (SELECT $4 AS k) AS s WHERE t.k = s.k", 4),
         ("VALUES ($1), ($2)", 2),
+        ("INSERT INTO t (k,v) VALUES ($1,$2)", 2),  # not a dollar quote tagged "1,"
+        ("SELECT $1+$2||$x$a$b$x$", 2),
         ("SELECT k FROM t WHERE k = ANY (SELECT k FROM u WHERE w < $2)", 2),
     ],
 )

@@ -37,6 +37,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import jsonb
 from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.arrays import Array
+from feedkv.sql.as_json import as_json
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.expr import (
@@ -472,7 +473,6 @@ class _Count(_Accumulator):
 
 
 _NUMBERS = {Kind.INT, Kind.FLOAT, Kind.DECIMAL}
-_JSON_PLAIN = (Kind.INT, Kind.STRING, Kind.BOOL, Kind.JSONB)
 _ARGUMENT_KINDS = {
     "sum": {Kind.INT, Kind.FLOAT, Kind.DECIMAL, Kind.INTERVAL},
     "avg": {Kind.INT, Kind.FLOAT, Kind.DECIMAL, Kind.INTERVAL},
@@ -514,8 +514,6 @@ def _ambiguous(name: str, arity: int) -> NoReturn:
 def _check_argument(name: str, kind: Kind | None) -> None:
     """42883 for an argument whose kind the aggregate does not take, whatever the rows
     (found when the kind shows in the tree; else from the first value)."""
-    if name == "jsonb_agg" and kind not in (None, *_JSON_PLAIN):
-        raise SQLError("0A000", f"jsonb_agg of {kind.value} values is not supported")
     allowed = _ARGUMENT_KINDS.get(name)
     if kind is not None and allowed is not None and kind not in allowed:
         raise SQLError("42883", f"unknown signature: {name}({kind.value.lower()})")
@@ -776,8 +774,7 @@ class _BitOr(_BitAnd):
 
 class _JsonbAgg(_Accumulator):
     """jsonb_agg(value): a JSON array of the values in the order read, NULLs as JSON
-    null; over no rows NULL. Only values whose JSON form is plain (INT, STRING, BOOL,
-    JSONB) are taken: the others' text in CockroachDB's JSON is not built (0A000)."""
+    null; over no rows NULL. Each value in its JSON form (:func:`as_json`)."""
 
     keeps_nulls = True
 
@@ -785,11 +782,9 @@ class _JsonbAgg(_Accumulator):
         self.values: list[Any] | None = None
 
     def add(self, value: Any, separator: Any) -> None:
-        if not (value is None or jsonb.is_json(value) or isinstance(value, bool | int | str)):
-            raise SQLError("0A000", f"jsonb_agg of {type_of_value(value)} values is not supported")
         if self.values is None:
             self.values = []
-        self.values.append(jsonb.document(value))
+        self.values.append(as_json(value))
 
     def result(self) -> Any:
         # NB: a copy: a window's running aggregate takes a result, then adds more

@@ -29,7 +29,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.crdb_internal import is_virtual
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.expr import Scope
+from feedkv.sql.expr import Scope, static_kind
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
     DeletePlan,
@@ -338,6 +338,7 @@ _BOOLEAN = (
     exp.Boolean, exp.Exists,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
+_JSONB = ColumnType(Kind.JSONB)
 _FUNCTIONS = {
     "unique_rowid": _INT,
     "nextval": _INT,
@@ -403,7 +404,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.CurrentDate):
         return ColumnType(Kind.DATE)
     if isinstance(node, exp.Anonymous):
+        if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
+            return _JSONB
         return _FUNCTIONS.get(str(node.this).lower())
+    if isinstance(node, exp.JSONArrayAgg):  # jsonb_agg
+        return _JSONB
     if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
         return _INT if str(node.expression.this).lower() == "node_id" else None
     if isinstance(node, exp.Count | SumInt):

@@ -36,6 +36,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import datetime_functions, jsonb, scalar_functions
 from feedkv.sql.aggregate_nodes import AGGREGATES
 from feedkv.sql.arrays import Array, parse_array_text
+from feedkv.sql.as_json import as_json
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
@@ -448,7 +449,14 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
         return column_type(node.args["to"]).kind
     if isinstance(node, exp.JSONExtract | exp.JSONBExtract):
         return Kind.JSONB
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in _JSON_FUNCTIONS:
+        return Kind.JSONB
     return None
+
+
+# NB: their results are JSONB whatever they hold: a JSON string ('"2026-01-02"') is a
+# Python str, whose text as JSON has its quotes
+_JSON_FUNCTIONS = frozenset({"to_jsonb", "to_json", "jsonb_build_object", "json_build_object"})
 
 
 def _annotation_fits(found: Kind | None, target: Kind) -> bool:
@@ -1556,13 +1564,7 @@ class _Compiler:
                 if key is None:
                     raise SQLError("22004", f"{node.name}(): a key is null")
                 name = key if isinstance(key, str) else _json_text(key)
-                value = value_of(row, ctx)
-                if not (value is None or jsonb.is_json(value) or isinstance(value, _JSON_SCALAR)):
-                    raise SQLError(
-                        "0A000",
-                        f"{node.name}() of {type_of_value(value)} values is not supported",
-                    )
-                built[str(name)] = jsonb.document(value)
+                built[str(name)] = as_json(value_of(row, ctx))
             return built
 
         return build
@@ -1786,11 +1788,6 @@ def _as_json(value: Any, symbol: str, other: Any) -> Any:
     if isinstance(value, str):
         return coerce(value, ColumnType(Kind.JSONB), None)
     raise _incomparable(symbol, value, other)
-
-
-# the values a JSON document holds as they are (a DECIMAL is a JSON number, which a
-# changefeed's encoder writes); others have no JSON form here yet
-_JSON_SCALAR = (bool, int, float, decimal.Decimal, str)
 
 
 def _json_text(value: Any) -> str | None:

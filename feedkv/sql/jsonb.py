@@ -15,6 +15,7 @@ rows read back as SQL NULL, as they were stored (the difference was lost on writ
 
 from __future__ import annotations
 
+import decimal
 import json
 from typing import Any, Final
 
@@ -77,7 +78,30 @@ def dumps(value: Any, *, spaced: bool = False) -> str:
     """A JSONB value as JSON text: compact (storage, keys sorted) or as CockroachDB
     prints it (``{"a": 1, "b": [1, 2]}``, keys sorted)."""
     separators = (", ", ": ") if spaced else (",", ":")
-    return json.dumps(document(value), sort_keys=True, separators=separators, ensure_ascii=False)
+    try:
+        return json.dumps(
+            document(value), sort_keys=True, separators=separators, ensure_ascii=False
+        )
+    except TypeError:  # NB: a DECIMAL inside (to_jsonb(1.50)), which json cannot write
+        return _dumps_decimals(document(value), *separators)
+
+
+def _dumps_decimals(value: Any, item_separator: str, key_separator: str) -> str:
+    """:func:`dumps` of a document holding finite DECIMALs, written with their digits."""
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        items = (
+            json.dumps(k, ensure_ascii=False)
+            + key_separator
+            + _dumps_decimals(v, item_separator, key_separator)
+            for k, v in sorted(value.items())
+        )
+        return "{" + item_separator.join(items) + "}"
+    if isinstance(value, list):
+        parts = (_dumps_decimals(v, item_separator, key_separator) for v in value)
+        return "[" + item_separator.join(parts) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def type_name(value: Any) -> str:

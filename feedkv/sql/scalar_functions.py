@@ -23,6 +23,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import jsonb
+from feedkv.sql.as_json import as_json
 from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
@@ -336,7 +337,14 @@ def _jsonb_array_length(value: Any) -> int:
     return len(document)
 
 
+def _to_jsonb(value: Any) -> Any:
+    """to_jsonb(v) and to_json(v): ``v`` as JSON (:func:`as_json`)."""
+    return jsonb.from_document(as_json(value))
+
+
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
+    "to_jsonb": (_to_jsonb, 1, 1),
+    "to_json": (_to_jsonb, 1, 1),
     "jsonb_typeof": (_jsonb_typeof, 1, 1),
     "json_typeof": (_jsonb_typeof, 1, 1),
     "jsonb_array_length": (_jsonb_array_length, 1, 1),

@@ -645,6 +645,14 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _decimal_number(value: object) -> float:
+    """A DECIMAL inside a document (``jsonb_build_object('d', 1.5)``) as the JSON number
+    its text reads back as."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _to_json(value: object, ctype: ColumnType) -> Any:
     if value is JSON_NULL:
         return value
@@ -656,8 +664,8 @@ def _to_json(value: object, ctype: ColumnType) -> Any:
     if isinstance(value, dict | list | tuple | int | float | bool):
         try:
             # Through text and back: the value is then exactly what storage returns
-            # (string keys, lists for tuples).
-            return json.loads(json.dumps(value, allow_nan=False))
+            # (string keys, lists for tuples, a DECIMAL's number as storage reads it).
+            return json.loads(json.dumps(value, allow_nan=False, default=_decimal_number))
         except (TypeError, ValueError) as exc:
             raise SQLError("22P02", f"value is not a JSON document: {exc}") from None
     raise _Mismatch

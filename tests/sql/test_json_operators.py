@@ -48,9 +48,6 @@ def test_jsonb_build_object_builds_an_object_from_pairs(docs: DB) -> None:
     [
         ("SELECT jsonb_build_object('a', 1, 'b') FROM d", "22023", "even number"),
         ("SELECT jsonb_build_object(NULL, 1) FROM d", "22004", "a key is null"),
-        # values without a JSON form here: a clear 0A000, not an internal error
-        ("SELECT json_build_object('t', now()) FROM d", "0A000", "of timestamptz values"),
-        ("SELECT jsonb_build_object('a', ARRAY[1, 2]) FROM d", "0A000", r"of int8\[\] values"),
     ],
 )
 def test_bad_jsonb_build_object_calls_are_refused(

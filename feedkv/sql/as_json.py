@@ -1,0 +1,61 @@
+"""Any SQL value as a JSON document part, as CockroachDB's ``tree.AsJSON`` converts it
+for ``to_jsonb``, ``jsonb_build_object`` and ``jsonb_agg``.
+
+Numbers stay numbers (a DECIMAL keeps its digits: ``1.50`` is written ``1.50``); a NaN
+or infinity, which JSON has no number for, is the string CockroachDB writes
+(``"NaN"``, ``"Infinity"``). A TIMESTAMPTZ is RFC 3339 in the session's time zone
+(``"2026-01-02T03:04:05.123Z"``, ``"...+01:00"`` elsewhere), a TIMESTAMP the same
+without a zone; neither has trailing zeros in its fraction. An array is a JSON array
+of its elements' forms, an enum its label, and every other value (DATE, TIME,
+INTERVAL, UUID, BYTES as ``\\x...``, INET, BIT) the string of its SQL text.
+
+NB: this is the SQL side. The changefeed's JSON encoder writes text directly and has
+forms of its own (a TIMESTAMPTZ always in UTC), so it does not use this module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+from typing import Any
+
+from feedkv.sql import jsonb
+from feedkv.sql.arrays import Array
+from feedkv.sql.enums import EnumValue
+from feedkv.sql.time_zone import current_zone
+from feedkv.sql.types import format_value
+
+__all__ = ["as_json"]
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it stands inside a JSON document (SQL NULL and JSON null are
+    ``None``)."""
+    if value is None or jsonb.is_json(value):
+        return jsonb.document(value)
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else format_value(value)
+    if isinstance(value, decimal.Decimal):
+        return value if value.is_finite() else format_value(value)
+    if isinstance(value, datetime.datetime):
+        return _rfc3339(value)
+    if isinstance(value, Array):
+        return [as_json(v) for v in value.values]
+    if isinstance(value, EnumValue):
+        return value.label
+    return format_value(value)
+
+
+def _rfc3339(value: datetime.datetime) -> str:
+    """Go's ``time.RFC3339Nano`` (TIMESTAMPTZ, in the session's zone, ``Z`` for UTC)
+    or the same without the zone (TIMESTAMP)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(current_zone())
+    wall = value.replace(tzinfo=None).isoformat()
+    zone = value.isoformat()[len(wall) :]  # "" for a TIMESTAMP, else "+hh:mm"
+    if value.microsecond:
+        wall = wall.rstrip("0")
+    return wall + ("Z" if zone == "+00:00" else zone)

@@ -1,13 +1,14 @@
 """Any SQL value as a JSON document part, as CockroachDB's ``tree.AsJSON`` converts it
 for ``to_jsonb``, ``jsonb_build_object`` and ``jsonb_agg``.
 
-Numbers stay numbers (a DECIMAL keeps its digits: ``1.50`` is written ``1.50``); a NaN
-or infinity, which JSON has no number for, is the string CockroachDB writes
-(``"NaN"``, ``"Infinity"``). A TIMESTAMPTZ is RFC 3339 in the session's time zone
-(``"2026-01-02T03:04:05.123Z"``, ``"...+01:00"`` elsewhere), a TIMESTAMP the same
-without a zone; neither has trailing zeros in its fraction. An array is a JSON array
-of its elements' forms, an enum its label, and every other value (DATE, TIME,
-INTERVAL, UUID, BYTES as ``\\x...``, INET, BIT) the string of its SQL text.
+Numbers stay numbers (a DECIMAL keeps its digits: ``1.50`` is written ``1.50``; a
+FLOAT has its shortest digits: ``2.0`` is ``2``); a NaN or infinity, which JSON has no
+number for, is the string CockroachDB writes (``"NaN"``, ``"Infinity"``). A
+TIMESTAMPTZ is RFC 3339 in the session's time zone (``"2026-01-02T03:04:05.123Z"``,
+``"...+01:00"`` elsewhere), a TIMESTAMP the same without a zone; neither has trailing
+zeros in its fraction. An array is a JSON array of its elements' forms, an enum its
+label, and every other value (DATE, TIME, INTERVAL, UUID, BYTES as ``\\x...``, INET,
+BIT) the string of its SQL text.
 
 NB: this is the SQL side. The changefeed's JSON encoder writes text directly and has
 forms of its own (a TIMESTAMPTZ always in UTC), so it does not use this module.
@@ -37,7 +38,11 @@ def as_json(value: Any) -> Any:
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
-        return float(value) if math.isfinite(value) else format_value(value)
+        if not math.isfinite(value):
+            return format_value(value)
+        # NB: CockroachDB's JSON number of a FLOAT is the decimal of its shortest digits,
+        # trailing zeros dropped: 2.0 is 2, 100.0 is 1E+2 (as Decimal.normalize writes)
+        return decimal.Decimal(repr(float(value))).normalize()
     if isinstance(value, decimal.Decimal):
         return value if value.is_finite() else format_value(value)
     if isinstance(value, datetime.datetime):

@@ -19,13 +19,18 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import uuid
 from typing import Any
 
+from feedkv.errors import SQLError
 from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array
+from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
+from feedkv.sql.inet import Inet
+from feedkv.sql.interval import Interval
 from feedkv.sql.time_zone import current_zone
-from feedkv.sql.types import format_value
+from feedkv.sql.types import format_value, type_of_value
 
 __all__ = ["as_json"]
 
@@ -51,7 +56,13 @@ def as_json(value: Any) -> Any:
         return [as_json(v) for v in value.values]
     if isinstance(value, EnumValue):
         return value.label
-    return format_value(value)
+    if isinstance(value, _AS_TEXT):
+        return format_value(value)
+    raise SQLError("0A000", f"a value of type {type_of_value(value)} has no JSON form here")
+
+
+# Values whose JSON form is the string of their SQL text.
+_AS_TEXT = (bytes, datetime.date, datetime.time, uuid.UUID, Interval, Inet, BitString)
 
 
 def _rfc3339(value: datetime.datetime) -> str:

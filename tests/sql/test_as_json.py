@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.sql.as_json import as_json
 
 
 @pytest.mark.parametrize(
@@ -81,3 +83,9 @@ def test_a_built_object_with_a_decimal_is_stored_in_a_jsonb_column(db: DB) -> No
     db.sql("CREATE TABLE docs (k INT PRIMARY KEY, j JSONB)")
     db.sql("INSERT INTO docs VALUES (1, jsonb_build_object('d', 2.25::DECIMAL))")
     assert db.sql("SELECT j->>'d' FROM docs").rows == [("2.25",)]
+
+
+def test_a_value_with_no_sql_type_is_refused_not_written_as_its_repr() -> None:
+    with pytest.raises(SQLError) as raised:
+        as_json(object())
+    assert raised.value.code == "0A000"

@@ -71,7 +71,9 @@ class JoinStep:
         pad_left, pad_right = (None,) * self.left_width, (None,) * self.right_width
         # Each left row's candidates: those of equal keys, or every right row.
         candidates: Callable[[tuple[Any, ...]], list[int]]
-        if self.left_keys:
+        # NB: with a side empty no pair is made, so no key is computed (a key such as
+        # ``b.id + 1`` may overflow where ON, evaluated per pair, never runs)
+        if self.left_keys and left and right:
             by_key: dict[tuple[Any, ...], list[int]] = {}
             for j, row in enumerate(right):
                 key = _join_key(self.right_keys, pad_left + row, context)

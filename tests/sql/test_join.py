@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from feedkv import DB
+from feedkv.errors import SQLError
 from feedkv.testing.call_count import count_calls
 
 SIDES = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
@@ -94,3 +95,16 @@ def test_a_join_on_an_expression_over_twice_the_rows_does_about_twice_the_work(
     assert once > 400  # NB: the count saw the statement run
     # NB: a pair-by-pair join makes about four times the calls over twice the rows
     assert twice <= 2.4 * once, (once, twice)
+
+
+def test_a_key_is_computed_only_where_pairs_are_made(mixed: DB) -> None:
+    mixed.sql("CREATE TABLE e (id INT)")
+    overflowing = "SELECT a.id FROM f AS a JOIN e ON a.i + 9223372036854775807 = e.id"
+    assert mixed.sql(overflowing).rows == mixed.sql(f"{overflowing} OR false").rows == []
+    mixed.sql("INSERT INTO e VALUES (1)")
+    codes = []
+    for query in (overflowing, f"{overflowing} OR false"):
+        with pytest.raises(SQLError) as raised:
+            mixed.sql(query)
+        codes.append(raised.value.code)
+    assert codes == ["22003", "22003"]

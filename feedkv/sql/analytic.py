@@ -5,7 +5,8 @@ It answers only when its answer is the one the row-at-a-time engine gives (that 
 stays the reference; :func:`try_select` returning ``None`` sends the query there):
 
 - sources: one stored table, or two joined by an inner equi-join of a column of each
-  (``a JOIN b ON a.x = b.y``), read in the statement's transaction (no AS OF SYSTEM
+  (``a JOIN b ON a.x = b.y``), either side INT columns plus or minus integer constants
+  (``a.x = b.y + 1``), read in the statement's transaction (no AS OF SYSTEM
   TIME), each with one column family and no VIRTUAL column; the transaction has not
   written in them (a copy holds committed rows only);
 - columns named: INT (any width), STRING (not CHAR(n), whose trailing spaces do not
@@ -91,6 +92,28 @@ class _Compiler:
         if column.adding or ctype.kind not in _KINDS or ctype.fixed or ctype.type_name:
             raise _Unsupported  # NB: CHAR(n) compares without trailing spaces
         return f"{source.view}.{column_name(column.id)}", column
+
+    def join_key(self, node: exp.Expr) -> tuple[str, str, Kind]:
+        """A side of the join's equality: a column, or an INT column plus or minus INT
+        constants (``b.id + 1``; DuckDB's BIGINT overflow is an error, so the reference
+        raises its own); its DuckDB expression, its table's view and its kind."""
+        if isinstance(node, exp.Paren):
+            return self.join_key(node.this)
+        if isinstance(node, exp.Add | exp.Sub):
+            if _is_int_constant(node.expression):
+                key, view, kind = self.join_key(node.this)
+                constant = node.expression
+            elif isinstance(node, exp.Add) and _is_int_constant(node.this):
+                key, view, kind = self.join_key(node.expression)
+                constant = node.this
+            else:
+                raise _Unsupported
+            if kind is not Kind.INT:
+                raise _Unsupported
+            symbol = "+" if isinstance(node, exp.Add) else "-"
+            return f"({key} {symbol} {self.constant(constant, Kind.INT)})", view, kind
+        sql, column = self.column(node)
+        return sql, sql.split(".")[0], column.type.kind
 
     def source_column(self, node: exp.Expr) -> tuple[_Source, Column]:
         """The source and column ``node`` names, or unsupported."""
@@ -272,6 +295,11 @@ def _shape_ok(s: st.Select) -> bool:
     )
 
 
+def _is_int_constant(node: exp.Expr) -> bool:
+    inner = node.this if isinstance(node, exp.Neg) else node
+    return isinstance(inner, exp.Literal) and not inner.is_string
+
+
 _local = threading.local()
 
 
@@ -333,11 +361,9 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
         on = s.joins[0].on
         if not isinstance(on, exp.EQ):
             return None
-        left, left_column = compiler.column(on.this)
-        right, right_column = compiler.column(on.expression)
-        if left.split(".")[0] == right.split(".")[0]:
-            return None
-        if left_column.type.kind is not right_column.type.kind:
+        left, left_view, left_kind = compiler.join_key(on.this)
+        right, right_view, right_kind = compiler.join_key(on.expression)
+        if left_view == right_view or left_kind is not right_kind:
             return None
         sql_from = f"t0 JOIN t1 ON {left} = {right}"
     if s.where is not None and _narrows(compiler, s.where):

@@ -397,11 +397,15 @@ def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
 
 
 def _is_column_equality(node: exp.Expr) -> bool:
-    return (
-        isinstance(node, exp.EQ)
-        and isinstance(node.this, exp.Column)
-        and isinstance(node.expression, exp.Column)
-    )
+    """Whether ``node`` is an equality a hash join keys on: two columns, or two
+    expressions whose columns each name tables of one side only (``a.id = b.id + 1``)."""
+    if not isinstance(node, exp.EQ):
+        return False
+    a, b = node.this, node.expression
+    if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+        return True
+    tables = [{c.table for c in side.find_all(exp.Column)} for side in (a, b)]
+    return all(t and "" not in t for t in tables) and not tables[0] & tables[1]
 
 
 def _key_value(compiled: Callable[..., Any], column: Column, context: Any) -> tuple[Any, bool]:

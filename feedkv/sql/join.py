@@ -71,7 +71,9 @@ class JoinStep:
         pad_left, pad_right = (None,) * self.left_width, (None,) * self.right_width
         # Each left row's candidates: those of equal keys, or every right row.
         candidates: Callable[[tuple[Any, ...]], list[int]]
-        if self.left_keys:
+        # NB: with a side empty no pair is made, so no key is computed (a key such as
+        # ``b.id + 1`` may overflow where ON, evaluated per pair, never runs)
+        if self.left_keys and left and right:
             by_key: dict[tuple[Any, ...], list[int]] = {}
             for j, row in enumerate(right):
                 key = _join_key(self.right_keys, pad_left + row, context)
@@ -310,10 +312,30 @@ def _equi_sides(node: exp.Expr, right: FromTable, scope: Scope) -> tuple[exp.Exp
         a, b = b, a
     elif places != ("left", "right"):
         return None
-    kinds = (static_kind(a, scope), static_kind(b, scope))
+    kinds = (_key_kind(a, scope), _key_kind(b, scope))
     numeric = {Kind.INT, Kind.DECIMAL, Kind.FLOAT}
     if None in kinds or (kinds[0] != kinds[1] and not set(kinds) <= numeric):
         return None  # NB: compared per pair, which converts or refuses as SQL does
     if Kind.JSONB in kinds or Kind.FLOAT in kinds:
         return None  # hashing would differ from SQL's equality for JSON and NaN
     return a, b
+
+
+_NUMERIC = (Kind.INT, Kind.DECIMAL, Kind.FLOAT)
+
+
+def _key_kind(node: exp.Expr, scope: Scope) -> Kind | None:
+    """The kind of a join key: :func:`static_kind`'s, and for ``+``, ``-``, ``*`` and
+    negation of numbers the kind SQL's arithmetic gives (FLOAT over DECIMAL over INT),
+    so ``a.id = b.id + 1`` hashes too; ``None`` where it does not follow from the tree."""
+    if isinstance(node, exp.Paren):
+        return _key_kind(node.this, scope)
+    if isinstance(node, exp.Neg):
+        kind = _key_kind(node.this, scope)
+        return kind if kind in _NUMERIC else None
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        kinds = {_key_kind(node.this, scope), _key_kind(node.expression, scope)}
+        if not kinds <= set(_NUMERIC):
+            return None
+        return max(kinds, key=_NUMERIC.index)
+    return static_kind(node, scope)

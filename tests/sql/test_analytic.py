@@ -66,6 +66,15 @@ def conditions(draw: st.DrawFn, depth: int = 0) -> str:
     return f"({draw(conditions(depth + 1))}) {op} ({draw(conditions(depth + 1))})"
 
 
+# an equality of a column of each, or of INT columns plus or minus constants
+JOINS = [
+    "t JOIN u ON t.g = u.id",
+    "t JOIN u ON t.g = u.id + 1",
+    "t JOIN u ON t.g - 2 = u.id",
+    "t JOIN u ON (1 + u.id) = t.g",
+]
+
+
 @st.composite
 def queries(draw: st.DrawFn) -> str:
     join = draw(st.booleans())
@@ -73,7 +82,7 @@ def queries(draw: st.DrawFn) -> str:
     group = draw(st.lists(st.sampled_from(columns), max_size=2, unique=True))
     aggregates = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=4))
     items = ", ".join([*group, *aggregates])
-    source = "t JOIN u ON t.g = u.id" if join else "t"
+    source = draw(st.sampled_from(JOINS)) if join else "t"
     where = f" WHERE {draw(conditions())}" if draw(st.booleans()) else ""
     grouping = f" GROUP BY {', '.join(group)}" if group else ""
     order = ""

@@ -6,14 +6,12 @@ for each row it reads, doubles that ratio."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import pytest
 
 from feedkv import DB
+from feedkv.testing.call_count import count_calls
 
 ROWS = 1000
 # NB: linear work gives 1.8 to 2.0; the pass over every buffered write per row read
@@ -40,23 +38,6 @@ STATEMENTS = [
 ]
 
 
-def _calls(run: Callable[[], Any]) -> int:
-    """The Python function calls ``run`` makes on this thread."""
-    count = 0
-
-    def profile(_frame: FrameType, event: str, _arg: object) -> None:
-        nonlocal count
-        if event == "call":
-            count += 1
-
-    sys.setprofile(profile)
-    try:
-        run()
-    finally:
-        sys.setprofile(None)
-    return count
-
-
 def _statement_calls(db: DB, table: str, text: str, rows: int) -> int:
     db.sql("DROP TABLE IF EXISTS src")
     db.sql("DROP TABLE IF EXISTS dest")
@@ -72,7 +53,7 @@ def _statement_calls(db: DB, table: str, text: str, rows: int) -> int:
     # refresh its reads or not, as the closed timestamp happens to move meanwhile
     session.execute("BEGIN")
     result: list[Any] = []
-    calls = _calls(lambda: result.append(session.execute(text)))
+    calls = count_calls(lambda: result.append(session.execute(text)))
     session.execute("COMMIT")
     assert result[0].tag.endswith(f" {rows}")
     return calls

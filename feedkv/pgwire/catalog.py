@@ -33,7 +33,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.types import OID, wire_type
-from feedkv.sql.arrays import Array
+from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     PRIMARY_INDEX_ID,
@@ -46,7 +46,7 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["CursorRow", "reads_catalog", "run_catalog_query"]
+__all__ = ["CursorRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
 
 # A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
 CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
@@ -60,6 +60,23 @@ _CATALOG_NAMES = re.compile(
     r"pg_cursors|to_regtype)\b",
     re.IGNORECASE,
 )
+
+
+_PARAM_CAST = re.compile(
+    r'\$(\d+)\s*::\s*(?:pg_catalog\s*\.\s*)?(\w+|"char")(\s*\[\s*\])?', re.IGNORECASE
+)
+
+
+def catalog_param_oids(text: str, count: int) -> tuple[int, ...]:
+    """The types of a catalog query's ``count`` parameters, as its casts of them tell
+    (``$1::oid[]``: oid[]); 0 (unspecified) for one not cast to a type named here."""
+    oids = [0] * count
+    for match in _PARAM_CAST.finditer(text):
+        n, name, array = int(match.group(1)), match.group(2).lower(), match.group(3)
+        oid = _TYPE_OIDS.get(name + ("[]" if array else ""), 0)
+        if 0 < n <= count and not oids[n - 1]:
+            oids[n - 1] = oid
+    return tuple(oids)
 
 
 def reads_catalog(text: str) -> bool:
@@ -109,6 +126,7 @@ _ARRAY_TYPES: list[tuple[int, int]] = [
     (1021, OID.FLOAT4), (1022, OID.FLOAT8), (1041, OID.INET), (1115, OID.TIMESTAMP),
     (1182, OID.DATE), (1183, OID.TIME), (1185, OID.TIMESTAMPTZ), (1187, OID.INTERVAL),
     (1231, OID.NUMERIC), (2951, OID.UUID), (1561, OID.BIT), (1563, OID.VARBIT),
+    (1028, OID.OID),
 ]  # fmt: skip
 _ARRAY_OF = {element: oid for oid, element in _ARRAY_TYPES}
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
@@ -230,6 +248,8 @@ CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
   extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
+CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
+  rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
   is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
@@ -759,6 +779,9 @@ _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>]+)\s*\)", re.
 _COLLATE = re.compile(r"\s+COLLATE\s+(?:pg_catalog\s*\.\s*)?\"?(?:default|C)\"?", re.IGNORECASE)
 _QUALIFIED = re.compile(r"\bpg_catalog\s*\.\s*", re.IGNORECASE)
 _ESCAPE_STRING = re.compile(r"\b[eE]'((?:[^'\\]|\\.|'')*)'")
+# ``::oid[]`` and its kin, which sqlglot reads as a subscript: an array is not cast in
+# SQLite (its parameter's type is taken from it before, by catalog_param_oids)
+_ARRAY_CAST = re.compile(r'::\s*(?:pg_catalog\s*\.\s*)?(?:\w+|"char")\s*\[\s*\]', re.IGNORECASE)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
 
@@ -821,6 +844,7 @@ def _parse(text: str) -> exp.Expr:
     text = _OPERATOR.sub(lambda m: f" {m.group(1)} ", text)
     text = _COLLATE.sub("", text)
     text = _ESCAPE_STRING.sub(_plain_string, text)
+    text = _ARRAY_CAST.sub("", text)
     text = _QUALIFIED.sub("", text)
     try:
         trees = sqlglot.parse(text, read="postgres")
@@ -831,9 +855,11 @@ def _parse(text: str) -> exp.Expr:
     return trees[0]
 
 
-def _translate(text: str, names: dict[str, int], values: dict[str, str]) -> tuple[str, set[int]]:
-    """``text`` in SQLite's dialect, and which of its result columns are booleans
-    (casts to bool; SQLite gives 0 and 1)."""
+def _translate(
+    text: str, names: dict[str, int], values: dict[str, str]
+) -> tuple[exp.Expr, set[int]]:
+    """``text`` as a tree of SQLite's dialect, and which of its result columns are
+    booleans (casts to bool; SQLite gives 0 and 1)."""
     tree = _parse(text)
     booleans = set()
     if isinstance(tree, exp.Select):
@@ -844,8 +870,26 @@ def _translate(text: str, names: dict[str, int], values: dict[str, str]) -> tupl
     for select in list(tree.find_all(exp.Select)):
         select.set("expressions", [_named(e) for e in select.expressions])
         _unnest_index_keys(select)
-    tree = tree.transform(lambda node: _rewrite(node, values))
-    return tree.sql(dialect="sqlite"), booleans
+    return tree.transform(lambda node: _rewrite(node, values)), booleans
+
+
+# The result types of a catalog column declared so (of an expression: none).
+_DECLARED = {"INTEGER": ColumnType(Kind.INT), "TEXT": ColumnType(Kind.STRING)}
+
+
+def _declared_types(db: sqlite3.Connection, tree: exp.Expr) -> tuple[ColumnType | None, ...]:
+    """The types of the catalog columns the translated query ``tree`` reads as its
+    result columns (SQLite keeps a declared type through subqueries and CTEs), as a
+    view of it over NULL parameters has them: what tells an empty result's types."""
+    probe = tree.transform(
+        lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
+    )
+    try:
+        db.execute(f"CREATE TEMP VIEW pg_result_types AS {probe.sql(dialect='sqlite')}")
+        declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]
+    except sqlite3.Error:
+        return ()
+    return tuple(_DECLARED.get(name.upper()) for name in declared)
 
 
 def _unnest_index_keys(select: exp.Select) -> None:
@@ -922,13 +966,19 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
         if name in ("bool", "boolean"):
             return exp.Anonymous(this="pg_bool", expressions=[node.this])
         if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
-            return node.this  # type: ignore[no-any-return]
+            return _rewrite(node.this, values)  # NB: the cast it casts (::regtype::text)
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         array = node.expression.this
         while isinstance(array, exp.Paren):
             array = array.this
         if isinstance(array, exp.Array):
             return exp.In(this=node.this, expressions=list(array.expressions))
+        # NB: an array parameter, or an array column, as a set of its JSON elements
+        array = array.transform(lambda inner: _rewrite(inner, values))
+        elements = exp.select("value").from_(
+            exp.Table(this=exp.func("json_each", exp.func("pg_array_json", array)))
+        )
+        return exp.In(this=node.this, query=elements.subquery())
     if (
         isinstance(node, exp.Array)
         and len(node.expressions) == 1
@@ -1017,9 +1067,11 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
     define("array_to_string", _array_to_string, 2, 3)
     define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
+    define("pg_array_json", _array_json, 1)
     define("pg_bool", _bool, 1)
     define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
-    define("pg_regtype", lambda oid: _TYPE_NAMES.get(int(oid)) if oid else None, 1)
+    # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
+    define("pg_regtype", lambda oid: enums.get(oid) or _FORMATTED.get(oid) if oid else None, 1)
     define("pg_regproc", lambda value: value, 1)
     types = {name: oid for oid, name in enums.items()} | _TYPE_OIDS
     define("to_regtype", lambda name: types.get(_bare_type_name(name)), 1)
@@ -1107,6 +1159,30 @@ def _array_to_string(array: Any, separator: str, null: str | None = None) -> Any
     items = json.loads(array[len(_TEXT_ARRAY) :])
     shown = [str(v) if v is not None else null for v in items]
     return separator.join(v for v in shown if v is not None)
+
+
+def _array_json(array: Any) -> str:
+    """An array (a parameter bound by :func:`_param`, an array_agg's or an ARRAY
+    subquery's result, or PostgreSQL's text of one) as the JSON list json_each reads;
+    NULL has no elements."""
+    for marker in (_ARRAY, _TEXT_ARRAY):
+        if isinstance(array, str) and array.startswith(marker):
+            return array[len(marker) :]
+    if isinstance(array, str):
+        items = [int(v) if v is not None and v.isdigit() else v for v in parse_array_text(array)]
+        return json.dumps(items)
+    return "[]"
+
+
+def _param(value: Any) -> Any:
+    """A parameter as SQLite binds it: an array as array_agg's result."""
+    if isinstance(value, Array):
+        return _ARRAY + json.dumps([_json_item(v) for v in value])
+    return value
+
+
+def _json_item(value: Any) -> Any:
+    return value if value is None or isinstance(value, int | float | str) else str(value)
 
 
 def _value(value: Any) -> Any:
@@ -1204,9 +1280,9 @@ def run_catalog_query(
     try:
         _functions(db, names, values)
         _comment_functions(db, described)
-        translated, booleans = _translate(text, names, values)
+        tree, booleans = _translate(text, names, values)
         try:
-            cursor = db.execute(translated, tuple(params))
+            cursor = db.execute(tree.sql(dialect="sqlite"), tuple(_param(p) for p in params))
         except sqlite3.Error as exc:
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
@@ -1214,7 +1290,10 @@ def run_catalog_query(
             tuple(_bool(v) if n in booleans else _value(v) for n, v in enumerate(row))
             for row in cursor.fetchall()
         ]
+        # NB: only a column of NULLs (an empty result's) needs its declared type
+        nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))
+        declared = _declared_types(db, tree) if nulls else ()
     finally:
         db.close()
     verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"
-    return Result(columns, rows, f"{verb} {len(rows)}")
+    return Result(columns, rows, f"{verb} {len(rows)}", types=declared)

@@ -70,7 +70,7 @@ from feedkv.errors import (
 )
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
-from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
+from feedkv.pgwire.catalog import catalog_param_oids, reads_catalog, run_catalog_query
 from feedkv.pgwire.copy import (
     BINARY_HEADER,
     BINARY_TRAILER,
@@ -270,6 +270,9 @@ class _Prepared:
     param_oids: tuple[int, ...]  # one per placeholder; 0 where neither client nor SQL knew
     description: Description | None  # None: not described yet (in a failed transaction)
     catalog: bool = False  # it reads pg_catalog or information_schema (see catalog.py)
+    # the column types a Describe of the statement sent: where one was text (unknown
+    # then), a run sends that column's values as text, as the client decodes them so
+    sent_types: list[WireType] | None = None
     # a Describe of the statement sent its columns: the client may keep them
     described: bool = False
     # a portal's RowDescription from ``description``, by the Bind's result formats: the
@@ -905,8 +908,9 @@ class Connection:
             raise SQLError("42P05", f'prepared statement "{message.name}" already exists')
         if reads_catalog(message.text):
             count = max((int(n) for n in _PLACEHOLDER.findall(message.text)), default=0)
-            given = message.param_oids[:count]
-            oids = given + (OID.UNSPECIFIED,) * (count - len(given))
+            given = message.param_oids[:count] + (OID.UNSPECIFIED,) * count
+            cast = catalog_param_oids(message.text, count)
+            oids = tuple(g or c for g, c in zip(given, cast, strict=False))
             self._statements[message.name] = _Prepared(message.text, None, oids, None, True)
             out += m.parse_complete()
             return
@@ -988,6 +992,7 @@ class Connection:
             if prepared.catalog:  # it only reads: its columns are those of a run
                 result = self._catalog(prepared.text, [None] * len(prepared.param_oids))
                 types = self._result_types(result, None)
+                prepared.sent_types = types
                 out += m.row_description(_fields(result.columns, types, [0] * len(types)))
                 return
             if description is None or description.columns == ():
@@ -1005,6 +1010,7 @@ class Connection:
                     "the result columns of this statement are known only when it runs: bind "
                     "it and describe the portal",
                 )
+            prepared.sent_types = types
             out += m.row_description(_fields(shown, types, [0] * len(types)))
             return
         if message.name and message.name not in self._portals:
@@ -1083,7 +1089,8 @@ class Connection:
                     self._end_query()
                 portal.result = results[-1]
             if not portal.described and (portal.result.columns or portal.result.rows):
-                portal.types = self._result_types(portal.result, portal.prepared.description)
+                found = self._result_types(portal.result, portal.prepared.description)
+                portal.types = _as_sent(found, portal.prepared.sent_types)
         return portal.result
 
     def _execute(self, message: m.Execute, out: bytearray) -> None:
@@ -1188,13 +1195,28 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
     return [None if kind is None else ColumnType(kind) for kind in kinds]
 
 
+def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:
+    """A run's column types ``found``, but text where a Describe sent text."""
+    if sent is None or len(sent) != len(found):
+        return found
+    return [s if s.oid == OID.TEXT else f for f, s in zip(found, sent, strict=True)]
+
+
 def _declared_type(ctype: ColumnType | None) -> WireType:
     return WireType(OID.TEXT) if ctype is None else wire_type(ctype)
 
 
 def _column_types(result: Result) -> list[WireType]:
+    """The result's column types as its values tell them; a column of NULLs has the
+    type its query declares, else text."""
     width = len(result.columns) if result.columns or not result.rows else len(result.rows[0])
-    return [WireType(column_oid([row[i] for row in result.rows])) for i in range(width)]
+    declared = result.types if len(result.types) == width else (None,) * width
+    return [
+        wire_type(ctype)
+        if ctype is not None and all(row[i] is None for row in result.rows)
+        else WireType(column_oid([row[i] for row in result.rows]))
+        for i, ctype in enumerate(declared)
+    ]
 
 
 def _formats(codes: Sequence[int], n: int, *, what: str = "result") -> list[int]:

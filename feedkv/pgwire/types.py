@@ -163,7 +163,13 @@ def _float_binary(raw: bytes) -> float:
 
 
 # Element OIDs of arrays read in binary beyond the ones feedkv sends (``pg_type.typarray``).
-_MORE_ARRAY_ELEMENTS = {1005: OID.INT2, 1007: OID.INT4, 1021: OID.FLOAT4, 1015: OID.VARCHAR}
+_MORE_ARRAY_ELEMENTS = {
+    1005: OID.INT2,
+    1007: OID.INT4,
+    1021: OID.FLOAT4,
+    1015: OID.VARCHAR,
+    1028: OID.OID,  # oid[]: asyncpg's type introspection sends one
+}
 
 
 def _array_from_binary(raw: bytes) -> Array:
@@ -314,6 +320,7 @@ _KIND_OF_OID: dict[int, Kind] = {
     OID.BPCHAR: Kind.STRING,
     OID.NAME: Kind.STRING,
     OID.CHAR: Kind.STRING,
+    OID.OID: Kind.INT,
 }
 
 

@@ -448,12 +448,31 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return found.element if found is not None and found.kind is Kind.ARRAY else None
     if isinstance(node, exp.ArraySize):
         return _INT
+    if isinstance(node, exp.Array | exp.ArrayAgg):
+        return _array_type(node, typer)
     if isinstance(node, exp.Coalesce):
         kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
         kinds.discard(None)
         (only,) = kinds if len(kinds) == 1 else (None,)
         return None if only is None else ColumnType(only)
     return None
+
+
+# NB: an array's elements are of the plain kind of its values (no width), as the
+# executor builds it; of an enum or a nested array or JSON the type is not told here
+_ARRAY_ELEMENTS = frozenset(Kind) - {Kind.ENUM, Kind.ARRAY, Kind.JSONB}
+
+
+def _array_type(node: exp.Array | exp.ArrayAgg, typer: _Typer) -> ColumnType | None:
+    """``ARRAY[a, b]`` of elements of one kind, or ``array_agg(a)``: an array of it."""
+    items = list(node.expressions) if isinstance(node, exp.Array) else [_argument(node)]
+    kinds = {_kind(item, typer) for item in items}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    if kind not in _ARRAY_ELEMENTS:
+        return None
+    return ColumnType(Kind.ARRAY, element=ColumnType(kind))
 
 
 def _argument(node: exp.Expr) -> exp.Expr:

@@ -94,3 +94,58 @@ def test_errors_arrive_with_their_sqlstate_and_the_connection_goes_on(pg_url: st
             await conn.close()
 
     run(scenario())
+
+
+def test_array_parameters_and_results_go_through_its_type_introspection(pg_url: str) -> None:
+    """asyncpg has no built-in codec for int8[] or float8[]: it asks the catalog for the
+    type with its introspection query (``WHERE ti.oid = any($1::oid[])``), then encodes
+    the list in binary and decodes the array it gets back."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            assert await conn.fetchval("SELECT $1::INT[]", [1, None, 3]) == [1, None, 3]
+            assert await conn.fetchval("SELECT $1::FLOAT8[]", [1.5]) == [1.5]
+            assert await conn.fetchval("SELECT $1::DATE[]", []) == []
+            await conn.execute("CREATE TABLE a (k INT PRIMARY KEY, xs INT[], ds DECIMAL[])")
+            await conn.execute(
+                "INSERT INTO a VALUES ($1, $2, $3)", 1, [4, 5], [decimal.Decimal("0.5")]
+            )
+            assert tuple(await conn.fetchrow("SELECT xs, ds FROM a")) == (
+                [4, 5],
+                [decimal.Decimal("0.5")],
+            )
+            # what the driver asked: the array types and their element types, deepest
+            # first (as PostgreSQL names them: regtype's text is format_type's)
+            rows = await conn.fetch(asyncpg.introspection.INTRO_LOOKUP_TYPES_13, [1016, 1231])
+            found = sorted(
+                (-int(r["depth"]), r["oid"], r["name"], r["elemtype"], r["elemtype_name"])
+                for r in rows
+            )
+            assert found == [
+                (-1, 20, "int8", 0, None),
+                (-1, 1700, "numeric", 0, None),
+                (0, 1016, "_int8", 20, "bigint"),
+                (0, 1231, "_numeric", 1700, "numeric"),
+            ]
+            assert [-int(r["depth"]) for r in rows] == [-1, -1, 0, 0]
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
+def test_an_array_literal_is_typed_when_prepared(pg_url: str) -> None:
+    """A column asyncpg was told is text arrives as text: ARRAY[1, 2] is described as
+    int8[], not sent as int8[] to a client that decodes text."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            statement = await conn.prepare("SELECT ARRAY[1, 2] AS xs, ARRAY['a'] AS ys")
+            assert [a.type.name for a in statement.get_attributes()] == ["int8[]", "text[]"]
+            assert tuple(await statement.fetchrow()) == ([1, 2], ["a"])
+        finally:
+            await conn.close()
+
+    run(scenario())

@@ -16,7 +16,7 @@ from psycopg.types.enum import EnumInfo
 
 from feedkv import DB
 from feedkv.errors import SQLError
-from feedkv.pgwire.catalog import reads_catalog, run_catalog_query
+from feedkv.pgwire.catalog import catalog_param_oids, reads_catalog, run_catalog_query
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_queries_of_catalogs_feedkv_keeps_empty_have_no_rows(db: DB, url: str) -
 
 def test_a_catalog_query_sqlite_cannot_run_is_refused_with_0a000(db: DB, url: str) -> None:
     with pytest.raises(SQLError) as caught:
-        query(db, "SELECT relname FROM pg_catalog.pg_class WHERE oid = ANY(relacl)")
+        query(db, "SELECT pg_catalog.pg_stat_get_numscans(oid) FROM pg_catalog.pg_class")
     assert caught.value.code == "0A000"
 
 
@@ -342,3 +342,8 @@ def test_show_databases_and_psqls_list_agree_on_every_database(url: str) -> None
     listed = psql(url, "\\l")
     for name, owner, *_ in shown:
         assert f" {name:<9} | {owner:<5} | UTF8 " in listed
+
+
+def test_a_catalog_querys_parameters_take_the_types_they_are_cast_to() -> None:
+    text = "SELECT 1 FROM pg_type WHERE oid = any($1::oid[]) AND typname = $2::text AND $3"
+    assert catalog_param_oids(text, 3) == (1028, 25, 0)

@@ -306,6 +306,9 @@ def _params_in(
                 _param(left, _safe_type(right, scope), params)
             if _is_param(right):
                 _param(right, _safe_type(left, scope), params)
+            quantified = _quantified_param(right)
+            if quantified is not None:  # ``x = ANY($1)``: an array of x's kind
+                _param(quantified, _array_of(_safe_type(left, scope)), params)
         elif isinstance(sub, exp.Cast) and _is_param(sub.this):
             _param(sub.this, _safe_type(sub, scope), params)
         elif isinstance(sub, exp.In):
@@ -322,6 +325,25 @@ def _params_in(
             for side in (sub.this, sub.expression):
                 if _is_param(side):
                     _param(side, _STRING, params)
+
+
+def _quantified_param(node: exp.Expr) -> exp.Expr | None:
+    """The placeholder of ``ANY($n)`` or ``ALL($n)`` (which sqlglot reads as a call)."""
+    if isinstance(node, exp.Any | exp.All):
+        inner = node.this
+    elif isinstance(node, exp.Anonymous) and str(node.this).upper() == "ALL":
+        inner = node.expressions[0] if len(node.expressions) == 1 else None
+    else:
+        return None
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    return inner if _is_param(inner) else None
+
+
+def _array_of(element: ColumnType | None) -> ColumnType | None:
+    if element is None or element.kind not in _ARRAY_ELEMENTS:
+        return None
+    return ColumnType(Kind.ARRAY, element=ColumnType(element.kind))
 
 
 def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
@@ -470,9 +492,7 @@ def _array_type(node: exp.Array | exp.ArrayAgg, typer: _Typer) -> ColumnType | N
     if len(kinds) != 1:
         return None
     (kind,) = kinds
-    if kind not in _ARRAY_ELEMENTS:
-        return None
-    return ColumnType(Kind.ARRAY, element=ColumnType(kind))
+    return None if kind is None else _array_of(ColumnType(kind))
 
 
 def _argument(node: exp.Expr) -> exp.Expr:

@@ -149,3 +149,29 @@ def test_an_array_literal_is_typed_when_prepared(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_a_list_matches_through_any_and_all(pg_url: str) -> None:
+    """``WHERE id = ANY($1)`` with a list, asyncpg's way of ``IN``: the placeholder is
+    described as an array of the column's type, so the driver can encode the list."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE m (id INT PRIMARY KEY, s STRING, n INT4)")
+            await conn.executemany(
+                "INSERT INTO m VALUES ($1, $2, $3)", [(i, f"s{i}", i * 10) for i in range(4)]
+            )
+            assert await conn.fetch("SELECT id FROM m WHERE id = ANY($1) ORDER BY id", [3, 1]) == [
+                (1,),
+                (3,),
+            ]
+            assert await conn.fetchval("SELECT count(*) FROM m WHERE s = ANY($1)", []) == 0
+            assert await conn.fetch("SELECT id FROM m WHERE n = ANY($1)", [20]) == [(2,)]
+            found = await conn.fetch("SELECT id FROM m WHERE s <> ALL($1) ORDER BY id", ["s0"])
+            assert found == [(1,), (2,), (3,)]
+            assert await conn.execute("DELETE FROM m WHERE id = ANY($1)", [0, 1]) == "DELETE 2"
+        finally:
+            await conn.close()
+
+    run(scenario())

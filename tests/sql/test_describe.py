@@ -78,6 +78,12 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
         ("UPDATE t SET f = $1 WHERE id IN ($2, $3)", [], [FLOAT, INT, INT]),
         ("DELETE FROM t WHERE d BETWEEN $1 AND $2 RETURNING *", None, [DECIMAL, DECIMAL]),
         ("SHOW server_version", [("server_version", STRING)], []),
+        (
+            "SELECT ARRAY[id, 2], array_agg(s) FROM t WHERE id = ANY($1) AND s <> ALL($2) "
+            "GROUP BY id",
+            [("array", Kind.ARRAY), ("array_agg", Kind.ARRAY)],
+            [Kind.ARRAY, Kind.ARRAY],
+        ),
         ("BEGIN", [], []),
     ],
 )
@@ -91,6 +97,16 @@ def test_statements_are_described_with_column_and_placeholder_types(
     if expected_columns is not None:
         assert columns(description) == expected_columns
     assert kinds(description.params) == expected_params
+
+
+def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
+    described = session.describe("SELECT ARRAY[f], ARRAY[id, f] FROM t WHERE s = ANY($1)")
+    assert described.columns is not None
+    assert [t.element if t else None for _name, t in described.columns] == [
+        ColumnType(FLOAT),
+        None,  # NB: of two kinds: its type follows its values
+    ]
+    assert described.params == (ColumnType(Kind.ARRAY, element=ColumnType(STRING)),)
 
 
 def test_an_empty_table_still_describes_its_columns_and_nothing_is_run(session: Any) -> None:

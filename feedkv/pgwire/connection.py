@@ -558,6 +558,8 @@ class Connection:
                 self._send_result(result, self._result_types(result, None), (), out, describe=True)
             elif not prepared:
                 out += m.empty_query_response()
+            elif (fetch := self._portal_fetch(prepared)) is not None:
+                self._fetch_portal(fetch, out)
             else:
                 results = self._sql.execute_each(text)
                 for (statement, _count), result in zip(prepared, results, strict=False):
@@ -571,6 +573,35 @@ class Connection:
         finally:
             self._end_query()
         self._ready_for_query(out)
+
+    def _portal_fetch(self, prepared: Sequence[tuple[st.Statement, int]]) -> st.FetchCursor | None:
+        """The query's one statement if it is a FETCH or MOVE of a portal Bind made (not
+        of a SQL cursor), as asyncpg's ``Cursor.forward`` sends: in PostgreSQL they
+        share one namespace."""
+        if len(prepared) != 1:
+            return None
+        statement = prepared[0][0]
+        if not isinstance(statement, st.FetchCursor) or statement.name not in self._portals:
+            return None
+        return None if statement.name in self._sql.cursors.open else statement
+
+    def _fetch_portal(self, statement: st.FetchCursor, out: bytearray) -> None:
+        """FETCH or MOVE forward over portal ``statement.name``: its next rows, sent (in
+        text) or skipped; 55000 for a move backward, as a portal only scans forward."""
+        portal = self._portals[statement.name]
+        if statement.kind not in ("count", "all") or statement.count < 0:
+            raise SQLError("55000", "cursor can only scan forward")
+        result = self._run(portal)
+        if isinstance(result, FeedResult):
+            raise SQLError("0A000", f"cannot {'MOVE' if statement.move else 'FETCH'} a changefeed")
+        end = len(result.rows) if statement.kind == "all" else portal.sent + statement.count
+        rows = result.rows[portal.sent : end]
+        portal.sent += len(rows)
+        if statement.move:
+            out += m.command_complete(f"MOVE {len(rows)}")
+            return
+        fetched = Result(result.columns, rows, f"FETCH {len(rows)}")
+        self._send_result(fetched, portal.types, (), out, describe=True)
 
     # COPY.
 

@@ -175,3 +175,32 @@ def test_a_list_matches_through_any_and_all(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_a_cursor_moves_forward_over_its_portal(pg_url: str) -> None:
+    """asyncpg's ``Cursor.forward`` sends ``MOVE FORWARD n <portal>`` for the portal its
+    Bind made: PostgreSQL's portals and SQL cursors share one namespace."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE c (id INT PRIMARY KEY)")
+            await conn.executemany("INSERT INTO c VALUES ($1)", [(i,) for i in range(10)])
+            async with conn.transaction():
+                cursor = await conn.cursor("SELECT id FROM c WHERE id >= $1 ORDER BY id", 1)
+                assert await cursor.fetch(2) == [(1,), (2,)]
+                assert await cursor.forward(3) == 3
+                assert await cursor.fetchrow() == (6,)
+                assert await cursor.forward(10) == 3
+                assert await cursor.fetchrow() is None
+                with pytest.raises(asyncpg.InvalidCursorNameError):
+                    await conn.execute("MOVE FORWARD 1 no_such_portal")
+            async with conn.transaction():
+                cursor = await conn.cursor("SELECT id FROM c ORDER BY id")
+                portal = cursor._portal_name  # NB: what forward() names, as it does
+                with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError):
+                    await conn.execute(f"MOVE BACKWARD 1 {portal}")
+        finally:
+            await conn.close()
+
+    run(scenario())

@@ -210,7 +210,9 @@ CREATE TABLE pg_type (oid INTEGER, typname TEXT, typnamespace INTEGER, typowner 
   typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
   typdelim TEXT, typrelid INTEGER, typelem INTEGER, typarray INTEGER,
   typnotnull BOOLEAN, typbasetype INTEGER, typtypmod INTEGER, typndims INTEGER,
-  typcollation INTEGER, typdefault TEXT, typacl TEXT);
+  typcollation INTEGER, typdefault TEXT, typacl TEXT,
+  typinput TEXT GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
+    WHEN typtype = 'e' THEN 'enum_in' ELSE typname || 'in' END));
 CREATE TABLE pg_enum (oid INTEGER, enumtypid INTEGER, enumsortorder REAL,
   enumlabel TEXT);
 CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
@@ -226,7 +228,8 @@ CREATE TABLE pg_constraint (oid INTEGER, conname TEXT, connamespace INTEGER,
   contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
   conrelid INTEGER, contypid INTEGER, conindid INTEGER, confrelid INTEGER,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
-  connoinherit BOOLEAN, conparentid INTEGER);
+  connoinherit BOOLEAN, conparentid INTEGER, confupdtype TEXT DEFAULT ' ',
+  confdeltype TEXT DEFAULT ' ', confmatchtype TEXT DEFAULT ' ');
 CREATE TABLE pg_am (oid INTEGER, amname TEXT, amtype TEXT);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
 CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit BOOLEAN,
@@ -248,6 +251,9 @@ CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
   extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
+INSERT INTO pg_settings VALUES ('max_index_keys', '32');
+CREATE TABLE pg_proc (oid INTEGER, proname TEXT, pronamespace INTEGER, proowner INTEGER,
+  prokind TEXT, prorettype INTEGER, proargtypes TEXT, proretset BOOLEAN);
 CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
@@ -654,6 +660,16 @@ def _secondary_oid(desc: TableDescriptor, number: int) -> int:
     return _SECONDARY_OID_BASE + desc.id * 1000 + number
 
 
+def _referenced_index(parent: TableDescriptor, referenced: tuple[int, ...]) -> int:
+    """The OID of the unique index of ``parent`` a foreign key's ``referenced`` columns
+    are the keys of (``pg_constraint.conindid``, which pgjdbc's getImportedKeys joins
+    on); 0 if none is."""
+    if tuple(referenced) == tuple(parent.primary_key):
+        return _INDEX_OID_BASE + parent.id
+    unique = (i for i in parent.indexes if i.unique and tuple(i.column_ids) == tuple(referenced))
+    return next((_secondary_oid(parent, i.id) for i in unique), 0)
+
+
 def _add_secondary(
     db: sqlite3.Connection,
     database: str,
@@ -719,13 +735,19 @@ def _add_secondary(
         theirs = {c.id: i for i, c in enumerate(parent.columns, start=1)}
         mine = ", ".join(name_of[i] for i in fk.column_ids)
         referenced = ", ".join(c.name for i in fk.referenced if (c := parent.column_by_id(i)))
-        _constraint(db, database, desc, _secondary_oid(desc, 500 + n), fk.name, "f", 0,
-                    parent.id, [position[i] for i in fk.column_ids],
-                    [theirs[i] for i in fk.referenced],
-                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})")  # fmt: skip
+        _constraint(db, database, desc, _secondary_oid(desc, 500 + n), fk.name, "f",
+                    _referenced_index(parent, fk.referenced), parent.id,
+                    [position[i] for i in fk.column_ids], [theirs[i] for i in fk.referenced],
+                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})",
+                    (_ACTION_CODES[fk.on_update], _ACTION_CODES[fk.on_delete], "s"))  # fmt: skip
     for n, check in enumerate(desc.checks, start=1):
         _constraint(db, database, desc, _secondary_oid(desc, 800 + n), check.name, "c", 0, 0,
                     [], [], f"CHECK ({check.expression})")  # fmt: skip
+
+
+# pg_constraint's codes of a foreign key's referential actions
+_ACTION_CODES = {"NO ACTION": "a", "RESTRICT": "r", "CASCADE": "c", "SET NULL": "n",
+                 "SET DEFAULT": "d"}  # fmt: skip
 
 
 def _constraint(
@@ -740,7 +762,11 @@ def _constraint(
     keys: list[int],
     referenced_keys: list[int],
     definition: str,
+    actions: tuple[str, str, str] = (" ", " ", " "),
 ) -> None:
+    """A pg_constraint row; ``actions``: a foreign key's confupdtype, confdeltype and
+    confmatchtype."""
+
     def array(values: list[int]) -> str | None:
         return "{" + ",".join(map(str, values)) + "}" if values else None
 
@@ -748,7 +774,7 @@ def _constraint(
         db,
         "pg_constraint",
         [(oid, name, PUBLIC_OID, kind, False, False, True, desc.id, 0, index_oid, referenced,
-          array(keys), array(referenced_keys), True, 0, True, 0)],
+          array(keys), array(referenced_keys), True, 0, True, 0, *actions)],
     )  # fmt: skip
     _insert(db, "feedkv_constraint_defs", [(oid, definition)])
     kinds = {"u": "UNIQUE", "f": "FOREIGN KEY", "c": "CHECK"}
@@ -991,6 +1017,15 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             order = inner.expressions[0].this if inner.expressions else exp.Null()
             inner = inner.this
         return exp.Anonymous(this="pg_array_agg", expressions=[inner, order])
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+        index = node.expressions[0]
+        # NB: sqlglot makes a constant subscript 0-based, and leaves any other as written
+        if isinstance(index, exp.Literal) and not index.is_string:
+            index = exp.Literal.number(int(index.this) + 1)
+        subscripted = _rewrite(node.this, values)
+        return exp.func("pg_subscript", subscripted, index.transform(lambda n: _rewrite(n, values)))
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
+        return _series(node, values)
     if isinstance(node, exp.Parameter):
         text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
         return exp.Var(this=f"?{text}")
@@ -1003,6 +1038,27 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.CurrentVersion):
         return exp.Literal.string(values["version"])
     return node
+
+
+def _series(table: exp.Table, values: dict[str, str]) -> exp.Expr:
+    """``generate_series(a, b) AS s(r)`` in a FROM clause, which SQLite has no table
+    function for, as a recursive CTE of the integers from a to b."""
+    series = table.this
+    alias = table.args.get("alias")
+    name = alias.name if alias is not None and alias.name else "generate_series"
+    columns = alias.columns if alias is not None else []
+    column = columns[0].name if columns else name
+    start, end = (series.args[k].transform(lambda n: _rewrite(n, values)) for k in ("start", "end"))
+    query = sqlglot.parse_one(
+        "WITH RECURSIVE __series(v) AS (SELECT NULL UNION ALL SELECT v + 1 FROM __series "
+        "WHERE v < NULL) SELECT v FROM __series",
+        read="sqlite",
+    )
+    anchor, step = query.find_all(exp.Null)
+    anchor.replace(start)
+    step.replace(end)
+    query.set("expressions", [exp.alias_(exp.column("v"), column)])
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(name)))
 
 
 def _array_of(select: exp.Select, values: dict[str, str]) -> exp.Expr:
@@ -1063,11 +1119,15 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("has_database_privilege", lambda *args: 1, 2, 3)
     define("pg_is_other_temp_schema", lambda oid: 0, 1)
     define("pg_get_partkeydef", lambda oid: None, 1)
-    define("pg_get_indexdef", lambda *args: _indexdef(db, args[0]), 1, 3)
+    define("pg_get_indexdef", lambda oid, column=0, pretty=0: _indexdef(db, oid, column), 1, 3)
     define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
     define("array_to_string", _array_to_string, 2, 3)
     define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
     define("pg_array_json", _array_json, 1)
+    define("pg_subscript", _subscript, 2)
+    define("array_upper", lambda array, dim: len(_elements(array)) or None, 2)
+    define("array_length", lambda array, dim: len(_elements(array)) or None, 2)
+    define("pg_get_function_result", lambda oid: None, 1)
     define("pg_bool", _bool, 1)
     define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
     # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
@@ -1078,7 +1138,8 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("version", lambda: values["version"], 0)
     define("current_database", lambda: values["database"], 0)
     define("current_schema", lambda: "public", 0)
-    define("current_schemas", lambda implicit: "{public}", 1)
+    # NB: the implicit schema searched first is pg_catalog
+    define("current_schemas", lambda implicit: "{pg_catalog,public}" if implicit else "{public}", 1)
     define("quote_ident", lambda name: name, 1)
     db.create_aggregate("pg_array_agg", 2, _ArrayAgg)  # type: ignore[arg-type]
     db.create_aggregate("pg_array_of", 1, _ArrayOf)  # type: ignore[arg-type]
@@ -1174,6 +1235,26 @@ def _array_json(array: Any) -> str:
     return "[]"
 
 
+def _elements(array: Any) -> list[Any]:
+    """The elements of an array (as :func:`_array_json` reads one) or of an
+    ``int2vector``'s text (``indkey``: numbers separated by spaces)."""
+    if isinstance(array, str) and array[:1] not in ("{", _ARRAY[0], _TEXT_ARRAY[0]):
+        return [int(v) if v.lstrip("-").isdigit() else v for v in array.split()]
+    items = json.loads(_array_json(array))
+    return items if isinstance(items, list) else []
+
+
+def _subscript(array: Any, index: Any) -> Any:
+    """``array[index]``, 1-based (an ``int2vector``'s 0-based, as in PostgreSQL); NULL
+    outside it."""
+    if array is None or index is None:
+        return None
+    items = _elements(array)
+    vector = isinstance(array, str) and array[:1] not in ("{", _ARRAY[0], _TEXT_ARRAY[0])
+    at = int(index) - (0 if vector else 1)
+    return items[at] if 0 <= at < len(items) else None
+
+
 def _param(value: Any) -> Any:
     """A parameter as SQLite binds it: an array as array_agg's result."""
     if isinstance(value, Array):
@@ -1203,7 +1284,12 @@ def _bool(value: Any) -> bool | None:
     return bool(value)
 
 
-def _indexdef(db: sqlite3.Connection, oid: int) -> str | None:
+def _indexdef(db: sqlite3.Connection, oid: int, column: int = 0) -> str | None:
+    """``pg_get_indexdef(oid)``, or with ``column`` > 0 the name of that key column
+    (pgjdbc's getIndexInfo asks so)."""
+    if column:
+        names = _key_names(db, oid).split(", ")
+        return names[column - 1] if 0 < column <= len(names) else None
     row = db.execute(
         "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indnatts FROM pg_index x "
         "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "

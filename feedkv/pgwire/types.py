@@ -31,6 +31,7 @@ import decimal
 import ipaddress
 import json
 import math
+import re
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -605,6 +606,26 @@ def _bytea_text(text: str) -> bytes:
     return bytes(out)
 
 
+# A time zone after a date (pgjdbc's setDate sends '2024-02-29 +00'), which PostgreSQL's
+# date input ignores
+_DATE_ZONE = re.compile(r"\s*[+-]\d{1,2}(?::?\d{2})?$")
+
+
+def _date_text(text: str) -> datetime.date:
+    return datetime.date.fromisoformat(_DATE_ZONE.sub("", text.strip()))
+
+
+def _timestamp_text(text: str) -> datetime.datetime:
+    """A TIMESTAMP's text; a time zone in it is ignored, as by PostgreSQL's input (pgjdbc's
+    setTimestamp sends one)."""
+    return datetime.datetime.fromisoformat(text).replace(tzinfo=None)
+
+
+def _time_text(text: str) -> datetime.time:
+    """A TIME's text; a time zone in it is ignored (pgjdbc's setTime sends one)."""
+    return datetime.time.fromisoformat(text).replace(tzinfo=None)
+
+
 def _timestamptz_text(text: str) -> datetime.datetime:
     value = datetime.datetime.fromisoformat(text)
     if value.tzinfo is None:  # a wall time in the session's time zone
@@ -680,13 +701,13 @@ _TEXT_IN: dict[int, Callable[[str], Any]] = {
     OID.FLOAT8: _float_text,
     OID.NUMERIC: decimal.Decimal,
     OID.BYTEA: _bytea_text,
-    OID.DATE: datetime.date.fromisoformat,
-    OID.TIMESTAMP: datetime.datetime.fromisoformat,
+    OID.DATE: _date_text,
+    OID.TIMESTAMP: _timestamp_text,
     OID.TIMESTAMPTZ: _timestamptz_text,
     OID.UUID: uuid.UUID,
     OID.JSON: _json_text,
     OID.JSONB: _json_text,
-    OID.TIME: datetime.time.fromisoformat,
+    OID.TIME: _time_text,
     OID.INTERVAL: Interval.parse,
     OID.INET: Inet.parse,
     OID.BIT: BitString.parse,

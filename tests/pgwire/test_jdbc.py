@@ -1,7 +1,10 @@
 """The PostgreSQL JDBC driver, unchanged, from a small Java program
 (testdata/JdbcProbe.java, run with Java's single-file launcher): statements, prepared
 statements with typed parameters, a rolled-back transaction and DatabaseMetaData's
-getTables, getColumns and getPrimaryKeys (which read pg_catalog).
+getTables, getColumns and getPrimaryKeys (which read pg_catalog); then batches rewritten
+into one INSERT (reWriteBatchedInserts), generated keys, dates, times and arrays as the
+driver sends them, a fetch size in a transaction, and getIndexInfo, getImportedKeys,
+getSchemas and getTypeInfo.
 
 The driver's jar is looked for in $FEEDKV_PGJDBC_JAR, Debian's libpostgresql-jdbc-java
 and the local Maven repository; without a jar or a ``java`` the test is skipped."""
@@ -59,7 +62,7 @@ def _jdbc_tls(pg_url: str, tmp_path: Path) -> str:
 def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_path: Path) -> None:
     assert JAR is not None
     jdbc = "jdbc:" + _jdbc_tls(pg_url, tmp_path).replace("postgresql://root@", "postgresql://")
-    jdbc = jdbc.replace("?sslmode=", "?user=root&sslmode=")
+    jdbc = jdbc.replace("?sslmode=", "?user=root&reWriteBatchedInserts=true&sslmode=")
     done = subprocess.run(
         ["java", "-cp", JAR, str(PROBE), jdbc],
         capture_output=True,
@@ -78,4 +81,14 @@ def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_pat
         "column name text",
         "column score numeric",
         "pk id",
+        "batch 3 keys 3",
+        "types date time timestamp _int8",
+        "k 2024-02-21 01:02:01 2024-01-02 03:04:05.5 [1, null]",
+        "k 2024-02-22 01:02:02 2024-01-02 03:04:05.5 [2, null]",
+        "k 2024-02-23 01:02:03 2024-01-02 03:04:05.5 [3, null]",
+        "index k_day false day A",
+        "index k_pkey false id A",
+        "fk jid -> j.id j_pkey delete 0",
+        "schemas information_schema pg_catalog public",
+        "types int8 true _int8 true",
     ]

@@ -121,6 +121,15 @@ def test_numeric_binary_is_postgresqls_base_10000_layout() -> None:
         (b"a\\\\b\\001", OID.BYTEA, b"a\\b\x01"),
         (b"2024-05-01 12:00:00+02", OID.TIMESTAMPTZ, datetime.datetime(2024, 5, 1, 10, tzinfo=UTC)),
         (b'{"a": 1}', OID.JSONB, {"a": 1}),
+        # a time zone after a date, a time or a TIMESTAMP is ignored (pgjdbc sends one)
+        (b"2024-02-29 +00", OID.DATE, datetime.date(2024, 2, 29)),
+        (b"01:02:03+05:30", OID.TIME, datetime.time(1, 2, 3)),
+        (
+            b"2024-01-02 03:04:05.5+00",
+            OID.TIMESTAMP,
+            datetime.datetime(2024, 1, 2, 3, 4, 5, 500000),
+        ),
+        (b"{1,2}", 1028, "{1,2}"),  # oid[] as text: the catalog reads it
         (b"anything", OID.UNSPECIFIED, "anything"),
         (b"7", OID.TEXT, "7"),
     ],

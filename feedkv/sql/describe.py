@@ -15,6 +15,11 @@ client sees ``text``, and values are sent in their text form). A placeholder's t
 comes from where it stands: compared with a column (or any typed expression), assigned
 to one (INSERT, UPDATE's SET, ON CONFLICT's SET), cast (``$1::INT``), or a LIMIT or
 OFFSET. NB: never guess: a type given here is promised for every value of the column.
+
+Queries over queries are described from theirs: a set operation's column has the type
+both sides give it; a derived table, a CTE, VALUES or ``generate_series`` is read as a
+table of the types its query's columns have, when each is known (when one is not, or the
+CTE is recursive, the statement's columns are known only when it runs).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from feedkv.sql.plan import (
     table_scope,
     unalias,
 )
+from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["Description", "describe"]
@@ -92,13 +98,18 @@ def describe(
     columns: tuple[Column, ...] | None
     if isinstance(statement, _ROWLESS):
         columns = ()
-    elif isinstance(statement, st.Select | st.Insert | st.Update | st.Delete):
+    elif isinstance(statement, st.Select | st.SetOperation | st.Values | st.Insert | st.Update):
         try:
             columns = (
-                _select(statement, resolve, database, params)
-                if isinstance(statement, st.Select)
-                else _mutation(statement, resolve, database, params)
+                _mutation(statement, resolve, database, params)
+                if isinstance(statement, st.Insert | st.Update)
+                else _query_columns(statement, resolve, database, params, {})
             )
+        except _Undescribed:
+            columns = None  # known once it runs, from its values
+    elif isinstance(statement, st.Delete):
+        try:
+            columns = _mutation(statement, resolve, database, params)
         except _Undescribed:
             columns = None  # known once it runs, from its values
     elif isinstance(statement, st.SessionVariable):
@@ -128,8 +139,74 @@ def describe(
 
 
 class _Undescribed(FeedKVError):
-    """A query shape described only by running it (set operations, derived tables,
-    VALUES sources)."""
+    """A query shape described only by running it (a virtual table, a recursive CTE, a
+    derived table or CTE of a column whose type follows its values)."""
+
+
+# The CTEs in scope by name, as relations without rows.
+Ctes = dict[str, Relation]
+Source = TableDescriptor | Relation
+
+
+def _query_columns(
+    q: st.Query, resolve: Resolve, database: str, params: list[ColumnType | None], ctes: Ctes
+) -> tuple[Column, ...]:
+    """The columns of a query (a SELECT, a set operation or VALUES), its CTEs' and
+    ``ctes`` in scope."""
+    ctes = dict(ctes)
+    for cte in q.ctes:
+        if cte.recursive:
+            raise _Undescribed  # NB: its types are those of the rows its runs add
+        described = _query_columns(cte.query, resolve, database, params, ctes)
+        ctes[cte.name] = _relation(cte.name, described, cte.columns)
+    if isinstance(q, st.Select):
+        return _select(q, resolve, database, params, ctes)
+    if isinstance(q, st.Values):
+        return tuple(
+            (f"column{n}", _shared([_safe_type(row[n - 1], Scope()) for row in q.rows]))
+            for n in range(1, len(q.rows[0]) + 1 if q.rows else 1)
+        )
+    left = _query_columns(q.left, resolve, database, params, ctes)
+    right = _query_columns(q.right, resolve, database, params, ctes)
+    if len(left) != len(right):
+        raise _Undescribed  # NB: it fails as it runs, with its SQLSTATE
+    for count in (q.limit, q.offset):
+        if isinstance(count, exp.Parameter):
+            _param(count, _INT, params)
+    return tuple((name, _shared([t, u])) for (name, t), (_, u) in zip(left, right, strict=True))
+
+
+def _shared(types: Sequence[ColumnType | None]) -> ColumnType | None:
+    """The type every one of ``types`` is, else None."""
+    first = types[0] if types else None
+    return first if all(t == first for t in types) else None
+
+
+def _relation(name: str, columns: Sequence[Column], renames: Sequence[str]) -> Relation:
+    """The described rows of a derived table or a CTE, read as a table."""
+    types = [t for _, t in columns]
+    if any(t is None for t in types):
+        raise _Undescribed  # NB: its column's type follows its values as it runs
+    return Relation.of(name, [n for n, _ in columns], types, [], renames)
+
+
+def _source(
+    source: st.Source, resolve: Resolve, database: str, params: list[ColumnType | None], ctes: Ctes
+) -> Source:
+    """What a FROM or JOIN source reads, as a table without rows."""
+    if isinstance(source, st.Derived):
+        described = _query_columns(source.query, resolve, database, params, ctes)
+        return _relation(source.alias, described, source.columns)
+    if isinstance(source, st.Series):
+        for arg in source.args:
+            if _is_param(arg):
+                _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
+        if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
+            raise _Undescribed
+        return Relation.of(source.alias, [source.column], [_INT], [])
+    if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
+        return ctes[source.name]
+    return resolve(_table(source))
 
 
 def _table(name: st.Source) -> st.TableName:
@@ -138,26 +215,21 @@ def _table(name: st.Source) -> st.TableName:
     return name
 
 
-def _query(query: st.Select | st.SetOperation | st.Values) -> st.Select:
-    if not isinstance(query, st.Select):
-        raise _Undescribed
-    return query
-
-
 def _select(
-    s: st.Select, resolve: Resolve, database: str, params: list[ColumnType | None]
+    s: st.Select, resolve: Resolve, database: str, params: list[ColumnType | None], ctes: Ctes
 ) -> tuple[Column, ...]:
     for _node, inner in s.subqueries:
-        _select(_query(inner), resolve, database, params)
+        _query_columns(inner, resolve, database, params, ctes)
+    sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
+    descs = [_source(source, resolve, database, params, ctes) for source in sources]
     if s.table is None:
         scope = Scope()
         names = ResultPlan.of([], scope, s).names
-    elif s.joins:
-        names_ = [_table(s.table), *(_table(join.table) for join in s.joins)]
-        descs = [resolve(name) for name in names_]
-        plan = JoinPlan.of(descs, s, [n.database or database for n in names_])
+    elif s.joins or not isinstance(descs[0], TableDescriptor):
+        databases = [_database(source, database) for source in sources]
+        plan = JoinPlan.of(descs, s, databases)
         names = plan.result.names
-        scope = Scope(database=names_[0].database or database)
+        scope = Scope(database=databases[0])
         for table in plan.tables:
             for i, column in zip(table.columns, table.desc.columns, strict=True):
                 if not column.adding:
@@ -166,9 +238,10 @@ def _select(
             if join.on is not None:
                 _params_in(join.on, scope, params)
     else:
-        name = _table(s.table)
-        desc = resolve(name)
-        plan_ = SelectPlan.of(desc, s, name.database or database)
+        desc = descs[0]
+        if not isinstance(desc, TableDescriptor):
+            raise _Undescribed
+        plan_ = SelectPlan.of(desc, s, _database(s.table, database))
         names, scope = plan_.result.names, plan_.scope
     for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
         _params_in(node, scope, params)
@@ -177,18 +250,24 @@ def _select(
     for count in (s.limit, s.offset):
         if isinstance(count, exp.Parameter):
             _param(count, _INT, params)
-    types = _item_types(s.items, scope, resolve, s, params)
+    aliases = [s.alias, *(join.alias for join in s.joins)]
+    tables = [(alias or desc.name, desc) for alias, desc in zip(aliases, descs, strict=False)]
+    types = _item_types(s.items, scope, tables, params)
     return tuple(zip(names, types, strict=True))
+
+
+def _database(source: st.Source, database: str) -> str:
+    return source.database or database if isinstance(source, st.TableName) else database
 
 
 def _item_types(
     items: Sequence[exp.Expr],
     scope: Scope,
-    resolve: Resolve,
-    s: st.Select,
+    tables: Sequence[tuple[str, Source]],
     params: Sequence[ColumnType | None],
 ) -> list[ColumnType | None]:
-    """The types of the result columns ``items`` make (``*`` expands as in
+    """The types of the result columns ``items`` make over ``tables`` (each with the
+    name that qualifies its columns; ``*`` expands as in
     :func:`feedkv.sql.plan._projections`)."""
     types: list[ColumnType | None] = []
     for item in items:
@@ -196,23 +275,11 @@ def _item_types(
             types.append(type_of(unalias(item), scope, params))
             continue
         qualifier = item.table if isinstance(item, exp.Column) else ""
-        for table in _tables(s, resolve):
-            name, desc = table
+        for name, desc in tables:
             if qualifier and qualifier != name:
                 continue
             types.extend(c.type for c in desc.columns if c.shown)
     return types
-
-
-def _tables(s: st.Select, resolve: Resolve) -> list[tuple[str, TableDescriptor]]:
-    if s.table is None:
-        return []
-    names = [(s.table, s.alias), *((j.table, j.alias) for j in s.joins)]
-    out = []
-    for name, alias in names:
-        desc = resolve(_table(name))
-        out.append((alias or desc.name, desc))
-    return out
 
 
 def _mutation(
@@ -236,7 +303,7 @@ def _mutation(
         if s.conflict_where is not None:
             _params_in(s.conflict_where, scope, params)
         if s.query is not None:
-            _select(_query(s.query), resolve, database, params)
+            _query_columns(s.query, resolve, database, params, {})
     else:
         if isinstance(s, st.Update):
             returning = UpdatePlan.of(desc, s, db_name).returning

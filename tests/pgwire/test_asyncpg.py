@@ -204,3 +204,29 @@ def test_a_cursor_moves_forward_over_its_portal(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_queries_over_queries_are_prepared(pg_url: str) -> None:
+    """asyncpg prepares every statement and needs its columns' types before it runs:
+    UNION, a derived table, a CTE, VALUES and generate_series are described."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE q (id INT PRIMARY KEY, s STRING)")
+            await conn.executemany("INSERT INTO q VALUES ($1, $2)", [(1, "a"), (2, "b")])
+            union = "SELECT id FROM q UNION SELECT $1::INT ORDER BY id"
+            assert await conn.fetch(union, 7) == [(1,), (2,), (7,)]
+            derived = "SELECT x, s FROM (SELECT id AS x, s FROM q) AS d WHERE x > $1"
+            assert await conn.fetch(derived, 1) == [(2, "b")]
+            cte = "WITH w AS (SELECT id FROM q WHERE s = $1) SELECT id + 1 AS n FROM w"
+            assert await conn.fetch(cte, "a") == [(2,)]
+            assert await conn.fetch("VALUES (1, 'x')") == [(1, "x")]
+            series = "SELECT g FROM generate_series(1, $1) AS g"
+            assert [r["g"] for r in await conn.fetch(series, 3)] == [1, 2, 3]
+            statement = await conn.prepare(derived)
+            assert [a.type.name for a in statement.get_attributes()] == ["int8", "text"]
+        finally:
+            await conn.close()
+
+    run(scenario())

@@ -78,6 +78,28 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
         ("UPDATE t SET f = $1 WHERE id IN ($2, $3)", [], [FLOAT, INT, INT]),
         ("DELETE FROM t WHERE d BETWEEN $1 AND $2 RETURNING *", None, [DECIMAL, DECIMAL]),
         ("SHOW server_version", [("server_version", STRING)], []),
+        # queries over queries: their columns' types where every side agrees
+        ("SELECT id, s FROM t UNION SELECT id, name FROM u", [("id", INT), ("s", STRING)], []),
+        ("SELECT id FROM t UNION ALL SELECT f FROM t LIMIT $1", [("id", None)], [INT]),
+        ("SELECT x FROM (SELECT id AS x FROM t) AS d WHERE x > $1", [("x", INT)], [INT]),
+        ("SELECT * FROM (SELECT s FROM t) AS d (y)", [("y", STRING)], []),
+        ("SELECT g FROM generate_series(1, $1) AS g", [("g", INT)], [INT]),
+        (
+            "VALUES (1, 'a', 1), (2, 'b', 2.5)",
+            [("column1", INT), ("column2", STRING), ("column3", None)],
+            [],
+        ),
+        (
+            "WITH w AS (SELECT id, j FROM t) SELECT w.j, u.name FROM w JOIN u ON u.t_id = w.id "
+            "WHERE u.id = $1",
+            [("j", JSONB), ("name", STRING)],
+            [INT],
+        ),
+        (
+            "SELECT id FROM t WHERE id IN (SELECT x FROM (SELECT id AS x FROM u) AS d)",
+            [("id", INT)],
+            [],
+        ),
         (
             "SELECT ARRAY[id, 2], array_agg(s) FROM t WHERE id = ANY($1) AND s <> ALL($2) "
             "GROUP BY id",
@@ -107,6 +129,20 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         None,  # NB: of two kinds: its type follows its values
     ]
     assert described.params == (ColumnType(Kind.ARRAY, element=ColumnType(STRING)),)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a column whose type follows its values as it runs
+        "SELECT * FROM (SELECT NULL AS n) AS d",
+        "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+        "SELECT n FROM r",
+        "SELECT * FROM crdb_internal.jobs",
+    ],
+)
+def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:
+    assert session.describe(text).columns is None
 
 
 def test_an_empty_table_still_describes_its_columns_and_nothing_is_run(session: Any) -> None:

@@ -44,7 +44,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
-from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.types import ColumnType, Kind, format_value
 
 __all__ = ["CursorRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
 
@@ -63,7 +63,7 @@ _CATALOG_NAMES = re.compile(
 
 
 _PARAM_CAST = re.compile(
-    r'\$(\d+)\s*::\s*(?:pg_catalog\s*\.\s*)?(\w+|"char")(\s*\[\s*\])?', re.IGNORECASE
+    r'\$(\d+)\s*::\s*(?:"?pg_catalog"?\s*\.\s*)?"?(\w+|"char")"?(\s*\[\s*\])?', re.IGNORECASE
 )
 
 
@@ -73,6 +73,7 @@ def catalog_param_oids(text: str, count: int) -> tuple[int, ...]:
     oids = [0] * count
     for match in _PARAM_CAST.finditer(text):
         n, name, array = int(match.group(1)), match.group(2).lower(), match.group(3)
+        # NB: an array type is also named for its pg_type row (asyncpg: "_int8")
         oid = _TYPE_OIDS.get(name + ("[]" if array else ""), 0)
         if 0 < n <= count and not oids[n - 1]:
             oids[n - 1] = oid
@@ -803,7 +804,7 @@ def _precision(ctype: ColumnType) -> int | None:
 
 _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>]+)\s*\)", re.IGNORECASE)
 _COLLATE = re.compile(r"\s+COLLATE\s+(?:pg_catalog\s*\.\s*)?\"?(?:default|C)\"?", re.IGNORECASE)
-_QUALIFIED = re.compile(r"\bpg_catalog\s*\.\s*", re.IGNORECASE)
+_QUALIFIED = re.compile(r'(?:\bpg_catalog|"pg_catalog")\s*\.\s*', re.IGNORECASE)
 _ESCAPE_STRING = re.compile(r"\b[eE]'((?:[^'\\]|\\.|'')*)'")
 # ``::oid[]`` and its kin, which sqlglot reads as a subscript: an array is not cast in
 # SQLite (its parameter's type is taken from it before, by catalog_param_oids)
@@ -979,6 +980,11 @@ def _named(node: exp.Expr) -> exp.Expr:
     return exp.alias_(node, name, quoted=True)
 
 
+# The types whose casts SQLite makes as PostgreSQL does (of a number's text).
+_NUMBERS = frozenset(
+    {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
+     exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL}
+)  # fmt: skip
 _CASTS = {"regclass": "pg_regclass", "regtype": "pg_regtype", "regproc": "pg_regproc"}
 
 
@@ -991,6 +997,9 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             return exp.Anonymous(this=function, expressions=[node.this])
         if name in ("bool", "boolean"):
             return exp.Anonymous(this="pg_bool", expressions=[node.this])
+        if isinstance(node.this, exp.Parameter) and target.this not in _NUMBERS:
+            # NB: read as its type at Bind; SQLite would read a number off its text
+            return _rewrite(node.this, values)
         if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
             return _rewrite(node.this, values)  # NB: the cast it casts (::regtype::text)
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
@@ -1125,6 +1134,7 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
     define("pg_array_json", _array_json, 1)
     define("pg_subscript", _subscript, 2)
+    define("quote_literal", _quote_literal, 1)
     define("array_upper", lambda array, dim: len(_elements(array)) or None, 2)
     define("array_length", lambda array, dim: len(_elements(array)) or None, 2)
     define("pg_get_function_result", lambda oid: None, 1)
@@ -1256,10 +1266,29 @@ def _subscript(array: Any, index: Any) -> Any:
 
 
 def _param(value: Any) -> Any:
-    """A parameter as SQLite binds it: an array as array_agg's result."""
+    """A parameter as SQLite binds it: an array as array_agg's result, a value SQLite has
+    no type for as its text."""
     if isinstance(value, Array):
         return _ARRAY + json.dumps([_json_item(v) for v in value])
-    return value
+    if isinstance(value, bool):
+        return int(value)
+    if value is None or isinstance(value, int | float | str | bytes):
+        return value
+    return format_value(value)
+
+
+def _quote_literal(value: Any) -> str | None:
+    """``quote_literal``: the value's text as a string literal (asyncpg's copy_from_query
+    quotes its arguments so), ``E'...'`` with its backslashes doubled if it has any."""
+    if value is None:
+        return None
+    found = _value(value)
+    if isinstance(found, list):
+        found = Array(tuple(found), ColumnType(Kind.STRING))
+    text = format_value(found).replace("'", "''")
+    if "\\" in text:
+        return "E'" + text.replace("\\", "\\\\") + "'"
+    return f"'{text}'"
 
 
 def _json_item(value: Any) -> Any:

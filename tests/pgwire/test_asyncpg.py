@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import decimal
+import io
 import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -226,6 +227,30 @@ def test_queries_over_queries_are_prepared(pg_url: str) -> None:
             assert [r["g"] for r in await conn.fetch(series, 3)] == [1, 2, 3]
             statement = await conn.prepare(derived)
             assert [a.type.name for a in statement.get_attributes()] == ["int8", "text"]
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
+def test_copy_from_query_inlines_its_arguments(pg_url: str) -> None:
+    """copy_from_query with arguments has the server quote them first: it prepares the
+    query for their types, then runs ``SELECT quote_literal($1::"pg_catalog"."int8"::text)``
+    and sends COPY (query) with the literals in place."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE cq (id INT PRIMARY KEY, s STRING, ts TIMESTAMPTZ)")
+            await conn.execute(
+                "INSERT INTO cq VALUES (1, 'it''s', '2024-01-01 00:00:00+00'), (2, 'b\\c', NULL)"
+            )
+            out = io.BytesIO()
+            query = "SELECT id, s FROM cq WHERE s = $1 OR id = ANY($2) OR ts = $3 ORDER BY id"
+            when = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+            status = await conn.copy_from_query(query, "b\\c", [7], when, output=out, format="csv")
+            assert status == "COPY 2"
+            assert out.getvalue() == b"1,it's\n2,b\\c\n"
         finally:
             await conn.close()
 

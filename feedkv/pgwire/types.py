@@ -1,14 +1,15 @@
 """feedkv's SQL types as PostgreSQL sees them: type OIDs, and each value's text and
 binary format, both ways (results out, parameters in).
 
-The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8,
-FLOAT float8, FLOAT4 (REAL) float4, DECIMAL numeric, STRING text, CHAR(n) bpchar, BYTES
-bytea, BOOL bool, DATE date, TIMESTAMP timestamp, TIMESTAMPTZ timestamptz, UUID uuid,
-JSONB jsonb; an array is its elements' array type (int2[] 1005, int4[] 1007, int8[] 1016,
-float4[] 1021, float8[] 1022, bpchar[] 1014, text[] 1009, ...), its elements in their
-own widths. A column's type modifier (RowDescription's, ``pg_attribute.atttypmod``) is
-PostgreSQL's: a length plus 4 for CHAR(n) and STRING(n), ``(precision << 16 | scale) +
-4`` for DECIMAL(p,s), the bit count for BIT(n) and VARBIT(n), else -1.
+The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8
+(INT4 int4, INT2 int2), FLOAT float8, FLOAT4 (REAL) float4, DECIMAL numeric, STRING
+text, CHAR(n) bpchar, BYTES bytea, BOOL bool, DATE date, TIMESTAMP timestamp,
+TIMESTAMPTZ timestamptz, UUID uuid, JSONB jsonb; an array is its elements' array type
+(int2[] 1005, int4[] 1007, int8[] 1016, float4[] 1021, float8[] 1022, bpchar[] 1014,
+text[] 1009, ...), its elements in their own widths. A column's type modifier
+(RowDescription's, ``pg_attribute.atttypmod``) is PostgreSQL's: a length plus 4 for
+CHAR(n) and STRING(n), ``(precision << 16 | scale) + 4`` for DECIMAL(p,s), the bit count
+for BIT(n) and VARBIT(n), else -1.
 
 Text formats follow PostgreSQL's output with ``DateStyle=ISO`` (``t``/``f``, ``\\x``
 hex bytes, ``2024-05-01 12:00:00.5+00``; a TIMESTAMPTZ in the session's time zone,
@@ -277,6 +278,8 @@ def oid_of_type(ctype: ColumnType) -> int:
         return _ARRAY_OIDS.get(element.kind, 1009)
     if ctype.kind is Kind.FLOAT and ctype.width == 32:
         return OID.FLOAT4
+    if ctype.kind is Kind.INT and ctype.width in (16, 32):
+        return OID.INT2 if ctype.width == 16 else OID.INT4  # NB: as CockroachDB's INT2, INT4
     if ctype.kind is Kind.STRING and ctype.fixed:
         return OID.BPCHAR
     return oid_of_kind(ctype.kind)

@@ -255,3 +255,24 @@ def test_copy_from_query_inlines_its_arguments(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_narrow_integer_columns_are_int4_and_int2(pg_url: str) -> None:
+    """An INT4 or INT2 column is int4 or int2 on the wire, as CockroachDB sends it: the
+    driver encodes and decodes 4 and 2 bytes (and refuses a value past their range)."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE w (k INT PRIMARY KEY, a INT4, b INT2)")
+            await conn.execute("INSERT INTO w VALUES ($1, $2, $3)", 1, 2**31 - 1, -(2**15))
+            statement = await conn.prepare("SELECT a, b, a + 1 AS c FROM w WHERE a = $1")
+            assert [a.type.name for a in statement.get_attributes()] == ["int4", "int2", "int8"]
+            assert [p.name for p in statement.get_parameters()] == ["int4"]
+            assert tuple(await statement.fetchrow(2**31 - 1)) == (2**31 - 1, -(2**15), 2**31)
+            with pytest.raises(asyncpg.DataError):
+                await conn.execute("UPDATE w SET b = $1", 2**15)
+        finally:
+            await conn.close()
+
+    run(scenario())

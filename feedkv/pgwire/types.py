@@ -611,7 +611,7 @@ def _bytea_text(text: str) -> bytes:
 
 # A time zone after a date (pgjdbc's setDate sends '2024-02-29 +00'), which PostgreSQL's
 # date input ignores
-_DATE_ZONE = re.compile(r"\s*[+-]\d{1,2}(?::?\d{2})?$")
+_DATE_ZONE = re.compile(r"\s+[+-]\d{1,2}(?::?\d{2})?$")
 
 
 def _date_text(text: str) -> datetime.date:

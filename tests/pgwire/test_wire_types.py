@@ -123,6 +123,8 @@ def test_numeric_binary_is_postgresqls_base_10000_layout() -> None:
         (b'{"a": 1}', OID.JSONB, {"a": 1}),
         # a time zone after a date, a time or a TIMESTAMP is ignored (pgjdbc sends one)
         (b"2024-02-29 +00", OID.DATE, datetime.date(2024, 2, 29)),
+        (b"2024-01-01 -05:30", OID.DATE, datetime.date(2024, 1, 1)),
+        (b"2024-01-01", OID.DATE, datetime.date(2024, 1, 1)),
         (b"01:02:03+05:30", OID.TIME, datetime.time(1, 2, 3)),
         (
             b"2024-01-02 03:04:05.5+00",

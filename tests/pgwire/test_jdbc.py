@@ -86,6 +86,7 @@ def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_pat
         "k 2024-02-21 01:02:01 2024-01-02 03:04:05.5 [1, null]",
         "k 2024-02-22 01:02:02 2024-01-02 03:04:05.5 [2, null]",
         "k 2024-02-23 01:02:03 2024-01-02 03:04:05.5 [3, null]",
+        "prepared 3 2024-02-23 2024-01-02T03:04:05.500",
         "index k_day false day A",
         "index k_pkey false id A",
         "fk jid -> j.id j_pkey delete 0",

@@ -82,6 +82,19 @@ public class JdbcProbe {
         }
         c.commit();
         c.setAutoCommit(true);
+        // past prepareThreshold (5) the driver names the statement on the server and
+        // reads its results in binary
+        try (PreparedStatement p = c.prepareStatement("SELECT jid, day, ts FROM k WHERE jid = ?")) {
+            String last = "";
+            for (int i = 0; i < 6; i++) {
+                p.setObject(1, 1 + i % 3);
+                try (ResultSet r = p.executeQuery()) {
+                    r.next();
+                    last = r.getInt(1) + " " + r.getObject(2, java.time.LocalDate.class) + " " + r.getObject(3, java.time.LocalDateTime.class);
+                }
+            }
+            System.out.println("prepared " + last);
+        }
         try (ResultSet r = md.getIndexInfo(null, "public", "k", false, false)) {
             while (r.next()) System.out.println("index " + r.getString("INDEX_NAME") + " " + r.getBoolean("NON_UNIQUE") + " " + r.getString("COLUMN_NAME") + " " + r.getString("ASC_OR_DESC"));
         }

@@ -20,7 +20,10 @@ Simple queries run every statement of the string (as one implicit transaction, s
 string gets EmptyQueryResponse. An error answers the statement and the connection goes
 on. In the extended protocol (Parse, Bind, Describe, Execute, Close, Sync, Flush) an
 error makes the connection skip every message up to the next Sync, as PostgreSQL does,
-so a pipeline after a failure does nothing half-way. A protocol violation (a message
+so a pipeline after a failure does nothing half-way; outside BEGIN, the Executes before
+one Sync that read or write rows run in one implicit transaction, committed at the Sync
+(rolled back after an error), unless the statement came alone with its Sync
+(:meth:`Connection._join_implicit`). A protocol violation (a message
 that cannot be framed or parsed, or one not allowed in its phase) gets a FATAL
 ErrorResponse and closes this connection only.
 
@@ -213,6 +216,9 @@ SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new s
 
 # Statements whose result's shape is known only from their rows, and which only read:
 # describing one as a prepared statement runs it.
+# The statements an implicit transaction of the extended protocol runs (see
+# Connection._join_implicit): those that read or write rows.
+_IMPLICIT = st.Insert | st.Update | st.Delete | st.Select | st.SetOperation | st.Values
 _SHOWS = (
     st.ShowTables
     | st.ShowDatabases
@@ -335,6 +341,9 @@ class Connection:
         self._statements: dict[str, _Prepared] = {}
         self._portals: dict[str, _Portal] = {}
         self._skipping = False
+        # a transaction BEGIN did not open: the Executes a client sent ahead of one Sync
+        # run in it (PostgreSQL's implicit transaction), committed at that Sync
+        self._implicit = False
         self._busy = False
         self._cancelled = False
         self._streaming: FeedResult | None = None
@@ -508,6 +517,7 @@ class Connection:
             self._copy_message(self._copy_in, message, out)
             return
         if isinstance(message, m.Sync):
+            self._end_implicit(out)
             self._skipping = False
             self._ready_for_query(out)
             return
@@ -515,6 +525,7 @@ class Connection:
             return  # an error was answered: skip to Sync
         handler = _EXTENDED.get(type(message))
         if isinstance(message, m.Query):
+            self._end_implicit(out)
             self._simple_query(message.text, out)
         elif handler is not None:
             mark = len(out)
@@ -1126,6 +1137,8 @@ class Connection:
 
     def _execute(self, message: m.Execute, out: bytearray) -> None:
         portal = self._portal(message.portal)
+        if portal.result is None:
+            self._join_implicit(portal.prepared.statement, out)
         result = self._run(portal)
         if portal.prepared.statement is None and not portal.prepared.catalog:
             out += m.empty_query_response()
@@ -1151,6 +1164,40 @@ class Connection:
                 out += m.notice_response(notice)
             self._report_time_zone(out)
             out += m.command_complete(result.tag)
+
+    def _join_implicit(self, statement: st.Statement | None, out: bytearray) -> None:
+        """Before ``statement`` runs at an Execute: it joins the implicit transaction
+        when it reads or writes rows (any other statement ends the transaction first and
+        runs as it would alone). Outside a transaction, one begins unless the Sync that
+        ends this Execute's batch is already here with no other Execute before it:
+        the Executes of one batch (asyncpg's executemany, a JDBC batch, a psycopg
+        pipeline) take effect all or none, in one commit, as in PostgreSQL. A statement
+        sent alone with its Sync, the common case, still runs in a transaction of its
+        own that is retried on conflicts."""
+        rows = isinstance(statement, _IMPLICIT)
+        if self._implicit and not rows:
+            self._end_implicit(out)
+        if self._implicit or not rows or self._sql.in_transaction:
+            return
+        ahead = self._decoder.buffered_kinds()
+        sync = ahead.find(b"S")
+        if sync < 0 or b"E" in ahead[:sync]:
+            self._sql.execute_all("BEGIN")
+            self._implicit = True
+
+    def _end_implicit(self, out: bytearray) -> None:
+        """Commit the implicit transaction (roll it back after an error, which the
+        client was answered); a failing commit is answered here, before ReadyForQuery."""
+        if not self._implicit:
+            return
+        self._implicit = False
+        session = self._sql
+        if not session.in_transaction:
+            return
+        try:
+            session.execute_all("ROLLBACK" if session.failed or self._skipping else "COMMIT")
+        except Exception as exc:
+            self._error(exc, out)
 
     def _close(self, message: m.Close, out: bytearray) -> None:
         if message.kind == "S":

@@ -432,6 +432,18 @@ class Decoder:
     def feed(self, data: bytes) -> None:
         self._buffer += data
 
+    def buffered_kinds(self) -> bytes:
+        """The type bytes of the whole typed messages buffered, in order (read without
+        taking them): what a client sent ahead of the message in hand."""
+        buffer, at, kinds = self._buffer, 0, bytearray()
+        while not self._startup and at + 5 <= len(buffer):
+            kind, length = _HEADER.unpack_from(buffer, at)
+            if length < 4 or at + 1 + length > len(buffer):
+                break
+            kinds += kind
+            at += 1 + length
+        return bytes(kinds)
+
     def next(self) -> FrontendMessage | None:
         """The next whole message, or ``None`` until more bytes arrive."""
         buffer = self._buffer

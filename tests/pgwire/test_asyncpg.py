@@ -276,3 +276,35 @@ def test_narrow_integer_columns_are_int4_and_int2(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_executemany_is_one_transaction(pg_url: str) -> None:
+    """asyncpg's executemany sends every Bind and Execute before one Sync, so that, as
+    in PostgreSQL's implicit transaction, all of them take effect or none does."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE e (id INT PRIMARY KEY, v STRING)")
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await conn.executemany(
+                    "INSERT INTO e VALUES ($1, $2)", [(1, "a"), (2, "b"), (1, "c"), (3, "d")]
+                )
+            assert await conn.fetchval("SELECT count(*) FROM e") == 0
+            rows = [(i, f"v{i}") for i in range(300)]
+            await conn.executemany("INSERT INTO e VALUES ($1, $2)", rows)
+            assert await conn.fetchval("SELECT count(*) FROM e") == 300
+            await conn.executemany("UPDATE e SET v = $2 WHERE id = $1", [(1, "x"), (2, "y")])
+            assert await conn.fetch("SELECT v FROM e WHERE id < 3 ORDER BY id") == [
+                ("v0",),
+                ("x",),
+                ("y",),
+            ]
+            # the connection is idle after it: a transaction of its own may begin
+            async with conn.transaction():
+                await conn.execute("DELETE FROM e WHERE id >= $1", 100)
+            assert await conn.fetchval("SELECT count(*) FROM e") == 100
+        finally:
+            await conn.close()
+
+    run(scenario())

@@ -40,6 +40,7 @@ class Wire:
     """A connection and the messages it answers to each input."""
 
     def __init__(self, db: DB, peer_host: str | None = "127.0.0.1") -> None:
+        self.db = db  # NB: another Wire on it is another client
         self.cancels: list[tuple[int, int]] = []
         self.conn = Connection(
             lambda user, database: db.session(user=user, database=database),
@@ -162,6 +163,23 @@ def test_after_an_error_every_message_up_to_sync_is_skipped(wire: Wire) -> None:
     assert [kind for kind, _ in answers] == [b"E", b"Z"]
     assert error_fields(answers[0][1])["C"] == "42P01"
     assert wire.kinds(query("SELECT * FROM t WHERE id = 9")) == b"TCZ"  # nothing inserted
+
+
+def test_the_executes_before_a_sync_are_one_transaction(wire: Wire) -> None:
+    """As PostgreSQL's implicit transaction: a batch that fails part way writes nothing;
+    one whose Sync comes later (another read) commits at that Sync."""
+    insert = parse("ins", "INSERT INTO t VALUES ($1, $2)")
+    rows = [bind("", "ins", [str(k).encode(), b"v"]) + execute() for k in (4, 1, 5)]
+    answers = wire.send(insert, *rows, SYNC)
+    assert [kind for kind, _ in answers] == [b"1", b"2", b"C", b"2", b"E", b"Z"]
+    assert error_fields(answers[4][1])["C"] == "23505"
+    assert answers[-1] == (b"Z", b"I")
+    assert wire.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TCZ"  # 4 rolled back
+    assert wire.kinds(rows[0], rows[2]) == b"2C2C"  # NB: no Sync yet
+    assert wire.send(SYNC) == [(b"Z", b"I")]
+    other = Wire(wire.db)
+    other.send(startup())
+    assert other.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TDDCZ"
 
 
 def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:

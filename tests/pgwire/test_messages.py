@@ -265,3 +265,16 @@ def test_a_sync_with_a_body_is_a_violation_and_one_without_is_a_sync() -> None:
     assert decode_all(frontend(b"S") + frontend(b"S")) == [m.Sync(), m.Sync()]
     with pytest.raises(m.ProtocolViolation, match="Sync message has bytes past its last field"):
         decode_all(frontend(b"S", b"\0"))
+
+
+def test_the_kinds_of_whole_buffered_messages_are_read_without_taking_them() -> None:
+    execute = frontend(b"E", b"\0" + struct.pack("!i", 0))
+    stream = bind("", "s", [b"1"]) + execute + execute + frontend(b"S")
+    decoder = started()
+    decoder.feed(stream[:-3])  # the Sync cut short
+    assert decoder.buffered_kinds() == b"BEE"
+    decoder.feed(stream[-3:])
+    assert decoder.buffered_kinds() == b"BEES"
+    assert isinstance(decoder.next(), m.Bind)
+    assert decoder.buffered_kinds() == b"EES"
+    assert m.Decoder().buffered_kinds() == b""  # NB: before startup nothing is typed

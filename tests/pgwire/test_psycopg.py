@@ -216,12 +216,21 @@ def test_executemany_inserts_every_row_with_placeholders_written_without_spaces(
 
 
 def test_a_pipeline_after_an_error_does_nothing_until_sync(pg_url: str) -> None:
+    """As in PostgreSQL, the statements before a Sync are one implicit transaction: the
+    error rolls back the INSERT before it too, and the one after it is skipped."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         make_table(conn)
         with pytest.raises(errors.UniqueViolation), conn.pipeline():
             conn.execute("INSERT INTO t (id) VALUES (%s)", [1])
             conn.execute("INSERT INTO t (id) VALUES (%s)", [1])
             conn.execute("INSERT INTO t (id) VALUES (%s)", [2])  # skipped: after the error
+        assert conn.execute("SELECT id FROM t").fetchall() == []
+        with conn.pipeline() as pipeline:
+            conn.execute("INSERT INTO t (id) VALUES (%s)", [1])
+            pipeline.sync()  # NB: a transaction ends here
+            conn.execute("INSERT INTO t (id) VALUES (%s)", [1])
+            with pytest.raises(errors.UniqueViolation):
+                pipeline.sync()
         assert conn.execute("SELECT id FROM t").fetchall() == [(1,)]
 
 

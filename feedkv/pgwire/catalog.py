@@ -20,11 +20,13 @@ id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_sche
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -882,11 +884,25 @@ def _parse(text: str) -> exp.Expr:
     return trees[0]
 
 
-def _translate(
-    text: str, names: dict[str, int], values: dict[str, str]
-) -> tuple[exp.Expr, set[int]]:
-    """``text`` as a tree of SQLite's dialect, and which of its result columns are
-    booleans (casts to bool; SQLite gives 0 and 1)."""
+@dataclass(frozen=True, slots=True)
+class _Translated:
+    """A catalog query made ready for SQLite (see :func:`_translated`)."""
+
+    empty: tuple[str, ...] | None  # its columns, when it reads a catalog feedkv keeps empty
+    sql: str  # in SQLite's dialect
+    booleans: frozenset[int]  # its result columns that are booleans (SQLite gives 0, 1)
+    probe: str  # ``sql`` over NULL parameters, as a view tells its columns' types
+
+
+@functools.lru_cache(maxsize=256)
+def _translated(text: str, database: str, user: str, version: str) -> _Translated:
+    """``text`` translated (parsed, rewritten and written by sqlglot, which costs
+    tens of milliseconds): kept per text, as tools send the same few queries again
+    (asyncpg its type introspection at each connection's first array)."""
+    empty = _empty_answer(_parse(text))
+    if empty is not None:
+        return _Translated(tuple(empty), "", frozenset(), "")
+    values = {"database": database, "user": user, "version": version}
     tree = _parse(text)
     booleans = set()
     if isinstance(tree, exp.Select):
@@ -897,22 +913,25 @@ def _translate(
     for select in list(tree.find_all(exp.Select)):
         select.set("expressions", [_named(e) for e in select.expressions])
         _unnest_index_keys(select)
-    return tree.transform(lambda node: _rewrite(node, values)), booleans
+    tree = tree.transform(lambda node: _rewrite(node, values))
+    probe = tree.transform(
+        lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
+    )
+    return _Translated(
+        None, tree.sql(dialect="sqlite"), frozenset(booleans), probe.sql(dialect="sqlite")
+    )
 
 
 # The result types of a catalog column declared so (of an expression: none).
 _DECLARED = {"INTEGER": ColumnType(Kind.INT), "TEXT": ColumnType(Kind.STRING)}
 
 
-def _declared_types(db: sqlite3.Connection, tree: exp.Expr) -> tuple[ColumnType | None, ...]:
-    """The types of the catalog columns the translated query ``tree`` reads as its
-    result columns (SQLite keeps a declared type through subqueries and CTEs), as a
-    view of it over NULL parameters has them: what tells an empty result's types."""
-    probe = tree.transform(
-        lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
-    )
+def _declared_types(db: sqlite3.Connection, probe: str) -> tuple[ColumnType | None, ...]:
+    """The types of the catalog columns the translated query reads as its result
+    columns (SQLite keeps a declared type through subqueries and CTEs), as a view of it
+    over NULL parameters (``probe``) has them: what tells an empty result's types."""
     try:
-        db.execute(f"CREATE TEMP VIEW pg_result_types AS {probe.sql(dialect='sqlite')}")
+        db.execute(f"CREATE TEMP VIEW pg_result_types AS {probe}")
         declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]
     except sqlite3.Error:
         return ()
@@ -1376,9 +1395,9 @@ def run_catalog_query(
     ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
     ``pg_description`` and by ``obj_description`` and its kin; ``types``, its enums, in
     ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``)."""
-    empty = _empty_answer(_parse(text))
-    if empty is not None:
-        return Result(tuple(empty), [], "SELECT 0")
+    translated = _translated(text, database, user, version)
+    if translated.empty is not None:
+        return Result(translated.empty, [], "SELECT 0")
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
     db, names = _build(schema, database, users, memberships, types)
@@ -1395,9 +1414,9 @@ def run_catalog_query(
     try:
         _functions(db, names, values)
         _comment_functions(db, described)
-        tree, booleans = _translate(text, names, values)
+        booleans = translated.booleans
         try:
-            cursor = db.execute(tree.sql(dialect="sqlite"), tuple(_param(p) for p in params))
+            cursor = db.execute(translated.sql, tuple(_param(p) for p in params))
         except sqlite3.Error as exc:
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
@@ -1407,7 +1426,7 @@ def run_catalog_query(
         ]
         # NB: only a column of NULLs (an empty result's) needs its declared type
         nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))
-        declared = _declared_types(db, tree) if nulls else ()
+        declared = _declared_types(db, translated.probe) if nulls else ()
     finally:
         db.close()
     verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"

@@ -94,8 +94,8 @@ from feedkv.pgwire.types import (
     decode_param,
     encode_binary,
     encode_text,
-    kind_of_oid,
     oid_of_type,
+    param_type,
     type_size,
     wire_type,
 )
@@ -1269,8 +1269,7 @@ def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[i
 
 
 def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
-    kinds = [kind_of_oid(oid) for oid in oids]
-    return [None if kind is None else ColumnType(kind) for kind in kinds]
+    return [param_type(oid) for oid in oids]
 
 
 def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:

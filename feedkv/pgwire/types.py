@@ -64,6 +64,7 @@ __all__ = [
     "encode_binary",
     "encode_text",
     "kind_of_oid",
+    "param_type",
     "oid_of_kind",
     "oid_of_type",
     "type_size",
@@ -337,6 +338,16 @@ def kind_of_oid(oid: int) -> Kind | None:
     return _KIND_OF_OID.get(oid)
 
 
+def param_type(oid: int) -> ColumnType | None:
+    """The type of a parameter the client typed ``oid`` (``None``: unspecified or
+    unknown): an array type's is an array of its elements' kind, as it is read."""
+    element = _ELEMENT_OF_ARRAY.get(oid) or _KIND_OF_OID.get(_MORE_ARRAY_ELEMENTS.get(oid, 0))
+    if element is not None:
+        return ColumnType(Kind.ARRAY, element=ColumnType(element))
+    kind = _KIND_OF_OID.get(oid)
+    return None if kind is None else ColumnType(kind)
+
+
 def type_size(oid: int) -> int:
     """``pg_type.typlen``: the width of a fixed-size type, -1 for a variable one."""
     return _SIZES.get(oid, -1)
@@ -541,8 +552,9 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
         text = raw.decode()
         if oid in _STRINGS_TOO:
             return text
-        if oid in _ELEMENT_OF_ARRAY:
-            return _array_text(text, _ELEMENT_OF_ARRAY[oid])
+        array = param_type(oid)
+        if array is not None and array.element is not None:
+            return _array_text(text, array.element.kind)
         parse = _TEXT_IN.get(oid)
         return text if parse is None else parse(text)
     except SQLError:

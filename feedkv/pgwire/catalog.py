@@ -31,6 +31,7 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
@@ -39,6 +40,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     PRIMARY_INDEX_ID,
+    RESERVED_WORDS,
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
@@ -257,6 +259,7 @@ CREATE TABLE pg_settings (name TEXT, setting TEXT);
 INSERT INTO pg_settings VALUES ('max_index_keys', '32');
 CREATE TABLE pg_proc (oid INTEGER, proname TEXT, pronamespace INTEGER, proowner INTEGER,
   prokind TEXT, prorettype INTEGER, proargtypes TEXT, proretset BOOLEAN);
+CREATE TABLE pg_get_keywords (word TEXT, catcode TEXT, catdesc TEXT);
 CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
@@ -351,6 +354,7 @@ def _build(
     db = sqlite3.connect(":memory:", detect_types=sqlite3.PARSE_DECLTYPES)
     db.execute("ATTACH DATABASE ':memory:' AS information_schema")
     db.executescript(_SCHEMA)
+    _insert(db, "pg_get_keywords", [(w.lower(), "R", "reserved") for w in sorted(RESERVED_WORDS)])
     _insert(
         db,
         "pg_namespace",
@@ -866,6 +870,13 @@ _EXPAND = re.compile(r"information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)"
 _FIELD_X = re.compile(r"\(\s*(\w+\s*\.\s*\w+)\s*\)\s*\.\s*x\b", re.I)
 
 
+class _CatalogPostgres(Postgres):
+    """PostgreSQL's dialect with its array subscripts left as written (sqlglot makes some
+    0-based, by the types it guesses): :func:`_subscript` reads them 1-based."""
+
+    INDEX_OFFSET = 0
+
+
 def _parse(text: str) -> exp.Expr:
     text = _EXPAND_N.sub(r"generate_subscripts(\1, 1)", text)
     text = _EXPAND.sub(r"unnest(\1)", text)
@@ -876,7 +887,7 @@ def _parse(text: str) -> exp.Expr:
     text = _ARRAY_CAST.sub("", text)
     text = _QUALIFIED.sub("", text)
     try:
-        trees = sqlglot.parse(text, read="postgres")
+        trees = sqlglot.parse(text, read=_CatalogPostgres)
     except sqlglot.errors.ParseError as exc:
         raise SQLError("42601", f"cannot read this catalog query: {exc}") from None
     if len(trees) != 1 or trees[0] is None:
@@ -1028,11 +1039,7 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
         if isinstance(array, exp.Array):
             return exp.In(this=node.this, expressions=list(array.expressions))
         # NB: an array parameter, or an array column, as a set of its JSON elements
-        array = array.transform(lambda inner: _rewrite(inner, values))
-        elements = exp.select("value").from_(
-            exp.Table(this=exp.func("json_each", exp.func("pg_array_json", array)))
-        )
-        return exp.In(this=node.this, query=elements.subquery())
+        return exp.In(this=node.this, query=_element_rows(array, values))
     if (
         isinstance(node, exp.Array)
         and len(node.expressions) == 1
@@ -1047,13 +1054,25 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
         return exp.Anonymous(this="pg_array_agg", expressions=[inner, order])
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         index = node.expressions[0]
-        # NB: sqlglot makes a constant subscript 0-based, and leaves any other as written
-        if isinstance(index, exp.Literal) and not index.is_string:
-            index = exp.Literal.number(int(index.this) + 1)
         subscripted = _rewrite(node.this, values)
         return exp.func("pg_subscript", subscripted, index.transform(lambda n: _rewrite(n, values)))
     if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
         return _series(node, values)
+    if (
+        isinstance(node, exp.Table)
+        and isinstance(node.this, exp.Anonymous)
+        and str(node.this.this).lower() == "pg_get_keywords"
+    ):
+        return exp.Table(this=exp.to_identifier("pg_get_keywords"), alias=node.args.get("alias"))
+    if (
+        isinstance(node, exp.NEQ)
+        and isinstance(node.expression, exp.Anonymous)
+        and str(node.expression.this).upper() == "ALL"
+        and len(node.expression.expressions) == 1
+    ):
+        # ``x <> ALL (array)`` (sqlglot reads ALL as a call): x is none of its elements
+        array = node.expression.expressions[0]
+        return exp.Not(this=exp.In(this=node.this, query=_element_rows(array, values)))
     if isinstance(node, exp.Parameter):
         text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
         return exp.Var(this=f"?{text}")
@@ -1066,6 +1085,13 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.CurrentVersion):
         return exp.Literal.string(values["version"])
     return node
+
+
+def _element_rows(array: exp.Expr, values: dict[str, str]) -> exp.Expr:
+    """The elements of ``array`` (see :func:`_array_json`) as a one-column subquery."""
+    array = array.transform(lambda inner: _rewrite(inner, values))
+    table = exp.Table(this=exp.func("json_each", exp.func("pg_array_json", array)))
+    return exp.select("value").from_(table).subquery()
 
 
 def _series(table: exp.Table, values: dict[str, str]) -> exp.Expr:

@@ -347,3 +347,24 @@ def test_show_databases_and_psqls_list_agree_on_every_database(url: str) -> None
 def test_a_catalog_querys_parameters_take_the_types_they_are_cast_to() -> None:
     text = "SELECT 1 FROM pg_type WHERE oid = any($1::oid[]) AND typname = $2::text AND $3"
     assert catalog_param_oids(text, 3) == (1028, 25, 0)
+
+
+def test_the_key_words_pgjdbc_lists_are_the_reserved_ones(db: DB) -> None:
+    """DatabaseMetaData.getSQLKeywords: pg_get_keywords() but a list, by ``<> ALL``."""
+    text = (
+        "select string_agg(word, ',') from pg_catalog.pg_get_keywords() "
+        "where word <> ALL ('{a,abs,all,and,analyse}'::text[])"
+    )
+    ((words,),) = query(db, text)
+    assert "analyze" in words.split(",")
+    assert not {"all", "and", "analyse"} & set(words.split(","))
+
+
+def test_array_subscripts_bounds_and_a_series_read_as_postgresql_reads_them(db: DB) -> None:
+    """pgjdbc's type cache finds a schema's place in the search path so."""
+    text = (
+        "select s.r, (pg_catalog.current_schemas(true))[s.r] as nspname "
+        "from generate_series(1, array_upper(current_schemas(true), 1)) as s(r)"
+    )
+    assert query(db, text) == [(1, "pg_catalog"), (2, "public")]
+    assert query(db, "SELECT ('{7,8}'::int[])[2], ('{7}'::int[])[2]") == [(8, None)]

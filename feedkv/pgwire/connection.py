@@ -38,8 +38,9 @@ without running it (:meth:`~feedkv.sql.session.Session.describe`): Parse types t
 placeholders the client left untyped, Describe of a statement or a portal answers
 with the result's columns, and a portal runs at its first Execute. Where the SQL layer
 cannot tell a column's type from the statement alone (``SELECT NULL``, ``$1``), the
-column goes out as ``text`` when described before running, else with the type of its
-values (:func:`~feedkv.pgwire.types.column_oid`). The SHOW statements (other than SHOW
+column goes out as ``text`` when described before running (and its runs send its values
+as text, as the client decodes them so), else with the type of its values
+(:func:`~feedkv.pgwire.types.column_oid`). The SHOW statements (other than SHOW
 of a session variable) have a shape known only from their rows: describing one as a
 prepared statement is refused (0A000), and describing it as a portal runs it then (they
 only read).

@@ -903,6 +903,7 @@ class _Translated:
     sql: str  # in SQLite's dialect
     booleans: frozenset[int]  # its result columns that are booleans (SQLite gives 0, 1)
     probe: str  # ``sql`` over NULL parameters, as a view tells its columns' types
+    arrays: frozenset[int]  # its result columns that aggregate into arrays (array_agg)
 
 
 @functools.lru_cache(maxsize=256)
@@ -912,7 +913,7 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     (asyncpg its type introspection at each connection's first array)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
-        return _Translated(tuple(empty), "", frozenset(), "")
+        return _Translated(tuple(empty), "", frozenset(), "", frozenset())
     values = {"database": database, "user": user, "version": version}
     tree = _parse(text)
     booleans = set()
@@ -924,29 +925,59 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     for select in list(tree.find_all(exp.Select)):
         select.set("expressions", [_named(e) for e in select.expressions])
         _unnest_index_keys(select)
-    tree = tree.transform(lambda node: _rewrite(node, values))
+    tree = _rewritten(tree, values)
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
     )
+    arrays = set()
+    if isinstance(probe, exp.Select):
+        # NB: an aggregate's type is its argument's (an array_agg's, an array of it),
+        # which a view tells where it does not tell the aggregate's
+        items = []
+        for n, item in enumerate(probe.expressions):
+            inner = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(inner, exp.Anonymous) and str(inner.this).lower() == "pg_array_agg":
+                arrays.add(n)
+                argument = inner.expressions[0]
+            elif isinstance(inner, exp.Min | exp.Max):
+                argument = inner.this
+            else:
+                items.append(item)
+                continue
+            items.append(exp.alias_(argument, item.alias_or_name, quoted=True))
+        probe.set("expressions", items)
     return _Translated(
-        None, tree.sql(dialect="sqlite"), frozenset(booleans), probe.sql(dialect="sqlite")
+        None,
+        tree.sql(dialect="sqlite"),
+        frozenset(booleans),
+        probe.sql(dialect="sqlite"),
+        frozenset(arrays),
     )
 
 
 # The result types of a catalog column declared so (of an expression: none).
-_DECLARED = {"INTEGER": ColumnType(Kind.INT), "TEXT": ColumnType(Kind.STRING)}
+# NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
+_DECLARED = {
+    "INTEGER": ColumnType(Kind.INT),
+    "TEXT": ColumnType(Kind.STRING),
+    "BOOLEAN": ColumnType(Kind.BOOL),
+}
 
 
-def _declared_types(db: sqlite3.Connection, probe: str) -> tuple[ColumnType | None, ...]:
+def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[ColumnType | None, ...]:
     """The types of the catalog columns the translated query reads as its result
     columns (SQLite keeps a declared type through subqueries and CTEs), as a view of it
-    over NULL parameters (``probe``) has them: what tells an empty result's types."""
+    over NULL parameters (its ``probe``) has them: what tells an empty result's types."""
     try:
-        db.execute(f"CREATE TEMP VIEW pg_result_types AS {probe}")
+        db.execute(f"CREATE TEMP VIEW pg_result_types AS {query.probe}")
         declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]
     except sqlite3.Error:
         return ()
-    return tuple(_DECLARED.get(name.upper()) for name in declared)
+    types = [_DECLARED.get(name.upper()) for name in declared]
+    return tuple(
+        ColumnType(Kind.ARRAY, element=t) if t is not None and n in query.arrays else t
+        for n, t in enumerate(types)
+    )
 
 
 def _unnest_index_keys(select: exp.Select) -> None:
@@ -1018,6 +1049,25 @@ _NUMBERS = frozenset(
 _CASTS = {"regclass": "pg_regclass", "regtype": "pg_regtype", "regproc": "pg_regproc"}
 
 
+def _rewritten(tree: exp.Expr, values: dict[str, str]) -> exp.Expr:
+    """``tree`` with every rewrite of :func:`_rewrite` made: sqlglot's transform does not
+    look inside what a rewrite returns (a cast's operand, a parameter in an array), so
+    this goes over the tree again until nothing changes (a rewrite's result is never
+    rewritten again: a pass or two)."""
+    while True:
+        changed = False
+
+        def rewrite(node: exp.Expr) -> exp.Expr:
+            nonlocal changed
+            new = _rewrite(node, values)
+            changed = changed or new is not node
+            return new
+
+        tree = tree.transform(rewrite)
+        if not changed:
+            return tree
+
+
 def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.Cast):
         target = node.args["to"]
@@ -1027,11 +1077,11 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             return exp.Anonymous(this=function, expressions=[node.this])
         if name in ("bool", "boolean"):
             return exp.Anonymous(this="pg_bool", expressions=[node.this])
-        if isinstance(node.this, exp.Parameter) and target.this not in _NUMBERS:
-            # NB: read as its type at Bind; SQLite would read a number off its text
-            return _rewrite(node.this, values)
+        operand: exp.Expr = node.this
+        if isinstance(operand, exp.Parameter) and target.this not in _NUMBERS:
+            return operand  # NB: read as its type at Bind; SQLite would read a number off it
         if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
-            return _rewrite(node.this, values)  # NB: the cast it casts (::regtype::text)
+            return operand  # NB: the cast it casts (::regtype::text)
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         array = node.expression.this
         while isinstance(array, exp.Paren):
@@ -1039,13 +1089,19 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
         if isinstance(array, exp.Array):
             return exp.In(this=node.this, expressions=list(array.expressions))
         # NB: an array parameter, or an array column, as a set of its JSON elements
-        return exp.In(this=node.this, query=_element_rows(array, values))
+        return exp.In(this=node.this, query=_element_rows(array))
     if (
         isinstance(node, exp.Array)
         and len(node.expressions) == 1
         and isinstance(node.expressions[0], exp.Select)
     ):
         return _array_of(node.expressions[0], values)
+    if (
+        isinstance(node, exp.Subquery)
+        and not isinstance(node.parent, exp.From | exp.Join | exp.In | exp.Exists)
+        and _empty_answer(node.this) is not None
+    ):
+        return exp.Null()  # NB: a scalar subquery of a catalog feedkv keeps empty
     if isinstance(node, exp.ArrayAgg):
         inner, order = node.this, exp.Null()
         if isinstance(inner, exp.Order):
@@ -1054,10 +1110,9 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
         return exp.Anonymous(this="pg_array_agg", expressions=[inner, order])
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         index = node.expressions[0]
-        subscripted = _rewrite(node.this, values)
-        return exp.func("pg_subscript", subscripted, index.transform(lambda n: _rewrite(n, values)))
+        return exp.func("pg_subscript", node.this, index)
     if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
-        return _series(node, values)
+        return _series(node)
     if (
         isinstance(node, exp.Table)
         and isinstance(node.this, exp.Anonymous)
@@ -1072,7 +1127,7 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     ):
         # ``x <> ALL (array)`` (sqlglot reads ALL as a call): x is none of its elements
         array = node.expression.expressions[0]
-        return exp.Not(this=exp.In(this=node.this, query=_element_rows(array, values)))
+        return exp.Not(this=exp.In(this=node.this, query=_element_rows(array)))
     if isinstance(node, exp.Parameter):
         text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
         return exp.Var(this=f"?{text}")
@@ -1087,14 +1142,13 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     return node
 
 
-def _element_rows(array: exp.Expr, values: dict[str, str]) -> exp.Expr:
+def _element_rows(array: exp.Expr) -> exp.Expr:
     """The elements of ``array`` (see :func:`_array_json`) as a one-column subquery."""
-    array = array.transform(lambda inner: _rewrite(inner, values))
     table = exp.Table(this=exp.func("json_each", exp.func("pg_array_json", array)))
     return exp.select("value").from_(table).subquery()
 
 
-def _series(table: exp.Table, values: dict[str, str]) -> exp.Expr:
+def _series(table: exp.Table) -> exp.Expr:
     """``generate_series(a, b) AS s(r)`` in a FROM clause, which SQLite has no table
     function for, as a recursive CTE of the integers from a to b."""
     series = table.this
@@ -1102,7 +1156,7 @@ def _series(table: exp.Table, values: dict[str, str]) -> exp.Expr:
     name = alias.name if alias is not None and alias.name else "generate_series"
     columns = alias.columns if alias is not None else []
     column = columns[0].name if columns else name
-    start, end = (series.args[k].transform(lambda n: _rewrite(n, values)) for k in ("start", "end"))
+    start, end = (series.args[k] for k in ("start", "end"))
     query = sqlglot.parse_one(
         "WITH RECURSIVE __series(v) AS (SELECT NULL UNION ALL SELECT v + 1 FROM __series "
         "WHERE v < NULL) SELECT v FROM __series",
@@ -1341,12 +1395,11 @@ def _json_item(value: Any) -> Any:
 
 
 def _value(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(_ARRAY):
-        return json.loads(value[len(_ARRAY) :])
-    if isinstance(value, str) and value.startswith(_TEXT_ARRAY):
-        items = json.loads(value[len(_TEXT_ARRAY) :])
-        kind = Kind.INT if items and all(isinstance(v, int) for v in items) else Kind.STRING
-        return Array(tuple(items), ColumnType(kind))
+    for marker in (_ARRAY, _TEXT_ARRAY):
+        if isinstance(value, str) and value.startswith(marker):
+            items = json.loads(value[len(marker) :])
+            kind = Kind.INT if items and all(isinstance(v, int) for v in items) else Kind.STRING
+            return Array(tuple(items), ColumnType(kind))
     return value
 
 
@@ -1452,7 +1505,7 @@ def run_catalog_query(
         ]
         # NB: only a column of NULLs (an empty result's) needs its declared type
         nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))
-        declared = _declared_types(db, translated.probe) if nulls else ()
+        declared = _declared_types(db, translated) if nulls else ()
     finally:
         db.close()
     verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"

@@ -496,8 +496,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
             return _JSONB
         return _FUNCTIONS.get(str(node.this).lower())
-    if isinstance(node, exp.JSONArrayAgg):  # jsonb_agg
+    if isinstance(node, exp.JSONArrayAgg | exp.JSONExtract | exp.JSONBExtract):  # jsonb_agg, ->
         return _JSONB
+    if isinstance(node, exp.JSONExtractScalar | exp.JSONBExtractScalar):  # ->>, #>>
+        return _STRING
     if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
         return _INT if str(node.expression.this).lower() == "node_id" else None
     if isinstance(node, exp.Count | SumInt):

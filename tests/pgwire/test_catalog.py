@@ -368,3 +368,10 @@ def test_array_subscripts_bounds_and_a_series_read_as_postgresql_reads_them(db: 
     )
     assert query(db, text) == [(1, "pg_catalog"), (2, "public")]
     assert query(db, "SELECT ('{7,8}'::int[])[2], ('{7}'::int[])[2]") == [(8, None)]
+
+
+def test_parameters_in_an_array_bind_by_their_numbers(db: DB, url: str) -> None:
+    text = (
+        "SELECT relname FROM pg_catalog.pg_class WHERE relname = $2 AND relkind = ANY (ARRAY[$1])"
+    )
+    assert query(db, text, "r", "t") == [("t",)]

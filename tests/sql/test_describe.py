@@ -71,6 +71,11 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
         ),
         ("SELECT $1::INT, $2", [("int8", INT), ("?column?", None)], [INT, None]),
         (
+            "SELECT j -> 'a', j ->> 'a', j #>> '{a}' FROM t",
+            [("?column?", JSONB), ("?column?", STRING), ("?column?", STRING)],
+            [],
+        ),
+        (
             "INSERT INTO t (id, j) VALUES ($1, $2) RETURNING id, j",
             [("id", INT), ("j", JSONB)],
             [INT, JSONB],

@@ -54,11 +54,16 @@ import time
 import weakref
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError, InvalidArgumentError
+from feedkv.errors import (
+    BatchTimestampBeforeGCError,
+    FeedKVError,
+    InvalidArgumentError,
+    InvariantViolation,
+)
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import decode_columns, table_span
 from feedkv.sql.types import Kind
@@ -88,6 +93,7 @@ __all__ = [
     "max_bytes_setting",
     "note_written",
     "rows_committed",
+    "rows_imported",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -224,6 +230,40 @@ class TableCopy:
         )
         return copy.compacted() if len(dead) * 2 > table.num_rows else copy
 
+    @classmethod
+    def of_columns(
+        cls,
+        desc: TableDescriptor,
+        as_of: Timestamp,
+        keys: list[bytes],
+        columns: Mapping[int, Sequence[Any]],
+        order: Sequence[int] | None = None,
+    ) -> TableCopy:
+        """The copy of ``desc`` as of ``as_of`` made from rows' values rather than read:
+        ``keys`` are the rows' KV keys, ascending (one pair per row: one family);
+        ``columns`` each column's values (coerced, as they were written), by column id,
+        in the rows' order, which is key order, or, given ``order``, such that the row
+        of ``keys[n]`` is ``order[n]``. The same table a scan of those rows makes
+        (:func:`_columns`); the caller answers for their being all the rows at
+        ``as_of``."""
+        import pyarrow as pa
+
+        copied = _copied(desc)
+        count = len(keys)
+        for column_id, _type in copied:
+            if len(columns[column_id]) != count:
+                raise InvariantViolation(
+                    f"table {desc.name!r}: column {column_id} has {len(columns[column_id])} "
+                    f"values for {count} keys"
+                )
+        arrays = [pa.array(columns[column_id], arrow_type) for column_id, arrow_type in copied]
+        names = [column_name(column_id) for column_id, _type in copied]
+        table = pa.Table.from_arrays(arrays, names=names)
+        if order is not None:
+            table = table.take(pa.array(order, pa.int64()))
+        table = table.append_column(_ROW, pa.array(range(count), pa.int64()))
+        return cls(desc.id, desc.version, as_of, table, keys, _keys_size(keys), {}, frozenset())
+
     def compacted(self) -> TableCopy:
         """The copy without its dead rows, in key order, numbered anew."""
         import pyarrow as pa
@@ -330,6 +370,7 @@ class ColumnarCache:
         self.advanced = 0
         self.prefetched = 0
         self.waited = 0  # queries that waited for a background build
+        self.offered = 0  # copies made by their writers (IMPORT INTO) and held
         self._between_pages = between_pages
         # The background builds: tables waiting (in order), the one running, the thread
         self._queue: dict[int, _Build] = {}
@@ -562,27 +603,42 @@ class ColumnarCache:
             desc.id, desc.version, read_ts.prev(), table, keys, keys_size, {}, frozenset()
         )
 
-    def _keep(self, copy: TableCopy) -> None:
-        """Hold ``copy`` (unless bigger than the bound, or older than the one held),
-        replacing its table's other versions and evicting the least recently used."""
+    def offer(self, copy: TableCopy) -> bool:
+        """Hold ``copy``, made by a caller that had the rows in hand (IMPORT INTO:
+        :func:`rows_imported`), as if a scan had made it; whether it is held (not when
+        bigger than the bound, or older than the copy held)."""
+        kept = self._keep(copy)
+        if kept:
+            with self._lock:
+                self.offered += 1
+        return kept
+
+    def _keep(self, copy: TableCopy) -> bool:
+        """Hold ``copy`` (unless bigger than the bound, or older than the one held, or
+        of an older version than one held), replacing its table's other versions and
+        evicting the least recently used; whether it is held."""
         size = copy.size
         key = (copy.table_id, copy.version)
         with self._lock:
-            for held in [k for k in self._copies if k[0] == copy.table_id]:
-                if held != key:
-                    self._bytes -= self._copies.pop(held).size
+            held = [k for k in self._copies if k[0] == copy.table_id]
+            if any(version > copy.version for _id, version in held):
+                return False  # NB: e.g. a background build that read an older version
+            for other in held:
+                if other != key:
+                    self._bytes -= self._copies.pop(other).size
             current = self._copies.get(key)
             if current is not None:
                 if current.as_of >= copy.as_of:
-                    return
+                    return False
                 self._bytes -= self._copies.pop(key).size
             if size > self.max_bytes:
-                return
+                return False
             while self._copies and self._bytes + size > self.max_bytes:
                 _key, evicted = self._copies.popitem(last=False)
                 self._bytes -= evicted.size
             self._copies[key] = copy
             self._bytes += size
+            return True
 
 
 def _pages(
@@ -648,6 +704,25 @@ def rows_committed(db: KVClient, table_id: int, rows: int) -> None:
     background (:meth:`ColumnarCache.prefetch`), before an analytic query asks."""
     if rows >= BULK_ROWS:
         cache_for(db).prefetch(table_id)
+
+
+def rows_imported(
+    db: KVClient,
+    desc: TableDescriptor,
+    as_of: Timestamp,
+    keys: list[bytes],
+    columns: Mapping[int, Sequence[Any]],
+    order: Sequence[int] | None = None,
+) -> bool:
+    """An import wrote the rows of ``desc`` (the version it brought online) that
+    ``keys`` and ``columns`` give (:meth:`TableCopy.of_columns`), and they are all
+    the table's rows as of ``as_of``: the gateway holds them as the table's copy, so the
+    first query finds it made. Whether it does (not for a table that cannot be copied,
+    nor when the bound keeps nothing or the copy is past it)."""
+    cache = cache_for(db)
+    if not copyable(desc) or cache.max_bytes == 0 or cache.closed:
+        return False
+    return cache.offer(TableCopy.of_columns(desc, as_of, keys, columns, order))
 
 
 def max_bytes_setting(db: KVClient) -> int:

@@ -50,6 +50,7 @@ import csv
 import itertools
 import operator
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -57,13 +58,13 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
-from feedkv.sql.columnar import rows_committed
+from feedkv.sql.columnar import rows_committed, rows_imported
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
-from feedkv.sql.row_codec import row_kvs, rows_pairs
+from feedkv.sql.row_codec import row_kvs, rows_pairs, table_span
 from feedkv.sql.types import Kind, coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
@@ -100,7 +101,7 @@ def import_into(
     read = _read_columns(desc, s.columns, paths, delimiter, nullif, skip, plain)
     if read is None:  # NB: the row by row reading finds the bad row and names its line
         read = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
-    keys, values, count = read
+    keys, values, count = read.keys, read.values, read.count
 
     def take_offline(ex: Execution) -> TableDescriptor:
         current = _check_table(ex, s)
@@ -112,6 +113,10 @@ def import_into(
         return offline
 
     offline = in_transaction(take_offline)
+    # NB: nothing but the import writes the table while it is offline: empty below ts,
+    # it holds the imported rows alone up to the highest timestamp they were written at
+    span = table_span(desc.id)
+    empty = not db.scan(span.start, span.end, as_of=db.now(), limit=1)
     ts = db.now()
     done = [0]
     try:
@@ -122,8 +127,14 @@ def import_into(
         if isinstance(exc, ConditionFailedError):
             raise duplicate_key_at(desc, exc.key) from None
         raise
-    in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
-    rows_committed(db, desc.id, count)
+    online = in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
+    handed = (
+        empty
+        and read.columns is not None
+        and rows_imported(db, online, highest, keys, read.columns, read.order)
+    )
+    if not handed:
+        rows_committed(db, desc.id, count)
     return Result(tag=f"IMPORT {count}")
 
 
@@ -134,9 +145,9 @@ def _check_table(ex: Execution, s: st.ImportInto) -> TableDescriptor:
 
 def _bring_online(
     ex: Execution, name: st.TableName, offline: TableDescriptor, above: Timestamp | None
-) -> None:
+) -> TableDescriptor:
     """Write the version after ``offline`` without it, above ``above`` (the highest
-    imported value's timestamp) when given."""
+    imported value's timestamp) when given; returns that version."""
     if above is not None:
         ex.write_txn.advance_to(above.next())
     current = ex.session.resolve_table(ex.read_source, name.database, name.name)
@@ -147,7 +158,9 @@ def _bring_online(
             f"version {offline.version} its import wrote",
         )
     ex.changing(current)
-    ex.publish(current.bumped(offline=False))
+    online = current.bumped(offline=False)
+    ex.publish(online)
+    return online
 
 
 def _delete(db: KVClient, keys: list[bytes]) -> None:
@@ -250,7 +263,7 @@ def _read_columns(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[bytes], list[bytes], int] | None:
+) -> _Read | None:
     """What :func:`_read` returns, read column by column: pyarrow parses the files, each
     column is converted as a whole (:func:`coerce_column`) and the rows are encoded in
     bulk (:func:`rows_pairs`). ``None`` when something is wrong with the data (a bad
@@ -329,23 +342,36 @@ def _read_columns(
         if len(desc.families) > 1:
             return None
         rows = [dict(zip(values, row, strict=True)) for row in zip(*values.values(), strict=True)]
-        # NB: family 0's value is never None (an empty row's is b"")
-        pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
-        pairs.sort()
-        keys, kv_values = [key for key, _ in pairs], [value for _, value in pairs]
+        # NB: one family: a pair per row, and its value is never None (an empty row's is b"")
+        pairs = [next(iter(row_kvs(desc, row).items())) for row in rows]
+        keys, kv_values = [key for key, _ in pairs], [value or b"" for _, value in pairs]
     else:
         keys, kv_values = encoded
-        if _ascending(keys):  # NB: strictly: no key twice
-            return keys, kv_values, count
-        # NB: columns, not pairs: no tuple per row to sort
-        order = sorted(range(len(keys)), key=keys.__getitem__)
-        keys, kv_values = (
-            list(map(keys.__getitem__, order)),
-            list(map(kv_values.__getitem__, order)),
-        )
+    if _ascending(keys):  # NB: strictly: no key twice
+        return _Read(keys, kv_values, count, values)
+    # NB: columns, not pairs: no tuple per row to sort
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys, kv_values = (
+        list(map(keys.__getitem__, order)),
+        list(map(kv_values.__getitem__, order)),
+    )
     if not _ascending(keys):
         return None  # a key twice
-    return keys, kv_values, count
+    return _Read(keys, kv_values, count, values, order)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What the files hold: the rows' KV pairs sorted by key (``keys``, ``values``) and
+    the number of rows; when read column by column, also the rows' coerced values by
+    column id (every column of the table), in the files' order, and, when that is not
+    key order, ``order``: the row of ``keys[n]`` is ``order[n]``."""
+
+    keys: list[bytes]
+    values: list[bytes]
+    count: int
+    columns: dict[int, list[Any]] | None = None
+    order: list[int] | None = None
 
 
 def _ascending(keys: list[bytes]) -> bool:
@@ -361,7 +387,7 @@ def _read(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[bytes], list[bytes], int]:
+) -> _Read:
     """Every row of the files as KV pairs, sorted by key (their keys and their values),
     and the number of rows."""
     targets = _targets(desc, columns)
@@ -414,4 +440,4 @@ def _read(
                 if value is not None:
                     pairs[key] = value
     ordered = sorted(pairs.items())
-    return [key for key, _ in ordered], [value for _, value in ordered], count
+    return _Read([key for key, _ in ordered], [value for _, value in ordered], count)

@@ -1,0 +1,205 @@
+"""IMPORT INTO hands the gateway's columnar cache the copy of what it wrote
+(feedkv.sql.columnar.rows_imported): made from the parsed columns, it equals the copy a
+scan of the table makes, the first query reads it instead of copying the table, and
+later writes advance it by deltas. A table the copy cannot stand for alone (rows there
+before, or one it cannot hold) gets none, and its queries read the table as before."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+from feedkv.sql.columnar import ColumnarCache, TableCopy, cache_for
+from feedkv.sql.descriptor import TableDescriptor
+
+
+def table(db: DB, name: str = "t") -> TableDescriptor:
+    return db.session().resolve_table(db.transaction(), None, name)
+
+
+def csv_file(path: Path, lines: list[str]) -> str:
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return f"file://{path}"
+
+
+def scanned(db: DB, desc: TableDescriptor) -> TableCopy:
+    """The copy a scan of the table makes now (a cache of its own)."""
+    copy = ColumnarCache().copy_for(db.transaction(), desc)
+    assert copy is not None
+    return copy
+
+
+def both_ways(db: DB, query: str) -> list[tuple[object, ...]]:
+    """The query's rows from the vectorized path, checked against the row engine's."""
+    rows = db.sql(query).rows
+    db.sql("SET vectorize = off")
+    try:
+        assert db.sql(query).rows == rows
+    finally:
+        db.sql("SET vectorize = on")
+    return rows
+
+
+# (CREATE TABLE, IMPORT's column list, CSV lines, a query over the table); the lines are
+# out of key order, NULLs are written NULL
+SHAPES = {
+    "ints strings bools and columns not copied": (
+        "CREATE TABLE t (id INT PRIMARY KEY, g INT, s STRING, b BOOL, d DECIMAL, f FLOAT)",
+        "",
+        [
+            f"{(i * 37) % 500},{i % 7},{'NULL' if i % 11 == 0 else f's{i % 3}'},"
+            f"{'true' if i % 2 else 'NULL'},{i}.5,1e{i % 5}"
+            for i in range(500)
+        ],
+        "SELECT g, count(*), count(s), count(b), sum(id) FROM t GROUP BY g ORDER BY g",
+    ),
+    "a key of a string and an int": (
+        "CREATE TABLE t (a STRING, b INT, v INT, PRIMARY KEY (a, b))",
+        "",
+        [f"k{(i * 13) % 40},{-i},{i}" for i in range(400)],
+        "SELECT a, count(*), sum(v), min(b) FROM t GROUP BY a ORDER BY a",
+    ),
+    "no primary key (rowid)": (
+        "CREATE TABLE t (x INT, s STRING)",
+        "",
+        [f"{i % 9},s{i % 4}" for i in range(300)],
+        "SELECT s, count(*), sum(x) FROM t GROUP BY s ORDER BY s",
+    ),
+    "defaults, narrow ints and CHAR": (
+        "CREATE TABLE t (id INT2 PRIMARY KEY, c CHAR(3), n INT NOT NULL DEFAULT 7, v VARCHAR(4))",
+        " (id, c, v)",
+        [f"{300 - i},{'ab' if i % 2 else 'xyz'},v{i % 10}" for i in range(300)],
+        "SELECT c, count(*), sum(n), max(v) FROM t GROUP BY c ORDER BY c",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_copy_an_import_hands_over_equals_a_scan_of_the_table(
+    db: DB, tmp_path: Path, shape: str
+) -> None:
+    create, columns, lines, query = SHAPES[shape]
+    db.sql(create)
+    uri = csv_file(tmp_path / "t.csv", lines)
+    db.sql(f"IMPORT INTO t{columns} CSV DATA ('{uri}') WITH nullif = 'NULL'")
+    desc = table(db)
+    cache = cache_for(db)
+    imported = cache.get(desc)
+    assert imported is not None and cache.offered == 1
+    scan = scanned(db, desc)
+    assert imported.keys == scan.keys
+    assert imported.table.equals(scan.table)
+    assert imported.live == len(lines)
+    assert imported.as_of <= scan.as_of
+    built = cache.built
+    assert len(both_ways(db, query)) > 1
+    assert cache.built == built  # the query read the copy the import made
+
+
+def test_writes_after_an_import_advance_its_copy(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
+    uri = csv_file(tmp_path / "t.csv", [f"{i},{i % 3},{i}" for i in range(3000)])
+    db.sql(f"IMPORT INTO t CSV DATA ('{uri}')")
+    query = "SELECT g, count(*), sum(a) FROM t GROUP BY g ORDER BY g"
+    cache = cache_for(db)
+    assert cache.offered == 1
+    expected = [(g, 1000, Decimal(sum(range(g, 3000, 3)))) for g in range(3)]
+    assert both_ways(db, query) == expected
+    db.sql("UPDATE t SET a = a + 1 WHERE id < 3")
+    db.sql("DELETE FROM t WHERE id = 5")
+    db.sql("INSERT INTO t VALUES (5000, 0, 1)")
+    rows = both_ways(db, query)
+    assert rows == [
+        (0, 1001, expected[0][2] + 2),
+        (1, 1000, expected[1][2] + 1),
+        (2, 999, expected[2][2] + 1 - 5),
+    ]
+    assert cache.built == 0 and cache.advanced >= 2  # only deltas, never a scan
+
+
+def test_an_import_into_a_table_with_rows_leaves_the_copy_to_a_scan(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
+    db.sql("INSERT INTO t VALUES (-1, 0, 100), (-2, 1, 200)")
+    db.sql("DELETE FROM t WHERE id = -2")
+    uri = csv_file(tmp_path / "t.csv", [f"{i},{i % 2},{i}" for i in range(10)])
+    db.sql(f"IMPORT INTO t CSV DATA ('{uri}')")
+    cache = cache_for(db)
+    assert cache.offered == 0
+    assert both_ways(db, "SELECT g, count(*), sum(a) FROM t GROUP BY g ORDER BY g") == [
+        (0, 6, Decimal(120)),
+        (1, 5, Decimal(25)),
+    ]
+    copy = cache.get(table(db))
+    assert copy is not None and copy.live == 11
+
+
+def test_an_import_after_every_row_was_deleted_hands_over_its_copy(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
+    db.sql("INSERT INTO t VALUES (1, 0, 100), (2, 1, 200)")
+    db.sql("DELETE FROM t WHERE true")
+    uri = csv_file(tmp_path / "t.csv", [f"{i},{i % 2},{i}" for i in range(10)])
+    db.sql(f"IMPORT INTO t CSV DATA ('{uri}')")
+    desc = table(db)
+    copy = cache_for(db).get(desc)
+    assert copy is not None and cache_for(db).offered == 1
+    assert copy.table.equals(scanned(db, desc).table)
+
+
+@pytest.mark.parametrize(
+    ("create", "query"),
+    [
+        (
+            "CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT, FAMILY f1 (id, g), FAMILY f2 (a))",
+            "SELECT g, count(*), sum(a) FROM t GROUP BY g ORDER BY g",
+        ),
+        (
+            "CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT, d INT AS (a * 2) STORED)",
+            "SELECT g, count(*), sum(d) FROM t GROUP BY g ORDER BY g",
+        ),
+        (
+            "CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT, d INT AS (a * 2) VIRTUAL)",
+            "SELECT g, count(*), sum(d) FROM t GROUP BY g ORDER BY g",
+        ),
+    ],
+    ids=["families", "stored computed", "virtual computed"],
+)
+def test_tables_the_import_cannot_copy_are_read_as_before(
+    db: DB, tmp_path: Path, create: str, query: str
+) -> None:
+    db.sql(create)
+    uri = csv_file(tmp_path / "t.csv", [f"{i},{i % 2},{i}" for i in range(20)])
+    db.sql(f"IMPORT INTO t (id, g, a) CSV DATA ('{uri}')")
+    assert cache_for(db).offered == 0
+    assert both_ways(db, query) == [
+        (g, 10, Decimal(sum(range(g, 20, 2)) * (2 if "d" in query else 1))) for g in range(2)
+    ]
+
+
+def test_a_failed_import_hands_over_no_copy(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
+    good = csv_file(tmp_path / "a.csv", [f"{i},0,{i}" for i in range(10)])
+    bad = csv_file(tmp_path / "b.csv", ["3,1,1"])  # a key twice
+    with pytest.raises(SQLError) as caught:
+        db.sql(f"IMPORT INTO t CSV DATA ('{good}', '{bad}')")
+    assert caught.value.code == "23505"
+    assert cache_for(db).offered == 0 and cache_for(db).get(table(db)) is None
+    assert both_ways(db, "SELECT count(*) FROM t") == [(0,)]
+
+
+def test_a_copy_of_an_older_version_never_replaces_a_newer_one(db: DB, tmp_path: Path) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT)")
+    uri = csv_file(tmp_path / "t.csv", ["1,2", "3,4"])
+    db.sql(f"IMPORT INTO t CSV DATA ('{uri}')")
+    desc = table(db)
+    cache = cache_for(db)
+    held = cache.get(desc)
+    assert held is not None
+    older = replace(held, version=desc.version - 1)
+    assert not cache.offer(older)  # e.g. a background build that read the old version
+    assert cache.get(desc) is held
+    assert cache.get(replace(desc, version=desc.version - 1)) is None

@@ -32,8 +32,17 @@ id and descriptor version: a new version replaces the older ones of its table (a
 change drops the copy at once), and a copy goes when the cache needs the room. One
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
 
+Copies made by their writers: IMPORT INTO parses every row's values before it writes
+them, and into a table that was empty (and that a copy can hold) they are all its rows
+up to the highest timestamp they were written at, nothing else writing an offline
+table: it hands the cache the copy made from them (:func:`rows_imported`,
+:meth:`TableCopy.of_columns`, the same table a scan makes) once the table is online.
+Reads of the online version are above that timestamp and advance the copy by deltas as
+usual. A copy is never replaced by one of an older descriptor version.
+
 Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
-(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO, has its commit ask the
+(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO that hands over no copy,
+has its commit ask the
 gateway's cache for the table's copy (:meth:`ColumnarCache.prefetch`): a read-only
 transaction of its own reads the descriptor there and then (its timestamp S is taken
 before the statement returns), and the builder thread, one per cache and one build at a

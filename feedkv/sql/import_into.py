@@ -30,7 +30,11 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    either: a row that is there already fails the import (23505) and the rows written
    so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
-   value.
+   value. Into a table that held no row (a one-key scan once it is offline), read
+   column by column, the rows are all the table holds up to the highest timestamp
+   written: the gateway's columnar cache is handed their copy, made from the parsed
+   columns (:func:`~feedkv.sql.columnar.rows_imported`), for the first analytic query;
+   otherwise the cache copies the table in the background.
 
 A table with secondary indexes, CHECKs or foreign keys is refused (0A000): the import
 writes rows only, as CockroachDB's IMPORT INTO into a table with indexes is not done

@@ -45,7 +45,7 @@ from sqlglot import exp
 
 from feedkv.errors import FeedKVError
 from feedkv.sql import statements as st
-from feedkv.sql.columnar import cache_for, column_name
+from feedkv.sql.columnar import LIVE, cache_for, column_name
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.types import DECIMAL_QUOTIENT, Kind
@@ -356,7 +356,7 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
     if len(result_plan.names) != len(s.items):
         return None  # a star, or items that expand
     compiler = _Compiler(sources)
-    sql_from = "t0"
+    sql_from = "{t0}"
     if s.joins:
         on = s.joins[0].on
         if not isinstance(on, exp.EQ):
@@ -365,7 +365,7 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
         right, right_view, right_kind = compiler.join_key(on.expression)
         if left_view == right_view or left_kind is not right_kind:
             return None
-        sql_from = f"t0 JOIN t1 ON {left} = {right}"
+        sql_from = f"{{t0}} JOIN {{t1}} ON {left} = {right}"
     if s.where is not None and _narrows(compiler, s.where):
         return None
     where = f" WHERE {compiler.condition(s.where)}" if s.where is not None else ""
@@ -388,26 +388,34 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
             kept = ex.count(s.limit, "LIMIT")
         except FeedKVError:
             return None
-    query = f"SELECT {select_list} FROM {sql_from}{where}{group}{order}"
     cache = cache_for(ex.session.db)
     tables = []
     for source in sources:
-        rows = cache.rows_for(txn, source.desc, ex.session.interrupt.check)
-        if rows is None:
+        copy = cache.copy_for(txn, source.desc, ex.session.interrupt.check)
+        if copy is None:
             return None
-        tables.append(rows)
+        tables.append(copy.marked())
+    # NB: a copy's dead rows are filtered out in the query, not first in a copy of
+    # its live rows (an allocation of the whole table, the most of a query after a write)
+    views = {
+        f"t{n}": f"(SELECT * FROM r{n} WHERE {LIVE}) AS t{n}"
+        if LIVE in table.column_names
+        else f"r{n} AS t{n}"
+        for n, table in enumerate(tables)
+    }
+    query = f"SELECT {select_list} FROM {sql_from.format_map(views)}{where}{group}{order}"
     ex.session.interrupt.check()
     con = _connection()
     import duckdb
 
     try:
         for n, table in enumerate(tables):
-            con.register(f"t{n}", table)
+            con.register(f"r{n}", table)
         try:
             found = con.execute(query, where_params).fetchall()
         finally:
             for n in range(len(tables)):
-                con.unregister(f"t{n}")
+                con.unregister(f"r{n}")
     except duckdb.Error:
         return None
     if kept is not None:

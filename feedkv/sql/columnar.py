@@ -91,6 +91,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BULK_ROWS",
     "DEFAULT_MAX_BYTES",
+    "LIVE",
     "MAX_BYTES_SETTING",
     "SETTING_REFRESH_S",
     "ColumnarCache",
@@ -134,7 +135,8 @@ def column_name(column_id: int) -> str:
     return f"c{column_id}"
 
 
-_ROW = "__row"  # each row's number in its copy: how dead rows are filtered out
+_ROW = "__row"  # each row's number in its copy, which is its position in the table
+LIVE = "__live"  # the column :meth:`TableCopy.marked` adds: whether the row is live
 
 
 def copyable(desc: TableDescriptor) -> bool:
@@ -191,11 +193,25 @@ class TableCopy:
         """The live rows (columns named by :func:`column_name`, and ``__row``)."""
         if not self.dead:
             return self.table
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        return self.table.filter(self._live())
 
-        dead = pa.array(sorted(self.dead), pa.int64())
-        return self.table.filter(pc.invert(pc.is_in(self.table[_ROW], value_set=dead)))
+    def marked(self) -> pa.Table:
+        """Every row of ``table``, with a BOOL column :data:`LIVE` saying which are live
+        when some are dead: what a reader that filters as it reads wants (no copy of
+        the rows; the column costs a bit per row)."""
+        if not self.dead:
+            return self.table
+        return self.table.append_column(LIVE, self._live())
+
+    def _live(self) -> pa.BooleanArray:
+        """Which rows of ``table`` are live (row n is at position n)."""
+        import pyarrow as pa
+
+        count = self.table.num_rows
+        bits = bytearray(b"\xff" * ((count + 7) // 8))
+        for n in self.dead:
+            bits[n >> 3] &= ~(1 << (n & 7)) & 0xFF
+        return pa.BooleanArray.from_buffers(pa.bool_(), count, [None, pa.py_buffer(bits)])
 
     def advanced(
         self, desc: TableDescriptor, as_of: Timestamp, changes: dict[bytes, bytes | None]

@@ -199,3 +199,32 @@ def test_a_copy_marks_its_dead_rows_for_a_reader_that_filters_as_it_reads(tables
     assert copy.rows().equals(marked.filter(marked[LIVE]).drop_columns([LIVE]))
     tables.sql("SET vectorize = off")
     assert tables.sql(query).rows == rows
+
+
+def test_rows_changed_one_by_one_are_kept_in_few_chunks(tables: DB) -> None:
+    """Each delta appends the rows it changed; many small deltas do not leave the copy
+    in as many small chunks (which DuckDB reads slowly): the appended rows are joined
+    into one chunk now and then, and the answers stay the reference's."""
+    tables.sql("INSERT INTO t SELECT i, i % 3, i, 'x', true FROM generate_series(0, 99) AS s(i)")
+    query = "SELECT g, count(*), sum(a) FROM t GROUP BY g ORDER BY g"
+    tables.sql(query)
+    desc = tables.session().resolve_table(tables.transaction(), None, "t")
+    cache = cache_for(tables)
+    chunks = []
+    for n in range(40):
+        tables.sql("UPDATE t SET a = a + 1000 WHERE id = $1", n)
+        tables.sql(query)
+        copy = cache.get(desc)
+        assert copy is not None
+        chunks.append(copy.table.column(0).num_chunks)
+    assert copy.table.num_rows == 140 and len(copy.dead) == 40
+    assert max(chunks) <= len(copy.table.slice(0, 100).column(0).chunks) + 17
+    assert chunks[-1] < chunks[15]  # joined meanwhile
+    rows = tables.sql(query).rows
+    assert rows == [
+        (g, len(of_g), Decimal(sum(of_g) + 1000 * len([i for i in of_g if i < 40])))
+        for g in range(3)
+        if (of_g := list(range(g, 100, 3)))
+    ]
+    tables.sql("SET vectorize = off")
+    assert tables.sql(query).rows == rows

@@ -586,22 +586,9 @@ class ColumnarCache:
             self._wait(desc, txn, check)
         copy = self.get(desc)
         if copy is not None:
-            read_ts = txn.read_ts
-            if read_ts is None or read_ts >= copy.as_of:
-                limit = max(_MIN_DELTA, copy.live // _DELTA_SHARE)
-                try:
-                    changes = txn.scan_changes(span.start, span.end, copy.as_of, limit=limit)
-                except (BatchTimestampBeforeGCError, InvalidArgumentError):
-                    changes = None  # history at the copy's time is gone, or read below it
-                if changes is not None:
-                    read_ts = txn.read_ts
-                    if read_ts is None:
-                        return None
-                    advanced = copy.advanced(desc, read_ts.prev(), changes)
-                    self._keep(advanced)
-                    with self._lock:
-                        self.advanced += 1
-                    return advanced
+            advanced = self._advance(txn, desc, copy)
+            if advanced is not None:
+                return advanced
         fresh = self._build(txn, desc, check, self.max_bytes if background else None)
         if fresh is None:
             return None
@@ -609,6 +596,37 @@ class ColumnarCache:
         with self._lock:
             self.built += 1
         return fresh
+
+    def advance_held(self, txn: Txn, desc: TableDescriptor) -> TableCopy | None:
+        """The copy of ``desc`` held, brought to ``txn``'s read by a delta (and kept);
+        ``None`` when none is held or a delta does not serve: never a scan of the table,
+        nor a wait for a build."""
+        span = table_span(desc.id)
+        if not copyable(desc) or txn.writes_in(span.start, span.end):
+            return None
+        copy = self.get(desc)
+        return None if copy is None else self._advance(txn, desc, copy)
+
+    def _advance(self, txn: Txn, desc: TableDescriptor, copy: TableCopy) -> TableCopy | None:
+        """``copy`` brought to ``txn``'s read by a delta, and kept; ``None`` when the
+        read is below it, the delta is past its limit, or history at its time is gone."""
+        span = table_span(desc.id)
+        read_ts = txn.read_ts
+        if read_ts is not None and read_ts < copy.as_of:
+            return None
+        limit = max(_MIN_DELTA, copy.live // _DELTA_SHARE)
+        try:
+            changes = txn.scan_changes(span.start, span.end, copy.as_of, limit=limit)
+        except (BatchTimestampBeforeGCError, InvalidArgumentError):
+            return None  # history at the copy's time is gone, or read below it
+        read_ts = txn.read_ts
+        if changes is None or read_ts is None:
+            return None
+        advanced = copy.advanced(desc, read_ts.prev(), changes)
+        self._keep(advanced)
+        with self._lock:
+            self.advanced += 1
+        return advanced
 
     def _build(
         self,

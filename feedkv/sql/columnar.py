@@ -33,12 +33,14 @@ change drops the copy at once), and a copy goes when the cache needs the room. O
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
 
 Copies made by their writers: IMPORT INTO parses every row's values before it writes
-them, and into a table that was empty (and that a copy can hold) they are all its rows
-up to the highest timestamp they were written at, nothing else writing an offline
-table: it hands the cache the copy made from them (:func:`rows_imported`,
-:meth:`TableCopy.of_columns`, the same table a scan makes) once the table is online.
-Reads of the online version are above that timestamp and advance the copy by deltas as
-usual. A copy is never replaced by one of an older descriptor version.
+them, and nothing else writes a table while it is offline: up to the highest timestamp
+the import wrote at, the table holds what it held before (:func:`rows_before`: the copy
+held, advanced by a delta, or nothing at all) and the imported rows. Once the table is
+online the import hands the cache the copy made from them, merged with that
+(:func:`rows_imported`, :meth:`TableCopy.of_columns`, :meth:`TableCopy.merged`: the same
+table a scan makes). Reads of the online version are above that timestamp and advance
+the copy by deltas as usual. A table with rows but no copy held is copied in the
+background instead. A copy is never replaced by one of an older descriptor version.
 
 Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
 (INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO that hands over no copy,
@@ -57,7 +59,9 @@ next page and the thread ends.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import threading
 import time
 import weakref
@@ -102,6 +106,7 @@ __all__ = [
     "copyable",
     "max_bytes_setting",
     "note_written",
+    "rows_before",
     "rows_committed",
     "rows_imported",
 ]
@@ -287,6 +292,45 @@ class TableCopy:
             table = table.take(pa.array(order, pa.int64()))
         table = table.append_column(_ROW, pa.array(range(count), pa.int64()))
         return cls(desc.id, desc.version, as_of, table, keys, _keys_size(keys), {}, frozenset())
+
+    def merged(self, other: TableCopy) -> TableCopy | None:
+        """This copy's live rows and ``other``'s together, as ``other``'s table version
+        as of its ``as_of`` (the caller answers for that); ``None`` when a key is in
+        both, or their columns differ."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        mine = self.compacted() if self.dead or self.added else self
+        theirs = other.compacted() if other.dead or other.added else other
+        if mine.table.schema != theirs.table.schema:
+            return None
+        if not mine.keys or not theirs.keys:
+            keys, tables = mine.keys or theirs.keys, [mine.table if mine.keys else theirs.table]
+        elif mine.keys[-1] < theirs.keys[0]:
+            keys, tables = mine.keys + theirs.keys, [mine.table, theirs.table]
+        elif theirs.keys[-1] < mine.keys[0]:
+            keys, tables = theirs.keys + mine.keys, [theirs.table, mine.table]
+        else:  # NB: interleaved: sorted in C, by pyarrow
+            keys = mine.keys + theirs.keys
+            order = pc.sort_indices(pa.array(keys, pa.binary()))
+            keys = list(map(keys.__getitem__, order.to_pylist()))
+            tables = [pa.concat_tables([mine.table, theirs.table]).take(order)]
+            if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+                return None  # a key in both
+        table = pa.concat_tables(tables)
+        table = table.set_column(
+            table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(keys)), pa.int64())
+        )
+        return TableCopy(
+            other.table_id,
+            other.version,
+            other.as_of,
+            table,
+            keys,
+            _keys_size(keys),
+            {},
+            frozenset(),
+        )
 
     def compacted(self) -> TableCopy:
         """The copy without its dead rows, in key order, numbered anew."""
@@ -762,23 +806,52 @@ def rows_committed(db: KVClient, table_id: int, rows: int) -> None:
         cache_for(db).prefetch(table_id)
 
 
+def rows_before(db: KVClient, desc: TableDescriptor) -> TableCopy | None:
+    """The rows of ``desc`` now, for an import about to write there (the table
+    offline): read by a transaction of its own, from the copy the gateway holds
+    brought up to it by a delta, or, with none, by a scan that finds no row (an
+    empty copy); ``None`` when neither serves (rows there, but no copy held: no scan
+    of the table is made here)."""
+    txn = db.transaction()
+    try:
+        copy = cache_for(db).advance_held(txn, desc)
+        if copy is not None:
+            return copy
+        span = table_span(desc.id)
+        if not copyable(desc) or txn.scan(span.start, span.end, limit=1):
+            return None
+        read_ts = txn.read_ts
+        if read_ts is None:
+            return None
+        return TableCopy.of_columns(
+            desc, read_ts.prev(), [], {column_id: [] for column_id, _type in _copied(desc)}
+        )
+    finally:
+        txn.rollback()  # NB: it only read
+
+
 def rows_imported(
     db: KVClient,
     desc: TableDescriptor,
     as_of: Timestamp,
+    before: TableCopy,
     keys: list[bytes],
     columns: Mapping[int, Sequence[Any]],
     order: Sequence[int] | None = None,
 ) -> bool:
     """An import wrote the rows of ``desc`` (the version it brought online) that
-    ``keys`` and ``columns`` give (:meth:`TableCopy.of_columns`), and they are all
-    the table's rows as of ``as_of``: the gateway holds them as the table's copy, so the
-    first query finds it made. Whether it does (not for a table that cannot be copied,
-    nor when the bound keeps nothing or the copy is past it)."""
+    ``keys`` and ``columns`` give (:meth:`TableCopy.of_columns`) into a table that held
+    ``before`` (:func:`rows_before`), and nothing else wrote there: with them, they are
+    all the table's rows as of ``as_of``. The gateway holds them as the table's copy, so
+    the first query finds it made. Whether it does (not for a table that cannot be
+    copied, nor when the bound keeps nothing or the copy is past it)."""
     cache = cache_for(db)
     if not copyable(desc) or cache.max_bytes == 0 or cache.closed:
         return False
-    return cache.offer(TableCopy.of_columns(desc, as_of, keys, columns, order))
+    copy: TableCopy | None = TableCopy.of_columns(desc, as_of, keys, columns, order)
+    if before.live and copy is not None:
+        copy = before.merged(copy)
+    return copy is not None and cache.offer(copy)
 
 
 def max_bytes_setting(db: KVClient) -> int:

@@ -30,11 +30,12 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    either: a row that is there already fails the import (23505) and the rows written
    so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
-   value. Into a table that held no row (a one-key scan once it is offline), read
-   column by column, the rows are all the table holds up to the highest timestamp
-   written: the gateway's columnar cache is handed their copy, made from the parsed
-   columns (:func:`~feedkv.sql.columnar.rows_imported`), for the first analytic query;
-   otherwise the cache copies the table in the background.
+   value. Files read column by column into a table that held no row, or whose
+   columnar copy the gateway holds (read once the table is offline,
+   :func:`~feedkv.sql.columnar.rows_before`): the gateway's columnar cache is handed
+   the table's copy, made from the parsed columns (merged with that copy), for the
+   first analytic query (:func:`~feedkv.sql.columnar.rows_imported`); otherwise the
+   cache copies the table in the background.
 
 A table with secondary indexes, CHECKs or foreign keys is refused (0A000): the import
 writes rows only, as CockroachDB's IMPORT INTO into a table with indexes is not done
@@ -63,13 +64,13 @@ from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
 from feedkv.sql.analytic import warm_up
-from feedkv.sql.columnar import rows_committed, rows_imported
+from feedkv.sql.columnar import rows_before, rows_committed, rows_imported
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.plan import column_default
-from feedkv.sql.row_codec import row_kvs, rows_pairs, table_span
+from feedkv.sql.row_codec import row_kvs, rows_pairs
 from feedkv.sql.types import Kind, coerce, coerce_column
 from feedkv.util.hlc import Timestamp
 
@@ -118,11 +119,12 @@ def import_into(
         return offline
 
     offline = in_transaction(take_offline)
-    # NB: nothing but the import writes the table while it is offline: empty below ts,
-    # it holds the imported rows alone up to the highest timestamp they were written at
-    span = table_span(desc.id)
-    empty = not db.scan(span.start, span.end, as_of=db.now(), limit=1)
+    # NB: nothing but the import writes the table while it is offline: up to the highest
+    # timestamp the rows are written at, it holds what it held before ts, and them
+    before = rows_before(db, desc) if read.columns is not None else None
     ts = db.now()
+    if before is not None and before.as_of >= ts:
+        before = None
     done = [0]
     try:
         highest = db.ingest_columns(keys, values, ts, written=lambda n: done.__setitem__(0, n))
@@ -134,9 +136,9 @@ def import_into(
         raise
     online = in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
     handed = (
-        empty
+        before is not None
         and read.columns is not None
-        and rows_imported(db, online, highest, keys, read.columns, read.order)
+        and rows_imported(db, online, highest, before, keys, read.columns, read.order)
     )
     if handed:
         warm_up()

@@ -122,7 +122,9 @@ def test_writes_after_an_import_advance_its_copy(db: DB, tmp_path: Path) -> None
     assert cache.built == 0 and cache.advanced >= 2  # only deltas, never a scan
 
 
-def test_an_import_into_a_table_with_rows_leaves_the_copy_to_a_scan(db: DB, tmp_path: Path) -> None:
+def test_an_import_into_a_table_with_rows_and_no_copy_held_leaves_the_copy_to_a_scan(
+    db: DB, tmp_path: Path
+) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
     db.sql("INSERT INTO t VALUES (-1, 0, 100), (-2, 1, 200)")
     db.sql("DELETE FROM t WHERE id = -2")
@@ -136,6 +138,36 @@ def test_an_import_into_a_table_with_rows_leaves_the_copy_to_a_scan(db: DB, tmp_
     ]
     copy = cache.get(table(db))
     assert copy is not None and copy.live == 11
+
+
+@pytest.mark.parametrize(
+    "imported",
+    [range(100, 150), range(-50, 0), range(-25, 125, 3)],
+    ids=["above", "below", "interleaved"],
+)
+def test_an_import_into_a_table_whose_copy_is_held_hands_over_the_two_merged(
+    db: DB, tmp_path: Path, imported: range
+) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, g INT, a INT)")
+    db.sql("INSERT INTO t SELECT i * 2, i % 2, i FROM generate_series(0, 49) AS s(i)")
+    query = "SELECT g, count(*), sum(a), min(id), max(id) FROM t GROUP BY g ORDER BY g"
+    db.sql(query)  # the copy is held now
+    db.sql("UPDATE t SET a = a + 1000 WHERE id < 10")  # changes after it: dead rows
+    db.sql("DELETE FROM t WHERE id = 20")
+    lines = [f"{i},{i % 2},{i}" for i in imported if i % 2 or not 0 <= i < 100 or i == 20]
+    uri = csv_file(tmp_path / "t.csv", lines[::-1])
+    db.sql(f"IMPORT INTO t CSV DATA ('{uri}')")
+    desc = table(db)
+    cache = cache_for(db)
+    merged = cache.get(desc)
+    assert merged is not None and cache.offered == 1
+    scan = scanned(db, desc)
+    assert merged.keys == scan.keys
+    assert merged.table.equals(scan.table)
+    assert merged.live == 49 + len(lines)
+    built = cache.built
+    assert len(both_ways(db, query)) == 2
+    assert cache.built == built
 
 
 def test_an_import_after_every_row_was_deleted_hands_over_its_copy(db: DB, tmp_path: Path) -> None:
@@ -203,3 +235,4 @@ def test_a_copy_of_an_older_version_never_replaces_a_newer_one(db: DB, tmp_path:
     assert not cache.offer(older)  # e.g. a background build that read the old version
     assert cache.get(desc) is held
     assert cache.get(replace(desc, version=desc.version - 1)) is None
+    assert held.merged(held) is None  # a key in both: no copy of one table

@@ -44,17 +44,16 @@ background instead. A copy is never replaced by one of an older descriptor versi
 
 Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
 (INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO that hands over no copy,
-has its commit ask the
-gateway's cache for the table's copy (:meth:`ColumnarCache.prefetch`): a read-only
-transaction of its own reads the descriptor there and then (its timestamp S is taken
-before the statement returns), and the builder thread, one per cache and one build at a
-time, makes the copy with it (or advances the copy held by a delta) as a query would.
-A build stops past the bound instead of keeping a copy too big for it. A query that
-would copy the table itself waits for a build of it that it can read (running or
-queued; its own timestamp at or above S), its interrupt honoured, then moves the copy
-to its timestamp with a delta, as usual: only the head start is new, never what a reader
-sees. :func:`close_cache` (``DB.close``) stops the builder: a build running stops at its
-next page and the thread ends.
+has its commit ask the gateway's cache for the table's copy
+(:meth:`ColumnarCache.prefetch`): a read-only transaction of its own reads the
+descriptor there and then (its timestamp S is taken before the statement returns), and
+the builder thread, one per cache and one build at a time, makes the copy with it (or
+advances the copy held by a delta) as a query would. A build stops past the bound
+instead of keeping a copy too big for it. A query that would copy the table itself waits
+for a build of it that it can read (running or queued; its own timestamp at or above S),
+its interrupt honoured, then moves the copy to its timestamp with a delta, as usual:
+only the head start is new, never what a reader sees. :func:`close_cache` (``DB.close``)
+stops the builder: a build running stops at its next page and the thread ends.
 """
 
 from __future__ import annotations

@@ -335,7 +335,9 @@ def warm_up() -> None:
         if _warming:
             return
         _warming.append(True)
-    threading.Thread(target=_warm, name="feedkv-duckdb-warm-up", daemon=True).start()
+    # NB: not a daemon: a process that exits while DuckDB loads or runs on a daemon
+    # thread aborts ("terminate called without an active exception"); exiting waits
+    threading.Thread(target=_warm, name="feedkv-duckdb-warm-up").start()
 
 
 def _warm() -> None:

@@ -264,27 +264,35 @@ class TableCopy:
         desc: TableDescriptor,
         as_of: Timestamp,
         keys: list[bytes],
-        columns: Mapping[int, Sequence[Any]],
+        columns: Mapping[int, Any],
         order: Sequence[int] | None = None,
     ) -> TableCopy:
         """The copy of ``desc`` as of ``as_of`` made from rows' values rather than read:
         ``keys`` are the rows' KV keys, ascending (one pair per row: one family);
-        ``columns`` each column's values (coerced, as they were written), by column id,
-        in the rows' order, which is key order, or, given ``order``, such that the row
-        of ``keys[n]`` is ``order[n]``. The same table a scan of those rows makes
-        (:func:`_columns`); the caller answers for their being all the rows at
-        ``as_of``."""
+        ``columns`` each column's values (coerced, as they were written; a list, or an
+        Arrow column of the copy's type), by column id, in the rows' order, which is key
+        order, or, given ``order``, such that the row of ``keys[n]`` is ``order[n]``.
+        The same table a scan of those rows makes (:func:`_columns`); the caller answers
+        for their being all the rows at ``as_of``."""
         import pyarrow as pa
 
         copied = _copied(desc)
         count = len(keys)
-        for column_id, _type in copied:
-            if len(columns[column_id]) != count:
+        arrays = []
+        for column_id, arrow_type in copied:
+            values = columns[column_id]
+            if len(values) != count:
                 raise InvariantViolation(
-                    f"table {desc.name!r}: column {column_id} has {len(columns[column_id])} "
+                    f"table {desc.name!r}: column {column_id} has {len(values)} "
                     f"values for {count} keys"
                 )
-        arrays = [pa.array(columns[column_id], arrow_type) for column_id, arrow_type in copied]
+            if not isinstance(values, pa.ChunkedArray | pa.Array):
+                values = pa.array(values, arrow_type)
+            elif values.type != arrow_type:
+                raise InvariantViolation(
+                    f"table {desc.name!r}: column {column_id} is {values.type}, not {arrow_type}"
+                )
+            arrays.append(values)
         names = [column_name(column_id) for column_id, _type in copied]
         table = pa.Table.from_arrays(arrays, names=names)
         if order is not None:
@@ -835,7 +843,7 @@ def rows_imported(
     as_of: Timestamp,
     before: TableCopy,
     keys: list[bytes],
-    columns: Mapping[int, Sequence[Any]],
+    columns: Mapping[int, Any],
     order: Sequence[int] | None = None,
 ) -> bool:
     """An import wrote the rows of ``desc`` (the version it brought online) that

@@ -289,6 +289,7 @@ def _read_columns(
         return None  # computed row by row (fill_computed)
     names = [f"c{i}" for i in range(len(targets))]
     texts: list[list[Any]] = [[] for _ in targets]
+    parsed: list[list[Any]] = [[] for _ in targets]  # each column's Arrow arrays
     # NB: INT columns parsed by pyarrow too, as ints (no str per field, no int() of it);
     # a file with a field that is no int is read again as text, which coerce_column
     # converts or refuses
@@ -320,16 +321,22 @@ def _read_columns(
                 if not any(ints):
                     raise
                 table = read_csv(path, [False] * len(targets))
-            for into, read in zip(texts, table.columns, strict=True):
+            for into, arrays, read in zip(texts, parsed, table.columns, strict=True):
                 into.extend(read.to_pylist())
+                arrays.extend(read.chunks)
     except (pa.ArrowException, OSError):
         return None
     count = len(texts[0])
     context = plain.context
     values: dict[int, list[Any]] = {}
+    # NB: a column pyarrow parsed as it is stored (ints, plain strings) goes into the
+    # columnar copy as parsed, not converted to Arrow again from its Python values
+    as_parsed: dict[int, Any] = {}
     try:
-        for column, text in zip(targets, texts, strict=True):
+        for column, text, arrays in zip(targets, texts, parsed, strict=True):
             values[column.id] = coerce_column(text, column.type, column.name)
+            if values[column.id] is text and arrays:
+                as_parsed[column.id] = pa.chunked_array(arrays)
         for column in desc.columns:
             if column.id in values:
                 continue
@@ -356,8 +363,9 @@ def _read_columns(
         keys, kv_values = [key for key, _ in pairs], [value or b"" for _, value in pairs]
     else:
         keys, kv_values = encoded
+    by_column = {**values, **as_parsed}
     if _ascending(keys):  # NB: strictly: no key twice
-        return _Read(keys, kv_values, count, values)
+        return _Read(keys, kv_values, count, by_column)
     # NB: columns, not pairs: no tuple per row to sort
     order = sorted(range(len(keys)), key=keys.__getitem__)
     keys, kv_values = (
@@ -366,7 +374,7 @@ def _read_columns(
     )
     if not _ascending(keys):
         return None  # a key twice
-    return _Read(keys, kv_values, count, values, order)
+    return _Read(keys, kv_values, count, by_column, order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +387,7 @@ class _Read:
     keys: list[bytes]
     values: list[bytes]
     count: int
-    columns: dict[int, list[Any]] | None = None
+    columns: dict[int, Any] | None = None  # a list, or the Arrow column pyarrow parsed
     order: list[int] | None = None
 
 

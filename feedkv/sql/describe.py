@@ -66,7 +66,7 @@ _ROWLESS = (
     | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
     | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
-    | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.GrantRole    | st.ControlJob | st.Savepoint | st.ConfigureZone
     | st.CancelActivity | st.CloseCursor
 )  # fmt: skip
 
@@ -122,6 +122,8 @@ def describe(
         # value are text (JSON) or bytes (Avro), known from the values.
         sinkless = (("table", _STRING), ("key", None), ("value", None))
         columns = sinkless if statement.sink is None else (("job_id", _INT),)
+    elif isinstance(statement, st.AlterChangefeed):
+        columns = (("job_id", _INT), ("job_description", _STRING))
     else:
         columns = None
     return Description(columns, tuple(params))

@@ -1116,8 +1116,9 @@ class _Compiler:
 
     def array(self, node: exp.Array) -> Compiled:
         """``ARRAY[a, b]``: of the type its first non-NULL element has (the others
-        converted to it, 42804 when they do not convert); ``ARRAY[]`` is a STRING[]
-        until a cast says otherwise."""
+        converted to it, 42804 when they do not convert), but a DECIMAL[] where INTs
+        and DECIMALs mix (``ARRAY[0, 0.5]``, as CockroachDB types its constants);
+        ``ARRAY[]`` is a STRING[] until a cast says otherwise."""
         _refuse_node_args(node, {"expressions", "value_constructor"})
         items = [self.compile(item) for item in node.expressions]
 
@@ -1125,6 +1126,8 @@ class _Compiler:
             values = [item(row, ctx) for item in items]
             first = next((v for v in values if v is not None), None)
             element = _element_type(first)
+            if element.kind is Kind.INT and any(isinstance(v, decimal.Decimal) for v in values):
+                element = ColumnType(Kind.DECIMAL)
             return Array(tuple(coerce(v, element, None) for v in values), element)
 
         return array

@@ -281,6 +281,30 @@ def _filtered(node: exp.Filter) -> exp.Expr:
     return call
 
 
+def _ordered_set(node: exp.WithinGroup) -> exp.Expr:
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY v)`` as the aggregate the grouping
+    runs: the value with its ordering as its argument (as ``f(v ORDER BY v)``), the
+    fraction as its second (see :mod:`feedkv.sql.aggregate_nodes`)."""
+    call, order = node.this, node.expression
+    name = call.sql_name().lower() if isinstance(call, exp.Func) else call.sql(dialect=_DIALECT)
+    if not isinstance(call, exp.PercentileCont | exp.PercentileDisc):
+        # NB: else its ORDER BY column reads as ungrouped
+        raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
+    if call.expression is not None or isinstance(call.this, exp.Order):
+        raise SQLError("42883", f"unknown signature: {name}() takes exactly one fraction")
+    if not isinstance(order, exp.Order) or len(order.expressions) != 1:
+        raise SQLError(
+            "42883", f"unknown signature: {name}() orders by exactly one value in WITHIN GROUP"
+        )
+    value = order.expressions[0].this
+    built = type(call)(
+        this=exp.Order(this=value.copy(), expressions=[order.expressions[0].copy()]),
+        expression=call.this.copy(),
+    )
+    built.meta["spelled"] = name
+    return built
+
+
 def _array_agg(args: list[exp.Expr]) -> exp.Expr:
     """array_agg(x): sqlglot's own builder drops a second argument without a word."""
     if len(args) != 1:
@@ -3455,10 +3479,8 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        ordered_set = node.find(exp.WithinGroup)
-        if ordered_set is not None:  # NB: else its ORDER BY column reads as ungrouped
-            name = ordered_set.this.sql_name().lower()
-            raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
+        for ordered_set in list(node.find_all(exp.WithinGroup)):
+            ordered_set.replace(_ordered_set(ordered_set))
         for found in list(node.find_all(exp.Filter)):
             found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))

@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
-from feedkv.pgwire.types import OID, wire_type
+from feedkv.pgwire.types import ENUM_OID_BASE, OID, wire_type
 from feedkv.sql.arrays import Array
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
@@ -131,9 +131,6 @@ def _bare_type_name(name: str | None) -> str | None:
         return None
     bare = str(name).strip().removeprefix("pg_catalog.").removeprefix("public.")
     return bare[1:-1] if bare.startswith('"') and bare.endswith('"') else bare.lower()
-
-
-_ENUM_OID_BASE = 100_000  # + the type's descriptor id, as CockroachDB numbers them
 
 
 def _pg_type(ctype: ColumnType, enums: dict[str, int]) -> tuple[int, int]:
@@ -413,7 +410,7 @@ def _add_acls(
 def _add_enums(db: sqlite3.Connection, types: Sequence[TypeDescriptor]) -> dict[str, int]:
     """``pg_type`` (typtype e) and ``pg_enum`` rows of the database's enums, as
     CockroachDB shows them; their OIDs by name."""
-    oids = {t.name: _ENUM_OID_BASE + t.id for t in types}
+    oids = {t.name: ENUM_OID_BASE + t.id for t in types}
     _insert(
         db,
         "pg_type",

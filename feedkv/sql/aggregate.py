@@ -62,6 +62,7 @@ from feedkv.sql.types import (
     INT64_MIN,
     ColumnType,
     Kind,
+    enum_type_of,
     is_nan,
     kind_of_value,
     type_of_value,
@@ -747,7 +748,7 @@ class _ArrayAgg(_Accumulator):
             return None
         first = next((v for v in self.values if v is not None), None)
         if isinstance(first, EnumValue):
-            element = ColumnType(Kind.ENUM, type_name=first.type_name, labels=first.labels)
+            element = enum_type_of(first)
         else:
             element = ColumnType(kind_of_value(first) or Kind.STRING)
         if any(v is not None and type(v) is not type(first) for v in self.values):
@@ -854,7 +855,7 @@ class _Percentile(_Accumulator):
         if self.continuous:
             element = ColumnType(Kind.FLOAT if isinstance(first, float) else Kind.INTERVAL)
         elif isinstance(first, EnumValue):
-            element = ColumnType(Kind.ENUM, type_name=first.type_name, labels=first.labels)
+            element = enum_type_of(first)
         else:
             element = ColumnType(kind_of_value(first) or Kind.STRING)
         return Array(tuple(results), element)

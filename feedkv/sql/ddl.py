@@ -41,6 +41,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
     quote_name,
 )
+from feedkv.sql.enums import first_codes
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
 from feedkv.sql.indexes import index_span, table_indexes_span
@@ -317,7 +318,7 @@ def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
     found = catalog.type_by_name(ex.read_source, ex.database(None), name)
     if found is None:
         raise SQLError("42704", f'type "{name}" does not exist')
-    return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
+    return found.column_type()
 
 
 def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
@@ -330,8 +331,9 @@ def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
         raise SQLError("42710", f'type "{s.name.name}" already exists')
     if s.name.name.upper() in TYPE_NAMES:
         raise SQLError("42710", f'type "{s.name.name}" already exists (a built-in type)')
+    codes = first_codes(len(s.labels))
     catalog.put_type(
-        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels)
+        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels, codes)
     )
     return Result(tag="CREATE TYPE")
 

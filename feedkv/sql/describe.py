@@ -388,7 +388,9 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.Cast):
         from feedkv.sql.parser import column_type
 
-        return column_type(node.args["to"])
+        target = column_type(node.args["to"])
+        # NB: a cast to a user-defined type: which one (its OID) is known when it runs
+        return None if target.kind is Kind.ENUM else target
     if isinstance(node, _BOOLEAN):
         return _BOOL
     if isinstance(node, exp.BitString):

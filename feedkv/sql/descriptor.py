@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql.types import ColumnType
+from feedkv.sql.types import ColumnType, Kind
 
 __all__ = [
     "PRIMARY_FAMILY",
@@ -572,12 +572,21 @@ class SequenceDescriptor:
 
 @dataclass(frozen=True, slots=True)
 class TypeDescriptor:
-    """A user-defined type: an enum of ``labels``, in their order."""
+    """A user-defined type: an enum of ``labels``, in their order, and each label's code
+    (ascending with them; see :mod:`feedkv.sql.enums`)."""
 
     id: int
     name: str
     database_id: int
     labels: tuple[str, ...]
+    codes: tuple[bytes, ...] = ()
+
+    def column_type(self) -> ColumnType:
+        """The type of a column of this enum (a column keeps its labels and codes, and
+        ALTER TYPE rewrites the columns that use it)."""
+        return ColumnType(
+            Kind.ENUM, type_name=self.name, labels=self.labels, codes=self.codes, type_id=self.id
+        )
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -587,6 +596,7 @@ class TypeDescriptor:
                     "name": self.name,
                     "database_id": self.database_id,
                     "labels": list(self.labels),
+                    "codes": [code.hex() for code in self.codes],
                 }
             },
             separators=(",", ":"),
@@ -625,7 +635,11 @@ def decode_descriptor(raw: bytes) -> Descriptor:
     if "type" in data:
         found = data["type"]
         return TypeDescriptor(
-            found["id"], found["name"], found["database_id"], tuple(found["labels"])
+            found["id"],
+            found["name"],
+            found["database_id"],
+            tuple(found["labels"]),
+            tuple(bytes.fromhex(code) for code in found["codes"]),
         )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])

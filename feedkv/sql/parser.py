@@ -745,6 +745,8 @@ class _Statement:
             return self._maintenance()
         if self.words[:2] == ["COMMENT", "ON"]:
             return self._comment_on()
+        if self.words[:2] == ["ALTER", "TYPE"]:
+            return self._alter_type()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -1684,6 +1686,41 @@ class _Statement:
             raise self._error_at(at, "expected a sequence name")
         return st.DropSequence(self.text, tuple(names), words[2:4] == ["IF", "EXISTS"])
 
+    def _alter_type(self) -> st.AlterTypeAddValue | st.AlterTypeRenameValue:
+        """``ALTER TYPE t ADD VALUE [IF NOT EXISTS] 'x' [BEFORE | AFTER 'y']`` and
+        ``ALTER TYPE t RENAME VALUE 'a' TO 'b'``; other changes of a type are 0A000."""
+        words, end = self.words, len(self.tokens)
+        at = next((i for i in range(2, end) if words[i] in _ALTER_TYPE_ACTIONS), end)
+        name = self._table_name(2, at)
+        if at == end:
+            raise self._error_at(at, "expected ADD VALUE or RENAME VALUE")
+        if words[at : at + 2] == ["RENAME", "VALUE"]:
+            if end != at + 5 or words[at + 3] != "TO":
+                raise self._error_at(min(at + 3, end), "expected RENAME VALUE 'old' TO 'new'")
+            old, new = self._label(at + 2), self._label(at + 4)
+            return st.AlterTypeRenameValue(self.text, name, old, new)
+        if words[at : at + 2] != ["ADD", "VALUE"]:
+            shown = " ".join(words[at : at + 2])
+            raise SQLError("0A000", f"ALTER TYPE ... {shown} is not supported")
+        i = at + 2
+        if_not_exists = words[i : i + 3] == ["IF", "NOT", "EXISTS"]
+        i += 3 if if_not_exists else 0
+        label = self._label(i)
+        placement: Literal["BEFORE", "AFTER"] | None = None
+        existing = None
+        if i + 1 < end:
+            if words[i + 1] not in ("BEFORE", "AFTER") or end != i + 3:
+                raise self._error_at(i + 1, "expected BEFORE 'label' or AFTER 'label'")
+            placement = "BEFORE" if words[i + 1] == "BEFORE" else "AFTER"
+            existing = self._label(i + 2)
+        return st.AlterTypeAddValue(self.text, name, label, placement, existing, if_not_exists)
+
+    def _label(self, i: int) -> str:
+        """The enum label, a string constant, at token ``i``."""
+        if i >= len(self.tokens) or self.tokens[i].token_type is not TokenType.STRING:
+            raise self._error_at(i, "an enum's labels are string constants")
+        return self.tokens[i].text
+
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
         for i in range(start, stop):
@@ -2595,6 +2632,7 @@ _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
 _SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET", "RELOCATE"}
+_ALTER_TYPE_ACTIONS = {"ADD", "DROP", "RENAME", "SET", "OWNER"}
 _COLUMN_WORDS = {
     "NOT",
     "NULL",

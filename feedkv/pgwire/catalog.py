@@ -57,7 +57,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors|to_regtype)\b",
+    r"pg_cursors|to_regtype|pg_indexes)\b",
     re.IGNORECASE,
 )
 
@@ -232,6 +232,10 @@ CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_bina
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
   tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
+CREATE VIEW pg_indexes AS SELECT n.nspname AS schemaname, t.relname AS tablename,
+  i.relname AS indexname, NULL AS tablespace, pg_get_indexdef(i.oid) AS indexdef
+  FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+  JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace;
 CREATE TABLE information_schema.schemata (catalog_name TEXT, schema_name TEXT,
   schema_owner TEXT);
 CREATE TABLE information_schema.tables (table_catalog TEXT, table_schema TEXT,
@@ -492,7 +496,9 @@ def _add_table(
         db,
         "pg_index",
         [(index_oid, desc.id, len(key_ids), len(key_ids), True, True, False, True, False,
-          True, True, True, False, indkey, "", "", "", None, None, False)],
+          True, True, True, False, indkey, "", "",
+          " ".join(str(int(desc.key_descending(n))) for n in range(len(key_ids))), None, None,
+          False)],
     )  # fmt: skip
     _insert(
         db,
@@ -646,7 +652,9 @@ def _add_secondary(
         oid = _secondary_oid(desc, index.id)
         keys = [*index.column_ids, *index.storing]
         indkey = " ".join(str(position[i]) for i in keys)
-        zeros = " ".join("0" for _ in keys)  # collations, operator classes, options
+        zeros = " ".join("0" for _ in keys)  # collations, operator classes
+        # NB: PostgreSQL's indoption per key column: bit 1 for DESC
+        options = " ".join(str(int(index.is_descending(n))) for n in range(len(keys)))
         _insert(
             db,
             "pg_class",
@@ -665,7 +673,7 @@ def _add_secondary(
             db,
             "pg_index",
             [(oid, desc.id, len(keys), len(index.column_ids), index.unique, False, False,
-              True, False, True, True, True, False, indkey, zeros, zeros, zeros, None, None,
+              True, False, True, True, True, False, indkey, zeros, zeros, options, None, None,
               False)],
         )  # fmt: skip
         _insert(
@@ -1126,7 +1134,7 @@ def _bool(value: Any) -> bool | None:
 
 def _indexdef(db: sqlite3.Connection, oid: int) -> str | None:
     row = db.execute(
-        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indnatts FROM pg_index x "
+        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indoption FROM pg_index x "
         "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
         "WHERE x.indexrelid = ?",
         (oid,),
@@ -1134,6 +1142,10 @@ def _indexdef(db: sqlite3.Connection, oid: int) -> str | None:
     if row is None:
         return None
     names = _key_names(db, oid).split(", ")
+    options = str(row[4] or "").split()
+    for n, option in enumerate(options[: row[3]]):
+        if int(option) & 1:
+            names[n] += " DESC"
     keys, included = names[: row[3]], names[row[3] :]
     unique = "UNIQUE " if _bool(row[2]) else ""
     text = f"CREATE {unique}INDEX {row[0]} ON public.{row[1]} USING btree ({', '.join(keys)})"

@@ -70,7 +70,7 @@ from feedkv.sql.types import (
     format_value,
     from_key,
 )
-from feedkv.util.encoding import decode_value
+from feedkv.util.encoding import Direction, decode_value
 from feedkv.util.keys import check_key
 from feedkv.util.units import counted, parse_duration_ns
 
@@ -268,8 +268,11 @@ def _table_descriptor(
         families=tuple(families),
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
+        primary_descending=s.primary_descending if s.primary_key is not None else (),
     )
     _check_computed_types(desc)
+    if s.partitioning is not None and desc.primary_descending:
+        raise SQLError("0A000", "PARTITION BY a primary key with DESC columns is not supported")
     if s.partitioning is not None:
         desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
     return desc
@@ -1166,10 +1169,11 @@ def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
     values = []
     pos = len(prefix)
     try:
-        for column in desc.key_columns:
+        for n, column in enumerate(desc.key_columns):
             if pos >= len(key):
                 break
-            raw, pos = decode_value(key, pos)
+            direction = Direction.DESC if desc.key_descending(n) else Direction.ASC
+            raw, pos = decode_value(key, pos, direction)
             values.append(from_key(column.type, raw))
     except (InvalidArgumentError, SQLError):
         return base + "/" + key.hex()

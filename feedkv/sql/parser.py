@@ -677,6 +677,7 @@ class _Statement:
 
     def __post_init__(self) -> None:
         self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
+        self.descending_keys: set[str] = set()  # PRIMARY KEY (a DESC) columns, so named
         self.not_visible: set[str] = set()  # the columns declared NOT VISIBLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
@@ -813,6 +814,7 @@ class _Statement:
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         converter.indexes = list(self.table_indexes)
+        converter.descending_keys = self.descending_keys
         converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
@@ -1296,7 +1298,7 @@ class _Statement:
                     self._mask(first, last + 1)  # with the comma after it
                 else:
                     self._mask(first, last)
-            elif words[0] in ("PRIMARY", "CONSTRAINT", "UNIQUE"):
+            elif words[0] in ("PRIMARY", "PRIMARY KEY", "CONSTRAINT", "UNIQUE"):
                 self._cut_ascending(first, last)
             else:
                 self._cut_column_family(first, last + 1, column_families)
@@ -1321,9 +1323,20 @@ class _Statement:
 
     def _cut_ascending(self, first: int, last: int) -> None:
         """``ASC`` after a key column of a PRIMARY KEY or UNIQUE element (as SHOW CREATE
-        TABLE writes them): the order keys have anyway."""
+        TABLE writes them): the order keys have anyway; ``DESC`` after one of a PRIMARY
+        KEY's, noted (:attr:`descending_keys`)."""
+        primary = bool({"PRIMARY", "PRIMARY KEY"} & set(self.words[first : last + 1]))
         for i in range(first, last + 1):
             if self.words[i] == "ASC":
+                self._mask(i, i)
+            elif self.words[i] == "DESC" and i > first:
+                if not primary:
+                    raise SQLError(
+                        "0A000",
+                        "descending columns of a UNIQUE constraint are not supported; "
+                        "use CREATE UNIQUE INDEX ... (column DESC)",
+                    )
+                self.descending_keys.add(_name(self.tokens[i - 1]))
                 self._mask(i, i)
 
     def _cut_not_visible(self, first: int, stop: int) -> None:
@@ -1365,35 +1378,41 @@ class _Statement:
         if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
             name = _name(self.tokens[i])
             i += 1
-        columns, i = self._name_list(i, last, "INDEX [name] (column, ...)")
+        columns, i, descending = self._name_list(i, last, "INDEX [name] (column, ...)")
         storing: list[str] = []
         if i <= last and self.words[i] in ("STORING", "INCLUDE", "COVERING"):
-            storing, i = self._name_list(i + 1, last, "STORING (column, ...)")
+            storing, i, ordered = self._name_list(i + 1, last, "STORING (column, ...)")
+            if any(ordered):
+                raise self._error_at(i - 1, "STORING columns take no ASC or DESC")
         if i <= last:
             raise self._error_at(i, "expected the end of the INDEX")
-        return st.IndexSpec(name, tuple(columns), unique, tuple(storing))
+        return st.IndexSpec(name, tuple(columns), unique, tuple(storing), descending=descending)
 
-    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int]:
-        """The names in the parentheses at ``i`` (each maybe followed by ASC), and the
-        index after them."""
+    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int, tuple[bool, ...]]:
+        """The names in the parentheses at ``i`` (each maybe followed by ASC or DESC),
+        the index after them, and which names DESC followed."""
         if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
             raise self._error_at(i, f"expected {what}")
         names: list[str] = []
+        descending: list[bool] = []
         j = i + 1
         while j <= last and self.tokens[j].token_type is not TokenType.R_PAREN:
             token = self.tokens[j]
             if token.token_type is TokenType.COMMA or self.words[j] == "ASC":
                 j += 1
                 continue
-            if self.words[j] == "DESC":
-                raise SQLError("0A000", "descending index columns are not supported")
+            if self.words[j] == "DESC" and names:
+                descending[-1] = True
+                j += 1
+                continue
             if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
                 raise self._error_at(j, f"expected a column name in {what}")
             names.append(_name(token))
+            descending.append(False)
             j += 1
         if j > last or not names:
             raise self._error_at(j, f"expected {what}")
-        return names, j + 1
+        return names, j + 1, tuple(descending)
 
     def _family_element(self, first: int, last: int) -> st.FamilySpec:
         i = first + 1
@@ -2746,6 +2765,7 @@ class _Converter:
     checks: list[st.CheckSpec] = field(default_factory=list)
     foreign_keys: list[st.ForeignKeySpec] = field(default_factory=list)
     partitioning: st.Partitioning | None = None  # cut out of a CREATE TABLE
+    descending_keys: set[str] = field(default_factory=set)  # PRIMARY KEY (a DESC)
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -2816,6 +2836,7 @@ class _Converter:
                     raise _unsupported(element, "table constraint")
             elif not self._table_constraint(element, None):
                 raise _unsupported(element, "table element")
+        descending = tuple(name in self.descending_keys for name in primary_key or ())
         return st.CreateTable(
             self.text,
             table,
@@ -2828,6 +2849,7 @@ class _Converter:
             tuple(self.foreign_keys),
             partitioning=self.partitioning,
             storage_params=_storage_params(node),
+            primary_descending=descending,
         )
 
     def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:
@@ -2908,10 +2930,10 @@ class _Converter:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
         _refuse_unhandled(params, {"columns", "include", "with_storage"})
         columns = []
+        descending = []
         for column in params.args.get("columns") or ():
             inner = column.this if isinstance(column, exp.Ordered) else column
-            if isinstance(column, exp.Ordered) and column.args.get("desc"):
-                raise SQLError("0A000", "descending index columns are not supported")
+            descending.append(isinstance(column, exp.Ordered) and bool(column.args.get("desc")))
             if not isinstance(inner, exp.Column) or not isinstance(inner.this, exp.Identifier):
                 raise SQLError(
                     "0A000", f"indexes on expressions are not supported: {inner.sql(_DIALECT)}"
@@ -2919,7 +2941,13 @@ class _Converter:
             columns.append(_ident(inner))
         storing = tuple(_ident(c) for c in params.args.get("include") or ())
         name = _ident(index.this) if index.this is not None else None
-        spec = st.IndexSpec(name, tuple(columns), bool(node.args.get("unique")), storing)
+        spec = st.IndexSpec(
+            name,
+            tuple(columns),
+            bool(node.args.get("unique")),
+            storing,
+            descending=tuple(descending),
+        )
         return st.CreateIndex(
             self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
         )

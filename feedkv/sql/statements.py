@@ -230,6 +230,7 @@ class IndexSpec:
     unique: bool = False
     storing: tuple[str, ...] = ()
     constraint: bool = False
+    descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +269,7 @@ class CreateTable(Statement):
     partitioning: Partitioning | None = None
     # ``WITH (name = value, ...)``: PostgreSQL's storage parameters, by name (lower case).
     storage_params: tuple[str, ...] = ()
+    primary_descending: tuple[bool, ...] = ()  # per primary key column: DESC
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,10 +46,13 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["CursorRow", "reads_catalog", "run_catalog_query"]
+__all__ = ["CursorRow", "PreparedRow", "reads_catalog", "run_catalog_query"]
 
 # A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
 CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
+# A prepared statement of the session: name, text, prepare time, parameter type OIDs
+# (0: not known), and whether SQL's PREPARE made it (else the protocol's Parse).
+PreparedRow = tuple[str, str, datetime.datetime, tuple[int, ...], bool]
 
 _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
@@ -57,7 +60,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors|to_regtype|pg_indexes)\b",
+    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements)\b",
     re.IGNORECASE,
 )
 
@@ -229,6 +232,11 @@ CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
   is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
+CREATE TABLE pg_sequence (seqrelid INTEGER, seqtypid INTEGER, seqstart INTEGER,
+  seqincrement INTEGER, seqmax INTEGER, seqmin INTEGER, seqcache INTEGER,
+  seqcycle BOOLEAN);
+CREATE TABLE pg_prepared_statements (name TEXT, statement TEXT,
+  prepare_time TIMESTAMPTZ, parameter_types TEXT, from_sql BOOLEAN);
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
   tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
@@ -556,8 +564,25 @@ def _add_other(
           "v" if view else "S", width, 0, False, False, False, False, False, True, "n",
           False, 0, None, None, None, False, 0)],
     )  # fmt: skip
-    if view:
+    if isinstance(other, ViewDescriptor):
         _insert(db, "information_schema.tables", [(database, "public", other.name, "VIEW", "NO")])
+    else:  # NB: as CockroachDB's: INT8, a cache of 1, no CYCLE
+        _insert(
+            db,
+            "pg_sequence",
+            [(other.id, OID.INT8, other.start, other.increment, other.max_value,
+              other.min_value, 1, False)],
+        )  # fmt: skip
+
+
+def _prepared_row(row: PreparedRow) -> tuple[Any, ...]:
+    """A pg_prepared_statements row, as CockroachDB's: the statement as ``PREPARE name
+    (types) AS text``, the types (regtype[]) as format_type names them."""
+    name, text, created, oids, from_sql = row
+    types = ", ".join(_TYPE_NAMES.get(oid, "unknown") for oid in oids)
+    statement = f"PREPARE {name}{f' ({types})' if oids else ''} AS {text}"
+    names = [_FORMATTED.get(oid, "unknown") for oid in oids]
+    return name, statement, created.isoformat(), _TEXT_ARRAY + json.dumps(names), from_sql
 
 
 _SECONDARY_OID_BASE = 3_000_000  # + table id * 1000 + index id (a constraint's: + 500)
@@ -781,7 +806,7 @@ _EMPTY_TABLES = frozenset(
     {
         "pg_policy", "pg_trigger", "pg_publication", "pg_publication_rel",
         "pg_publication_namespace", "pg_statistic_ext", "pg_rewrite", "pg_foreign_table",
-        "pg_partitioned_table", "pg_sequence", "pg_event_trigger",
+        "pg_partitioned_table", "pg_event_trigger",
         "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
@@ -1185,6 +1210,7 @@ def run_catalog_query(
     comments: Sequence[tuple[int, str, int, str]] = (),
     types: Sequence[TypeDescriptor] = (),
     cursors: Sequence[CursorRow] = (),
+    prepared: Sequence[PreparedRow] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
@@ -1193,7 +1219,8 @@ def run_catalog_query(
     ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
     ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
     ``pg_description`` and by ``obj_description`` and its kin; ``types``, its enums, in
-    ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``)."""
+    ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``;
+    ``prepared``, its prepared statements, in ``pg_prepared_statements``)."""
     empty = _empty_answer(_parse(text))
     if empty is not None:
         return Result(tuple(empty), [], "SELECT 0")
@@ -1208,6 +1235,7 @@ def run_catalog_query(
     described = _descriptions(schema, comments)
     _insert(db, "pg_description", [(*k, v) for k, v in described.items() if k[1] == _PG_CLASS])
     _insert(db, "pg_cursors", [(*row[:5], row[5].isoformat()) for row in cursors])
+    _insert(db, "pg_prepared_statements", [_prepared_row(row) for row in prepared])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:

@@ -88,23 +88,43 @@ def first_codes(count: int) -> tuple[bytes, ...]:
 
 
 def code_between(low: bytes | None, high: bytes | None) -> bytes:
-    """The shortest byte string strictly between ``low`` and ``high`` (``None``: no
-    bound) in byte order. It never ends in a zero byte, so there is always room below
-    it too. NB: digits are compared as base-256 fractions; where the bounds' digits
-    are adjacent the string takes ``low``'s and goes one digit deeper, no longer bound
-    by ``high``."""
+    """A byte string strictly between ``low`` and ``high`` (``None``: no bound) in byte
+    order, short, and never ending in a zero byte (so there is always room below it
+    too). Past the last code it is the next one up (``c0`` then ``c1``: a type whose
+    labels are added at the end, the usual ALTER TYPE, grows a byte per 255 of them),
+    before the first the next one down; between two, their midpoint (the digits as
+    base-256 fractions; where the bounds' digits are adjacent it takes ``low``'s and
+    goes a digit deeper, no longer bound by ``high``)."""
     if low is not None and high is not None and low >= high:
         raise InvariantViolation(f"no enum code between {low.hex()} and {high.hex()}")
-    low = low or b""
+    if high is None:
+        return _after(low or b"")
+    if low is None:
+        return _before(high)
+    bound: bytes | None = high
     out = bytearray()
     at = 0
     while True:
         a = low[at] if at < len(low) else 0
-        b = high[at] if high is not None and at < len(high) else 256
+        b = bound[at] if bound is not None and at < len(bound) else 256
         if b - a > 1:
             out.append((a + b) // 2)
             return bytes(out)
         out.append(a)
         if b - a == 1:
-            high = None
+            bound = None
         at += 1
+
+
+def _after(low: bytes) -> bytes:
+    for at, byte in enumerate(low):
+        if byte < 255:
+            return low[:at] + bytes((byte + 1,))
+    return low + b"\x80"
+
+
+def _before(high: bytes) -> bytes:
+    for at, byte in enumerate(high):
+        if byte > 1:
+            return high[:at] + bytes((byte - 1,))
+    return high[:-1] + bytes((high[-1] - 1, 255))  # NB: high ends in 1 here

@@ -50,6 +50,15 @@ def test_adding_at_one_place_again_and_again_stays_short() -> None:
     assert low < high and len(high) <= 20
 
 
+def test_labels_added_at_either_end_stay_short() -> None:
+    codes = list(first_codes(3))
+    for _ in range(1000):
+        codes.append(code_between(codes[-1], None))
+        codes.insert(0, code_between(None, codes[0]))
+    assert codes == sorted(set(codes)) and all(code[-1] != 0 for code in codes)
+    assert max(map(len, codes)) <= 10
+
+
 def test_no_code_between_bounds_out_of_order() -> None:
     with pytest.raises(InvariantViolation):
         code_between(b"\x80", b"\x40")

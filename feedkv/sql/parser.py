@@ -292,6 +292,8 @@ def _ordered_set(node: exp.WithinGroup) -> exp.Expr:
         raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
     if call.expression is not None or isinstance(call.this, exp.Order):
         raise SQLError("42883", f"unknown signature: {name}() takes exactly one fraction")
+    if isinstance(node.parent, exp.Window) and node.parent.this is node:
+        raise SQLError("0A000", f"OVER is not supported for ordered-set aggregate {name}")
     if not isinstance(order, exp.Order) or len(order.expressions) != 1:
         raise SQLError(
             "42883", f"unknown signature: {name}() orders by exactly one value in WITHIN GROUP"

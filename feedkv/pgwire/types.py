@@ -54,6 +54,7 @@ from feedkv.sql.types import (
 )
 
 __all__ = [
+    "ENUM_OID_BASE",
     "OID",
     "WireType",
     "binary_reader",
@@ -68,6 +69,10 @@ __all__ = [
     "typmod_of_type",
     "wire_type",
 ]
+
+
+# A user-defined type's OID: this plus its descriptor id, as CockroachDB numbers them.
+ENUM_OID_BASE = 100_000
 
 
 class OID:
@@ -213,6 +218,8 @@ def binary_reader(ctype: ColumnType) -> Callable[[bytes], Any]:
         return _float_binary
     if ctype.kind is Kind.ARRAY:
         return _array_from_binary
+    if ctype.kind is Kind.ENUM:
+        return _BINARY_IN[OID.TEXT]  # its label
     return _BINARY_IN[oid_of_type(ctype)]
 
 
@@ -272,6 +279,8 @@ def oid_of_type(ctype: ColumnType) -> int:
         return OID.FLOAT4
     if ctype.kind is Kind.STRING and ctype.fixed:
         return OID.BPCHAR
+    if ctype.kind is Kind.ENUM and ctype.type_id is not None:
+        return ENUM_OID_BASE + ctype.type_id  # NB: its values are sent as their labels
     return oid_of_kind(ctype.kind)
 
 
@@ -298,8 +307,7 @@ def typmod_of_type(ctype: ColumnType) -> int:
 
 
 def oid_of_kind(kind: Kind) -> int:
-    # NB: an enum's values go out as text (PostgreSQL gives each enum type an OID of
-    # its own, which clients look up in pg_type; as text, every client reads the label)
+    # NB: an enum of no known type goes out as text (a type's own OID: oid_of_type)
     return _OID_OF_KIND.get(kind, OID.TEXT)
 
 
@@ -350,6 +358,8 @@ def column_oid(values: Sequence[Any]) -> int:
             return OID.FLOAT4
         if kind is Kind.STRING and all(isinstance(v, FixedChar) for v in present):
             return OID.BPCHAR
+        if kind is Kind.ENUM and len({v.type_id for v in present}) == 1 and present[0].type_id:
+            return ENUM_OID_BASE + int(present[0].type_id)
         return OID.JSONB if kind is None else oid_of_kind(kind)
     if kinds == {Kind.INT, Kind.DECIMAL}:
         return OID.NUMERIC
@@ -521,6 +531,8 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
     try:
         if binary:
             reader = _BINARY_IN.get(oid)
+            if reader is None and oid >= ENUM_OID_BASE:
+                return raw.decode()  # a user-defined enum's binary form is its label
             if reader is None:
                 raise SQLError(
                     "22P03",

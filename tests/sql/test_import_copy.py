@@ -72,6 +72,12 @@ SHAPES = {
         [f"{i % 9},s{i % 4}" for i in range(300)],
         "SELECT s, count(*), sum(x) FROM t GROUP BY s ORDER BY s",
     ),
+    "a descending key": (
+        "CREATE TABLE t (a INT, b STRING, v INT, PRIMARY KEY (a DESC, b))",
+        "",
+        [f"{(i * 7) % 30},b{i % 4},{i}" for i in range(60)],
+        "SELECT a, count(*), sum(v), max(b) FROM t GROUP BY a ORDER BY a",
+    ),
     "defaults, narrow ints and CHAR": (
         "CREATE TABLE t (id INT2 PRIMARY KEY, c CHAR(3), n INT NOT NULL DEFAULT 7, v VARCHAR(4))",
         " (id, c, v)",

@@ -20,14 +20,15 @@ runs after it (``warm``); then ``--write-rows`` orders are updated and the query
 once more (``after_write``: feedkv brings its copy up to date with the changes).
 ``--vectorize off`` runs feedkv's row-at-a-time engine alone (the reference).
 
-``cold`` is the first query after the load: feedkv's ``IMPORT INTO`` has the node copy
-the table into its columnar cache (:mod:`feedkv.sql.columnar`) in the background once
-it commits, and a query arriving before that copy is made waits for it; so feedkv's
-first ``cold`` figure counts from the end of the load (that wait, the connection and
-everything). The second query's ``cold`` is its own first run, its tables copied by then.
+``cold`` is the first query after the load: feedkv's ``IMPORT INTO`` hands the node's
+columnar cache (:mod:`feedkv.sql.columnar`) the copy of the rows it wrote, made from the
+values it parsed (or, when it cannot, has the node copy the table in the background, a
+query arriving before that copy is made waiting for it); feedkv's first ``cold`` figure
+counts from the end of the load (any wait, the connection and everything). The second
+query's ``cold`` is its own first run, its tables copied by then.
 PostgreSQL's ``cold`` figures are each query's first run. On a shared machine wall time
 varies with the load, so feedkv's first cold query is also given as the CPU seconds the
-node used from the end of the load to its end (``group_by_cold_cpu_s``, from /proc): the
+node used from the end of the load to its end (``group_by_cold_cpu_s``, from /proc): any
 background copy, the wait and the query.
 
 Both servers' answers must be the same rows (sorted), else the run fails: a fast wrong

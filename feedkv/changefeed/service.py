@@ -520,7 +520,12 @@ class Changefeeds:
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         snapshot = self._snapshot()
         altered = existing_job(get_job(snapshot, job_id), job_id)
-        return Result(tag="ALTER CHANGEFEED", notices=_notices(altered.spec, snapshot))
+        return Result(
+            columns=("job_id", "job_description"),
+            rows=[(job_id, altered.spec.description)],
+            tag="ALTER CHANGEFEED",
+            notices=_notices(altered.spec, snapshot),
+        )
 
     def _wait_for(
         self, job_id: int, done: Callable[[JobRecord], bool], timeout: float | None

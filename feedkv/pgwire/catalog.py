@@ -35,7 +35,7 @@ from sqlglot.dialects.postgres import Postgres
 
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
-from feedkv.pgwire.types import OID, wire_type
+from feedkv.pgwire.types import ENUM_OID_BASE, OID, wire_type
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
@@ -50,10 +50,13 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.types import ColumnType, Kind, format_value
 
-__all__ = ["CursorRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
+__all__ = ["CursorRow", "PreparedRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
 
 # A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
 CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
+# A prepared statement of the session: name, text, prepare time, parameter type OIDs
+# (0: not known), and whether SQL's PREPARE made it (else the protocol's Parse).
+PreparedRow = tuple[str, str, datetime.datetime, tuple[int, ...], bool]
 
 _CATALOG_NAMES = re.compile(
     r"\b(?:pg_catalog|information_schema|pg_class|pg_namespace|pg_attribute|pg_type|"
@@ -61,7 +64,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors|to_regtype)\b",
+    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements)\b",
     re.IGNORECASE,
 )
 
@@ -154,9 +157,6 @@ def _bare_type_name(name: str | None) -> str | None:
         return None
     bare = str(name).strip().removeprefix("pg_catalog.").removeprefix("public.")
     return bare[1:-1] if bare.startswith('"') and bare.endswith('"') else bare.lower()
-
-
-_ENUM_OID_BASE = 100_000  # + the type's descriptor id, as CockroachDB numbers them
 
 
 def _pg_type(ctype: ColumnType, enums: dict[str, int]) -> tuple[int, int]:
@@ -264,9 +264,18 @@ CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEG
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
   is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
+CREATE TABLE pg_sequence (seqrelid INTEGER, seqtypid INTEGER, seqstart INTEGER,
+  seqincrement INTEGER, seqmax INTEGER, seqmin INTEGER, seqcache INTEGER,
+  seqcycle BOOLEAN);
+CREATE TABLE pg_prepared_statements (name TEXT, statement TEXT,
+  prepare_time TIMESTAMPTZ, parameter_types TEXT, from_sql BOOLEAN);
 CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
   tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
+CREATE VIEW pg_indexes AS SELECT n.nspname AS schemaname, t.relname AS tablename,
+  i.relname AS indexname, NULL AS tablespace, pg_get_indexdef(i.oid) AS indexdef
+  FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+  JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace;
 CREATE TABLE information_schema.schemata (catalog_name TEXT, schema_name TEXT,
   schema_owner TEXT);
 CREATE TABLE information_schema.tables (table_catalog TEXT, table_schema TEXT,
@@ -446,7 +455,7 @@ def _add_acls(
 def _add_enums(db: sqlite3.Connection, types: Sequence[TypeDescriptor]) -> dict[str, int]:
     """``pg_type`` (typtype e) and ``pg_enum`` rows of the database's enums, as
     CockroachDB shows them; their OIDs by name."""
-    oids = {t.name: _ENUM_OID_BASE + t.id for t in types}
+    oids = {t.name: ENUM_OID_BASE + t.id for t in types}
     _insert(
         db,
         "pg_type",
@@ -528,7 +537,9 @@ def _add_table(
         db,
         "pg_index",
         [(index_oid, desc.id, len(key_ids), len(key_ids), True, True, False, True, False,
-          True, True, True, False, indkey, "", "", "", None, None, False)],
+          True, True, True, False, indkey, "", "",
+          " ".join(str(int(desc.key_descending(n))) for n in range(len(key_ids))), None, None,
+          False)],
     )  # fmt: skip
     _insert(
         db,
@@ -586,8 +597,25 @@ def _add_other(
           "v" if view else "S", width, 0, False, False, False, False, False, True, "n",
           False, 0, None, None, None, False, 0)],
     )  # fmt: skip
-    if view:
+    if isinstance(other, ViewDescriptor):
         _insert(db, "information_schema.tables", [(database, "public", other.name, "VIEW", "NO")])
+    else:  # NB: as CockroachDB's: INT8, a cache of 1, no CYCLE
+        _insert(
+            db,
+            "pg_sequence",
+            [(other.id, OID.INT8, other.start, other.increment, other.max_value,
+              other.min_value, 1, False)],
+        )  # fmt: skip
+
+
+def _prepared_row(row: PreparedRow) -> tuple[Any, ...]:
+    """A pg_prepared_statements row, as CockroachDB's: the statement as ``PREPARE name
+    (types) AS text``, the types (regtype[]) as format_type names them."""
+    name, text, created, oids, from_sql = row
+    types = ", ".join(_TYPE_NAMES.get(oid, "unknown") for oid in oids)
+    statement = f"PREPARE {name}{f' ({types})' if oids else ''} AS {text}"
+    names = [_FORMATTED.get(oid, "unknown") for oid in oids]
+    return name, statement, created.isoformat(), _TEXT_ARRAY + json.dumps(names), from_sql
 
 
 _SECONDARY_OID_BASE = 3_000_000  # + table id * 1000 + index id (a constraint's: + 500)
@@ -692,7 +720,9 @@ def _add_secondary(
         oid = _secondary_oid(desc, index.id)
         keys = [*index.column_ids, *index.storing]
         indkey = " ".join(str(position[i]) for i in keys)
-        zeros = " ".join("0" for _ in keys)  # collations, operator classes, options
+        zeros = " ".join("0" for _ in keys)  # collations, operator classes
+        # NB: PostgreSQL's indoption per key column: bit 1 for DESC
+        options = " ".join(str(int(index.is_descending(n))) for n in range(len(keys)))
         _insert(
             db,
             "pg_class",
@@ -711,7 +741,7 @@ def _add_secondary(
             db,
             "pg_index",
             [(oid, desc.id, len(keys), len(index.column_ids), index.unique, False, False,
-              True, False, True, True, True, False, indkey, zeros, zeros, zeros, None, None,
+              True, False, True, True, True, False, indkey, zeros, zeros, options, None, None,
               False)],
         )  # fmt: skip
         _insert(
@@ -832,7 +862,7 @@ _EMPTY_TABLES = frozenset(
     {
         "pg_policy", "pg_trigger", "pg_publication", "pg_publication_rel",
         "pg_publication_namespace", "pg_statistic_ext", "pg_rewrite", "pg_foreign_table",
-        "pg_partitioned_table", "pg_sequence", "pg_event_trigger",
+        "pg_partitioned_table", "pg_event_trigger",
         "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
@@ -1237,6 +1267,9 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("array_upper", lambda array, dim: len(_elements(array)) or None, 2)
     define("array_length", lambda array, dim: len(_elements(array)) or None, 2)
     define("pg_get_function_result", lambda oid: None, 1)
+    # NB: a column's sequence is none (a SERIAL is unique_rowid(), as CockroachDB's)
+    define("pg_get_serial_sequence", lambda table, column: None, 2)
+    db.create_function("json_build_object", -1, _json_object, deterministic=True)
     define("pg_bool", _bool, 1)
     define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
     # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
@@ -1331,6 +1364,11 @@ def _array_to_string(array: Any, separator: str, null: str | None = None) -> Any
     return separator.join(v for v in shown if v is not None)
 
 
+def _json_object(*pairs: Any) -> str:
+    """``json_build_object(k1, v1, ...)``'s text."""
+    return json.dumps({str(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=False)})
+
+
 def _array_json(array: Any) -> str:
     """An array (a parameter bound by :func:`_param`, an array_agg's or an ARRAY
     subquery's result, or PostgreSQL's text of one) as the JSON list json_each reads;
@@ -1418,7 +1456,7 @@ def _indexdef(db: sqlite3.Connection, oid: int, column: int = 0) -> str | None:
         names = _key_names(db, oid).split(", ")
         return names[column - 1] if 0 < column <= len(names) else None
     row = db.execute(
-        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indnatts FROM pg_index x "
+        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indoption FROM pg_index x "
         "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
         "WHERE x.indexrelid = ?",
         (oid,),
@@ -1426,6 +1464,10 @@ def _indexdef(db: sqlite3.Connection, oid: int, column: int = 0) -> str | None:
     if row is None:
         return None
     names = _key_names(db, oid).split(", ")
+    options = str(row[4] or "").split()
+    for n, option in enumerate(options[: row[3]]):
+        if int(option) & 1:
+            names[n] += " DESC"
     keys, included = names[: row[3]], names[row[3] :]
     unique = "UNIQUE " if _bool(row[2]) else ""
     text = f"CREATE {unique}INDEX {row[0]} ON public.{row[1]} USING btree ({', '.join(keys)})"
@@ -1465,6 +1507,7 @@ def run_catalog_query(
     comments: Sequence[tuple[int, str, int, str]] = (),
     types: Sequence[TypeDescriptor] = (),
     cursors: Sequence[CursorRow] = (),
+    prepared: Sequence[PreparedRow] = (),
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
@@ -1473,7 +1516,8 @@ def run_catalog_query(
     ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
     ``(object id, kind, sub id, text)`` of :mod:`feedkv.sql.comments`, shown in
     ``pg_description`` and by ``obj_description`` and its kin; ``types``, its enums, in
-    ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``)."""
+    ``pg_type`` and ``pg_enum``; ``cursors``, the session's SQL cursors, in ``pg_cursors``;
+    ``prepared``, its prepared statements, in ``pg_prepared_statements``)."""
     translated = _translated(text, database, user, version)
     if translated.empty is not None:
         return Result(translated.empty, [], "SELECT 0")
@@ -1488,6 +1532,7 @@ def run_catalog_query(
     described = _descriptions(schema, comments)
     _insert(db, "pg_description", [(*k, v) for k, v in described.items() if k[1] == _PG_CLASS])
     _insert(db, "pg_cursors", [(*row[:5], row[5].isoformat()) for row in cursors])
+    _insert(db, "pg_prepared_statements", [_prepared_row(row) for row in prepared])
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:

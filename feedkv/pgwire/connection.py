@@ -87,6 +87,13 @@ from feedkv.pgwire.copy import (
     is_copy,
     parse_copy,
 )
+from feedkv.pgwire.prepare_sql import (
+    ExecuteSQL,
+    PrepareSQL,
+    param_type,
+    parse_execute,
+    parse_prepare,
+)
 from feedkv.pgwire.types import (
     OID,
     WireType,
@@ -96,7 +103,7 @@ from feedkv.pgwire.types import (
     encode_binary,
     encode_text,
     oid_of_type,
-    param_type,
+    type_of_param,
     type_size,
     wire_type,
 )
@@ -282,6 +289,8 @@ class _Prepared:
     sent_types: list[WireType] | None = None
     # a Describe of the statement sent its columns: the client may keep them
     described: bool = False
+    from_sql: bool = False  # made by SQL's PREPARE (else by a Parse)
+    created: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
     # a portal's RowDescription from ``description``, by the Bind's result formats: the
     # column types and the message (a prepared statement is described at every run)
     rows_described: dict[tuple[int, ...], tuple[list[WireType], bytes]] = field(
@@ -557,10 +566,16 @@ class Connection:
         self._portals.pop("", None)
         self._begin_query()
         try:
+            sql_prepare, sql_execute = parse_prepare(text), parse_execute(text)
             copying, catalog = is_copy(text), reads_catalog(text)
             deallocate = _DEALLOCATE.match(text)
-            prepared = () if copying or catalog or deallocate else prepare(text)
-            if deallocate:
+            special = copying or catalog or deallocate or sql_prepare or sql_execute
+            prepared = () if special else prepare(text)
+            if sql_prepare is not None:
+                self._prepare_sql(sql_prepare, out)
+            elif sql_execute is not None:
+                self._execute_sql(sql_execute, out)
+            elif deallocate:
                 self._deallocate(deallocate.group(1), out)
             elif copying:
                 if self._copy(text, out):
@@ -829,6 +844,51 @@ class Connection:
             raise SQLError("26000", f'prepared statement "{name}" does not exist')
         out += m.command_complete("DEALLOCATE")
 
+    def _prepare_sql(self, statement: PrepareSQL, out: bytearray) -> None:
+        """SQL's ``PREPARE name [(types)] AS ...``: a prepared statement as a Parse of
+        it makes (42P05 when the name is taken)."""
+        enums = {t.name: t for t in self._sql.types()} if statement.types else {}
+        oids = []
+        for name in statement.types:
+            ctype = param_type(name)
+            if ctype.kind is Kind.ENUM:  # NB: a name of no built-in type
+                found = enums.get(ctype.type_name or "")
+                if found is None:
+                    raise SQLError("42704", f'type "{name}" does not exist')
+                ctype = found.column_type()
+            oids.append(oid_of_type(ctype))
+        self._parse(m.Parse(statement.name, statement.text, tuple(oids)), bytearray())
+        self._statements[statement.name].from_sql = True
+        out += m.command_complete("PREPARE")
+
+    def _execute_sql(self, statement: ExecuteSQL, out: bytearray) -> None:
+        """SQL's ``EXECUTE name [(values)]``: the values, evaluated by the session, bound
+        as a Bind would bind them in text, then the statement run and its rows sent."""
+        prepared = self._statements.get(statement.name)
+        if prepared is None:
+            raise SQLError("26000", f'prepared statement "{statement.name}" does not exist')
+        values: Sequence[Any] = ()
+        if statement.arguments:
+            values = self._sql.execute_all(f"SELECT {statement.arguments}")[-1].rows[0]
+        oids = prepared.param_oids
+        if len(values) != len(oids):
+            raise SQLError(
+                "42601",
+                f'wrong number of parameters for prepared statement "{statement.name}"; '
+                f"expected {len(oids)}, got {len(values)}",
+            )
+        with statement_zone(self._zone()):
+            params = tuple(
+                None if v is None else decode_param(encode_text(v, oid), oid, False, i + 1)
+                for i, (v, oid) in enumerate(zip(values, oids, strict=True))
+            )
+        portal = _Portal(prepared, params, ())
+        result = self._run(portal)
+        if prepared.statement is None and not prepared.catalog:
+            out += m.empty_query_response()
+            return
+        self._send_result(result, portal.types, (), out, describe=True)
+
     def _catalog(self, text: str, params: Sequence[Any]) -> Result:
         if _DECLARE_CURSOR.match(text):
             return self._sql.declare_over(text, lambda query: self._catalog(query, params))
@@ -849,6 +909,11 @@ class Connection:
             cursors=[
                 (c.name, c.statement, c.holdable, False, False, c.created)
                 for c in session.cursors.open.values()
+            ],
+            prepared=[
+                (name, p.text, p.created, p.param_oids, p.from_sql)
+                for name, p in self._statements.items()
+                if name  # NB: as PostgreSQL's, not the unnamed statement
             ],
         )
 
@@ -1270,7 +1335,7 @@ def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[i
 
 
 def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
-    return [param_type(oid) for oid in oids]
+    return [type_of_param(oid) for oid in oids]
 
 
 def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:

@@ -56,6 +56,7 @@ from feedkv.sql.types import (
 )
 
 __all__ = [
+    "ENUM_OID_BASE",
     "OID",
     "WireType",
     "binary_reader",
@@ -64,13 +65,17 @@ __all__ = [
     "encode_binary",
     "encode_text",
     "kind_of_oid",
-    "param_type",
+    "type_of_param",
     "oid_of_kind",
     "oid_of_type",
     "type_size",
     "typmod_of_type",
     "wire_type",
 ]
+
+
+# A user-defined type's OID: this plus its descriptor id, as CockroachDB numbers them.
+ENUM_OID_BASE = 100_000
 
 
 class OID:
@@ -222,6 +227,8 @@ def binary_reader(ctype: ColumnType) -> Callable[[bytes], Any]:
         return _float_binary
     if ctype.kind is Kind.ARRAY:
         return _array_from_binary
+    if ctype.kind is Kind.ENUM:
+        return _BINARY_IN[OID.TEXT]  # its label
     return _BINARY_IN[oid_of_type(ctype)]
 
 
@@ -283,6 +290,8 @@ def oid_of_type(ctype: ColumnType) -> int:
         return OID.INT2 if ctype.width == 16 else OID.INT4  # NB: as CockroachDB's INT2, INT4
     if ctype.kind is Kind.STRING and ctype.fixed:
         return OID.BPCHAR
+    if ctype.kind is Kind.ENUM and ctype.type_id is not None:
+        return ENUM_OID_BASE + ctype.type_id  # NB: its values are sent as their labels
     return oid_of_kind(ctype.kind)
 
 
@@ -309,8 +318,7 @@ def typmod_of_type(ctype: ColumnType) -> int:
 
 
 def oid_of_kind(kind: Kind) -> int:
-    # NB: an enum's values go out as text (PostgreSQL gives each enum type an OID of
-    # its own, which clients look up in pg_type; as text, every client reads the label)
+    # NB: an enum of no known type goes out as text (a type's own OID: oid_of_type)
     return _OID_OF_KIND.get(kind, OID.TEXT)
 
 
@@ -338,7 +346,7 @@ def kind_of_oid(oid: int) -> Kind | None:
     return _KIND_OF_OID.get(oid)
 
 
-def param_type(oid: int) -> ColumnType | None:
+def type_of_param(oid: int) -> ColumnType | None:
     """The type of a parameter the client typed ``oid`` (``None``: unspecified or
     unknown): an array type's is an array of its elements' kind, as it is read."""
     element = _ELEMENT_OF_ARRAY.get(oid) or _KIND_OF_OID.get(_MORE_ARRAY_ELEMENTS.get(oid, 0))
@@ -372,6 +380,8 @@ def column_oid(values: Sequence[Any]) -> int:
             return OID.FLOAT4
         if kind is Kind.STRING and all(isinstance(v, FixedChar) for v in present):
             return OID.BPCHAR
+        if kind is Kind.ENUM and len({v.type_id for v in present}) == 1 and present[0].type_id:
+            return ENUM_OID_BASE + int(present[0].type_id)
         return OID.JSONB if kind is None else oid_of_kind(kind)
     if kinds == {Kind.INT, Kind.DECIMAL}:
         return OID.NUMERIC
@@ -543,6 +553,8 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
     try:
         if binary:
             reader = _BINARY_IN.get(oid)
+            if reader is None and oid >= ENUM_OID_BASE:
+                return raw.decode()  # a user-defined enum's binary form is its label
             if reader is None:
                 raise SQLError(
                     "22P03",
@@ -552,7 +564,7 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
         text = raw.decode()
         if oid in _STRINGS_TOO:
             return text
-        array = param_type(oid)
+        array = type_of_param(oid)
         if array is not None and array.element is not None:
             return _array_text(text, array.element.kind)
         parse = _TEXT_IN.get(oid)

@@ -19,7 +19,9 @@ length), ``corr(y, x)`` (FLOAT, over the rows where neither is NULL), ``string_a
 ``array_agg`` and ``jsonb_agg``; each takes ``DISTINCT`` and an ``ORDER BY`` of its own
 (``string_agg(v, ',' ORDER BY k)``: the values are taken in that order). NULL arguments
 are skipped (but by ``array_agg`` and ``jsonb_agg``); over no rows, ``count`` is 0 and
-the others NULL.
+the others NULL. The ordered-set aggregates ``percentile_disc`` and ``percentile_cont``
+(``f(fraction) WITHIN GROUP (ORDER BY v)``) take their values in the ordering, as
+``f(v ORDER BY ...)`` does, and the fraction as a second argument.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from feedkv.sql.types import (
     INT64_MIN,
     ColumnType,
     Kind,
+    enum_type_of,
     is_nan,
     kind_of_value,
     type_of_value,
@@ -314,7 +317,7 @@ class AggregateCall:
     name: str
     argument: Compiled | None  # None: count(*)
     distinct: bool
-    separator: Compiled | None  # string_agg's
+    separator: Compiled | None  # string_agg's separator; a percentile's fraction
     make: Callable[[], _Accumulator | Spread]
 
     # ``f(x ORDER BY ...)``: the order the values are taken in (sort key, descending)
@@ -324,6 +327,13 @@ class AggregateCall:
     def of(cls, node: exp.Expr, scope: Scope) -> AggregateCall:
         name = _NAMES[type(node)]
         argument = node.this
+        fraction: exp.Expr | None = None
+        if isinstance(node, _PERCENTILES):
+            if not isinstance(argument, exp.Order):
+                raise SQLError(
+                    "42809", f"WITHIN GROUP is required for ordered-set aggregate {name}"
+                )
+            fraction = node.expression
         order: tuple[tuple[Compiled, bool], ...] = ()
         if isinstance(argument, exp.Order):
             for ordered in argument.expressions:
@@ -352,7 +362,7 @@ class AggregateCall:
             raise SQLError("42883", f"unknown signature: {name}() takes exactly one argument")
         if contains_aggregate(argument):
             raise SQLError("42803", "aggregate function calls cannot be nested")
-        separator = None
+        separator = None if fraction is None else _fraction(name, fraction, argument, scope)
         if isinstance(node, exp.GroupConcat):
             given = node.args.get("separator")
             if given is None:
@@ -379,6 +389,25 @@ class AggregateCall:
 
     def state(self) -> _State:
         return _State(self)
+
+
+def _fraction(name: str, fraction: exp.Expr, value: exp.Expr, scope: Scope) -> Compiled:
+    """A percentile's fraction compiled (it is the aggregate's first argument); 42883
+    for a fraction that is no number or array, or for percentile_cont of a value that
+    is neither FLOAT nor INTERVAL (as CockroachDB, which does not cast an INT there)."""
+    if contains_aggregate(fraction):
+        raise SQLError("42803", "aggregate function calls cannot be nested")
+    _check_own(name, fraction, scope)
+    fraction_kind = _static_kind(fraction, scope)
+    value_kind = _static_kind(value, scope)
+    continuous = name == "percentile_cont"
+    if (fraction_kind is not None and fraction_kind not in _NUMBERS | {Kind.ARRAY}) or (
+        continuous and value_kind is not None and value_kind not in (Kind.FLOAT, Kind.INTERVAL)
+    ):
+        kinds = (fraction_kind, value_kind)
+        shown = ", ".join((k.value.lower() if k else "unknown") for k in kinds)
+        raise SQLError("42883", f"unknown signature: {name}_impl({shown})")
+    return compile_expr(fraction, scope)
 
 
 def _static_kind(argument: exp.Expr, scope: Scope) -> Kind | None:
@@ -719,7 +748,7 @@ class _ArrayAgg(_Accumulator):
             return None
         first = next((v for v in self.values if v is not None), None)
         if isinstance(first, EnumValue):
-            element = ColumnType(Kind.ENUM, type_name=first.type_name, labels=first.labels)
+            element = enum_type_of(first)
         else:
             element = ColumnType(kind_of_value(first) or Kind.STRING)
         if any(v is not None and type(v) is not type(first) for v in self.values):
@@ -791,6 +820,84 @@ class _JsonbAgg(_Accumulator):
         return list(self.values) if self.values is not None else None
 
 
+class _Percentile(_Accumulator):
+    """percentile_disc and percentile_cont ``WITHIN GROUP (ORDER BY v)``, as CockroachDB:
+    the values arrive in the ordering's order and are kept; the fraction (a number, or
+    an array of them: an array of results) is the first non-NULL one given, each in
+    [0, 1] (22003 else). percentile_disc gives the first value whose position (from 1)
+    reaches ``fraction * n``; percentile_cont the value at position
+    ``1 + fraction * (n - 1)``, interpolated between its neighbours (FLOAT or
+    INTERVAL). Over no values NULL."""
+
+    def __init__(self, continuous: bool) -> None:
+        self.continuous = continuous
+        self.values: list[Any] = []
+        self.fractions: list[float | None] | None = None
+        self.single = True
+
+    def add(self, value: Any, fraction: Any) -> None:
+        if self.fractions is None and fraction is not None:
+            self.single = not isinstance(fraction, Array)
+            given = (fraction,) if self.single else fraction.values
+            name = "percentile_cont" if self.continuous else "percentile_disc"
+            self.fractions = [_checked_fraction(f, name) for f in given]
+        if self.continuous and not isinstance(value, float | Interval):
+            raise TypeError(value)
+        self.values.append(value)
+
+    def result(self) -> Any:
+        if not self.values or self.fractions is None:
+            return None
+        results = [None if f is None else self._at(f) for f in self.fractions]
+        if self.single:
+            return results[0]
+        first = self.values[0]
+        if self.continuous:
+            element = ColumnType(Kind.FLOAT if isinstance(first, float) else Kind.INTERVAL)
+        elif isinstance(first, EnumValue):
+            element = enum_type_of(first)
+        else:
+            element = ColumnType(kind_of_value(first) or Kind.STRING)
+        return Array(tuple(results), element)
+
+    def _at(self, fraction: float) -> Any:
+        values, n = self.values, len(self.values)
+        if not self.continuous:
+            return values[0] if fraction == 0 else values[math.ceil(fraction * n) - 1]
+        position = 1 + fraction * (n - 1)
+        low, high = math.floor(position), math.ceil(position)
+        if low == high:
+            return values[low - 1]
+        a, b = values[low - 1], values[high - 1]
+        if isinstance(a, float):
+            return (high - position) * a + (position - low) * b
+        span = (high - position) * a.span() + (position - low) * b.span()
+        return _interval_of_span(span)
+
+
+def _checked_fraction(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+        raise SQLError("42883", f"unknown signature: {name}_impl({type_of_value(value)}, ...)")
+    fraction = float(value)
+    if not 0 <= fraction <= 1:
+        raise SQLError("22003", f"percentile value {fraction:f} is not between 0 and 1")
+    return fraction
+
+
+def _interval_of_span(micros: float) -> Interval:
+    """An interval of ``micros``, in months of 30 days and days of 24 hours, as
+    CockroachDB makes one from a number of seconds."""
+    month, day = 30 * 86_400_000_000, 86_400_000_000
+    months = int(micros / month)
+    rest = math.fmod(micros, month)
+    days = int(rest / day)
+    return Interval(months, days, int(math.fmod(rest, day)))
+
+
+_PERCENTILES = (exp.PercentileCont, exp.PercentileDisc)
+
 _NAMES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -811,6 +918,8 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.BitwiseOrAgg: "bit_or",
     exp.Corr: "corr",
     SumInt: "sum_int",
+    exp.PercentileCont: "percentile_cont",
+    exp.PercentileDisc: "percentile_disc",
 }
 _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "count": _Count,
@@ -832,4 +941,6 @@ _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "bit_or": _BitOr,
     "corr": _Corr,
     "sum_int": _SumInt,
+    "percentile_cont": lambda: _Percentile(continuous=True),
+    "percentile_disc": lambda: _Percentile(continuous=False),
 }

@@ -1,6 +1,12 @@
 """Which sqlglot nodes are calls of aggregate functions: what the parser (an aggregate's
 FILTER) and the expression compiler (grouping, nesting checks) both need to know,
-kept below both."""
+kept below both.
+
+NB: the ordered-set aggregates ``percentile_cont`` and ``percentile_disc`` are sqlglot's
+nodes as the parser rebuilds them from ``f(fraction) WITHIN GROUP (ORDER BY v)``:
+``this`` the value with its ordering (an ``exp.Order``, as ``f(v ORDER BY ...)``),
+``expression`` the fraction (or array of fractions).
+"""
 
 from __future__ import annotations
 
@@ -20,4 +26,5 @@ AGGREGATES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
     exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
     exp.JSONArrayAgg, exp.ArrayAgg, exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.Corr, SumInt,
+    exp.PercentileCont, exp.PercentileDisc,
 )  # fmt: skip

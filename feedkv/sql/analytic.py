@@ -36,6 +36,7 @@ str, bool, Decimal for a sum).
 from __future__ import annotations
 
 import decimal
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from sqlglot import exp
 
 from feedkv.errors import FeedKVError
 from feedkv.sql import statements as st
-from feedkv.sql.columnar import cache_for, column_name
+from feedkv.sql.columnar import LIVE, cache_for, column_name
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.types import DECIMAL_QUOTIENT, Kind
@@ -53,7 +54,9 @@ from feedkv.sql.types import DECIMAL_QUOTIENT, Kind
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["try_select"]
+__all__ = ["try_select", "warm_up"]
+
+log = logging.getLogger(__name__)
 
 _INT8 = (-(2**63), 2**63 - 1)
 _DIGITS = re.compile(r"^[0-9]+$")
@@ -301,16 +304,52 @@ def _is_int_constant(node: exp.Expr) -> bool:
 
 
 _local = threading.local()
+_lock = threading.Lock()
+# The process's DuckDB database (in memory, it holds nothing between queries), once
+# made; whether a warm-up was started
+_database: list[duckdb.DuckDBPyConnection] = []
+_warming: list[bool] = []
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
-    """This thread's DuckDB connection (in memory; it holds nothing between queries)."""
+    """This thread's connection to the process's DuckDB database (its registered
+    tables are its own). NB: one database, a cursor per thread: a cursor takes
+    microseconds, a database of its own 10 ms, which a session's first query paid."""
     con = getattr(_local, "con", None)
     if con is None:
-        import duckdb
+        with _lock:
+            if not _database:
+                import duckdb
 
-        con = _local.con = duckdb.connect()
+                _database.append(duckdb.connect())
+            con = _local.con = _database[0].cursor()
     return con
+
+
+def warm_up() -> None:
+    """Load DuckDB and what its first scan of an Arrow table loads (pyarrow's dataset
+    modules), once per process, on a thread of its own: 0.1 s that the first analytic
+    query would otherwise spend. For a caller that expects analytic queries soon (an
+    import handed the columnar cache its copy); returns at once."""
+    with _lock:
+        if _warming:
+            return
+        _warming.append(True)
+    # NB: not a daemon: a process that exits while DuckDB loads or runs on a daemon
+    # thread aborts ("terminate called without an active exception"); exiting waits
+    threading.Thread(target=_warm, name="feedkv-duckdb-warm-up").start()
+
+
+def _warm() -> None:
+    import pyarrow as pa
+
+    try:
+        con = _connection()
+        con.register("warm_up", pa.table({"c": pa.array([1], pa.int64())}))
+        con.execute("SELECT sum(c) FROM warm_up").fetchall()
+        con.unregister("warm_up")
+    except Exception:  # NB: only a head start is lost; a query meets the error itself
+        log.warning("DuckDB warm-up failed", exc_info=True)
 
 
 def try_select(ex: Execution, s: st.Select) -> Result | None:
@@ -356,7 +395,7 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
     if len(result_plan.names) != len(s.items):
         return None  # a star, or items that expand
     compiler = _Compiler(sources)
-    sql_from = "t0"
+    sql_from = "{t0}"
     if s.joins:
         on = s.joins[0].on
         if not isinstance(on, exp.EQ):
@@ -365,7 +404,7 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
         right, right_view, right_kind = compiler.join_key(on.expression)
         if left_view == right_view or left_kind is not right_kind:
             return None
-        sql_from = f"t0 JOIN t1 ON {left} = {right}"
+        sql_from = f"{{t0}} JOIN {{t1}} ON {left} = {right}"
     if s.where is not None and _narrows(compiler, s.where):
         return None
     where = f" WHERE {compiler.condition(s.where)}" if s.where is not None else ""
@@ -388,26 +427,34 @@ def _select(ex: Execution, s: st.Select) -> Result | None:
             kept = ex.count(s.limit, "LIMIT")
         except FeedKVError:
             return None
-    query = f"SELECT {select_list} FROM {sql_from}{where}{group}{order}"
     cache = cache_for(ex.session.db)
     tables = []
     for source in sources:
-        rows = cache.rows_for(txn, source.desc, ex.session.interrupt.check)
-        if rows is None:
+        copy = cache.copy_for(txn, source.desc, ex.session.interrupt.check)
+        if copy is None:
             return None
-        tables.append(rows)
+        tables.append(copy.marked())
+    # NB: a copy's dead rows are filtered out in the query, not first in a copy of
+    # its live rows (an allocation of the whole table, the most of a query after a write)
+    views = {
+        f"t{n}": f"(SELECT * FROM r{n} WHERE {LIVE}) AS t{n}"
+        if LIVE in table.column_names
+        else f"r{n} AS t{n}"
+        for n, table in enumerate(tables)
+    }
+    query = f"SELECT {select_list} FROM {sql_from.format_map(views)}{where}{group}{order}"
     ex.session.interrupt.check()
     con = _connection()
     import duckdb
 
     try:
         for n, table in enumerate(tables):
-            con.register(f"t{n}", table)
+            con.register(f"r{n}", table)
         try:
             found = con.execute(query, where_params).fetchall()
         finally:
             for n in range(len(tables)):
-                con.unregister(f"t{n}")
+                con.unregister(f"r{n}")
     except duckdb.Error:
         return None
     if kept is not None:

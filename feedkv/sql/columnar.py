@@ -32,33 +32,50 @@ id and descriptor version: a new version replaces the older ones of its table (a
 change drops the copy at once), and a copy goes when the cache needs the room. One
 cache per KV client (a gateway node's sessions share theirs): :func:`cache_for`.
 
+Copies made by their writers: IMPORT INTO parses every row's values before it writes
+them, and nothing else writes a table while it is offline: up to the highest timestamp
+the import wrote at, the table holds what it held before (:func:`rows_before`: the copy
+held, advanced by a delta, or nothing at all) and the imported rows. Once the table is
+online the import hands the cache the copy made from them, merged with that
+(:func:`rows_imported`, :meth:`TableCopy.of_columns`, :meth:`TableCopy.merged`: the same
+table a scan makes). Reads of the online version are above that timestamp and advance
+the copy by deltas as usual. A table with rows but no copy held is copied in the
+background instead. A copy is never replaced by one of an older descriptor version.
+
 Background builds: a statement that writes :data:`BULK_ROWS` rows or more into a table
-(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO, has its commit ask the
-gateway's cache for the table's copy (:meth:`ColumnarCache.prefetch`): a read-only
-transaction of its own reads the descriptor there and then (its timestamp S is taken
-before the statement returns), and the builder thread, one per cache and one build at a
-time, makes the copy with it (or advances the copy held by a delta) as a query would.
-A build stops past the bound instead of keeping a copy too big for it. A query that
-would copy the table itself waits for a build of it that it can read (running or
-queued; its own timestamp at or above S), its interrupt honoured, then moves the copy
-to its timestamp with a delta, as usual: only the head start is new, never what a reader
-sees. :func:`close_cache` (``DB.close``) stops the builder: a build running stops at its
-next page and the thread ends.
+(INSERT, UPSERT, COPY; :func:`note_written`), and IMPORT INTO that hands over no copy,
+has its commit ask the gateway's cache for the table's copy
+(:meth:`ColumnarCache.prefetch`): a read-only transaction of its own reads the
+descriptor there and then (its timestamp S is taken before the statement returns), and
+the builder thread, one per cache and one build at a time, makes the copy with it (or
+advances the copy held by a delta) as a query would. A build stops past the bound
+instead of keeping a copy too big for it. A query that would copy the table itself waits
+for a build of it that it can read (running or queued; its own timestamp at or above S),
+its interrupt honoured, then moves the copy to its timestamp with a delta, as usual:
+only the head start is new, never what a reader sees. :func:`close_cache` (``DB.close``)
+stops the builder: a build running stops at its next page and the thread ends.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import threading
 import time
 import weakref
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from feedkv.errors import BatchTimestampBeforeGCError, FeedKVError, InvalidArgumentError
+from feedkv.errors import (
+    BatchTimestampBeforeGCError,
+    FeedKVError,
+    InvalidArgumentError,
+    InvariantViolation,
+)
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import decode_columns, table_span
 from feedkv.sql.types import Kind
@@ -77,6 +94,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BULK_ROWS",
     "DEFAULT_MAX_BYTES",
+    "LIVE",
     "MAX_BYTES_SETTING",
     "SETTING_REFRESH_S",
     "ColumnarCache",
@@ -87,7 +105,9 @@ __all__ = [
     "copyable",
     "max_bytes_setting",
     "note_written",
+    "rows_before",
     "rows_committed",
+    "rows_imported",
 ]
 
 DEFAULT_MAX_BYTES = 256 << 20
@@ -98,6 +118,7 @@ _ADDED_OVERHEAD = 105  # ... and of an appended row's dict entry and row number
 _FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at most
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
 _MIN_DELTA = 1024  # ... but this many changed keys are always applied
+_TAIL_CHUNKS = 16  # chunks the rows deltas appended may take before they are joined
 BULK_ROWS = 1000  # rows a statement writes into a table to have its copy made at once
 _WAIT_SLICE_S = 0.05  # how often a query waiting for a background build checks its interrupt
 
@@ -119,7 +140,8 @@ def column_name(column_id: int) -> str:
     return f"c{column_id}"
 
 
-_ROW = "__row"  # each row's number in its copy: how dead rows are filtered out
+_ROW = "__row"  # each row's number in its copy, which is its position in the table
+LIVE = "__live"  # the column :meth:`TableCopy.marked` adds: whether the row is live
 
 
 def copyable(desc: TableDescriptor) -> bool:
@@ -176,11 +198,25 @@ class TableCopy:
         """The live rows (columns named by :func:`column_name`, and ``__row``)."""
         if not self.dead:
             return self.table
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        return self.table.filter(self._live())
 
-        dead = pa.array(sorted(self.dead), pa.int64())
-        return self.table.filter(pc.invert(pc.is_in(self.table[_ROW], value_set=dead)))
+    def marked(self) -> pa.Table:
+        """Every row of ``table``, with a BOOL column :data:`LIVE` saying which are live
+        when some are dead: what a reader that filters as it reads wants (no copy of
+        the rows; the column costs a bit per row)."""
+        if not self.dead:
+            return self.table
+        return self.table.append_column(LIVE, self._live())
+
+    def _live(self) -> pa.BooleanArray:
+        """Which rows of ``table`` are live (row n is at position n)."""
+        import pyarrow as pa
+
+        count = self.table.num_rows
+        bits = bytearray(b"\xff" * ((count + 7) // 8))
+        for n in self.dead:
+            bits[n >> 3] &= ~(1 << (n & 7)) & 0xFF
+        return pa.BooleanArray.from_buffers(pa.bool_(), count, [None, pa.py_buffer(bits)])
 
     def advanced(
         self, desc: TableDescriptor, as_of: Timestamp, changes: dict[bytes, bytes | None]
@@ -209,9 +245,7 @@ class TableCopy:
         start = self.table.num_rows
         keys, appended = _columns(desc, kvs, start)
         added.update(zip(keys, range(start, start + len(keys)), strict=True))
-        import pyarrow as pa
-
-        table = pa.concat_tables([self.table, appended]) if keys else self.table
+        table = _appended(self.table, len(self.keys), appended) if keys else self.table
         copy = TableCopy(
             self.table_id,
             self.version,
@@ -223,6 +257,87 @@ class TableCopy:
             frozenset(dead),
         )
         return copy.compacted() if len(dead) * 2 > table.num_rows else copy
+
+    @classmethod
+    def of_columns(
+        cls,
+        desc: TableDescriptor,
+        as_of: Timestamp,
+        keys: list[bytes],
+        columns: Mapping[int, Any],
+        order: Sequence[int] | None = None,
+    ) -> TableCopy:
+        """The copy of ``desc`` as of ``as_of`` made from rows' values rather than read:
+        ``keys`` are the rows' KV keys, ascending (one pair per row: one family);
+        ``columns`` each column's values (coerced, as they were written; a list, or an
+        Arrow column of the copy's type), by column id, in the rows' order, which is key
+        order, or, given ``order``, such that the row of ``keys[n]`` is ``order[n]``.
+        The same table a scan of those rows makes (:func:`_columns`); the caller answers
+        for their being all the rows at ``as_of``."""
+        import pyarrow as pa
+
+        copied = _copied(desc)
+        count = len(keys)
+        arrays = []
+        for column_id, arrow_type in copied:
+            values = columns[column_id]
+            if len(values) != count:
+                raise InvariantViolation(
+                    f"table {desc.name!r}: column {column_id} has {len(values)} "
+                    f"values for {count} keys"
+                )
+            if not isinstance(values, pa.ChunkedArray | pa.Array):
+                values = pa.array(values, arrow_type)
+            elif values.type != arrow_type:
+                raise InvariantViolation(
+                    f"table {desc.name!r}: column {column_id} is {values.type}, not {arrow_type}"
+                )
+            arrays.append(values)
+        names = [column_name(column_id) for column_id, _type in copied]
+        table = pa.Table.from_arrays(arrays, names=names)
+        if order is not None:
+            table = table.take(pa.array(order, pa.int64()))
+        table = table.append_column(_ROW, pa.array(range(count), pa.int64()))
+        return cls(desc.id, desc.version, as_of, table, keys, _keys_size(keys), {}, frozenset())
+
+    def merged(self, other: TableCopy) -> TableCopy | None:
+        """This copy's live rows and ``other``'s together, as ``other``'s table version
+        as of its ``as_of`` (the caller answers for that); ``None`` when a key is in
+        both, or their columns differ."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        mine = self.compacted() if self.dead or self.added else self
+        theirs = other.compacted() if other.dead or other.added else other
+        if mine.table.schema != theirs.table.schema:
+            return None
+        if not mine.keys or not theirs.keys:
+            keys, tables = mine.keys or theirs.keys, [mine.table if mine.keys else theirs.table]
+        elif mine.keys[-1] < theirs.keys[0]:
+            keys, tables = mine.keys + theirs.keys, [mine.table, theirs.table]
+        elif theirs.keys[-1] < mine.keys[0]:
+            keys, tables = theirs.keys + mine.keys, [theirs.table, mine.table]
+        else:  # NB: interleaved: sorted in C, by pyarrow
+            keys = mine.keys + theirs.keys
+            order = pc.sort_indices(pa.array(keys, pa.binary()))
+            keys = list(map(keys.__getitem__, order.to_pylist()))
+            tables = [pa.concat_tables([mine.table, theirs.table]).take(order)]
+            if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+                return None  # a key in both
+        table = pa.concat_tables(tables)
+        table = table.set_column(
+            table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(keys)), pa.int64())
+        )
+        return TableCopy(
+            other.table_id,
+            other.version,
+            other.as_of,
+            table,
+            keys,
+            _keys_size(keys),
+            {},
+            frozenset(),
+        )
 
     def compacted(self) -> TableCopy:
         """The copy without its dead rows, in key order, numbered anew."""
@@ -240,6 +355,20 @@ class TableCopy:
         return TableCopy(
             self.table_id, self.version, self.as_of, table, keys, _keys_size(keys), {}, frozenset()
         )
+
+
+def _appended(table: pa.Table, scanned: int, appended: pa.Table) -> pa.Table:
+    """``table`` and then ``appended``, the rows after the first ``scanned`` (those
+    appended by changes) kept in at most :data:`_TAIL_CHUNKS` chunks. NB: a delta
+    appends a chunk, and DuckDB reads a table of thousands of small chunks 3x slower;
+    joining them copies the changed rows only, once per :data:`_TAIL_CHUNKS` deltas."""
+    import pyarrow as pa
+
+    table = pa.concat_tables([table, appended])
+    tail = table.slice(scanned)
+    if tail.num_columns and tail.column(0).num_chunks > _TAIL_CHUNKS:
+        table = pa.concat_tables([table.slice(0, scanned), tail.combine_chunks()])
+    return table
 
 
 def _keys_size(keys: list[bytes]) -> int:
@@ -330,6 +459,7 @@ class ColumnarCache:
         self.advanced = 0
         self.prefetched = 0
         self.waited = 0  # queries that waited for a background build
+        self.offered = 0  # copies made by their writers (IMPORT INTO) and held
         self._between_pages = between_pages
         # The background builds: tables waiting (in order), the one running, the thread
         self._queue: dict[int, _Build] = {}
@@ -507,22 +637,9 @@ class ColumnarCache:
             self._wait(desc, txn, check)
         copy = self.get(desc)
         if copy is not None:
-            read_ts = txn.read_ts
-            if read_ts is None or read_ts >= copy.as_of:
-                limit = max(_MIN_DELTA, copy.live // _DELTA_SHARE)
-                try:
-                    changes = txn.scan_changes(span.start, span.end, copy.as_of, limit=limit)
-                except (BatchTimestampBeforeGCError, InvalidArgumentError):
-                    changes = None  # history at the copy's time is gone, or read below it
-                if changes is not None:
-                    read_ts = txn.read_ts
-                    if read_ts is None:
-                        return None
-                    advanced = copy.advanced(desc, read_ts.prev(), changes)
-                    self._keep(advanced)
-                    with self._lock:
-                        self.advanced += 1
-                    return advanced
+            advanced = self._advance(txn, desc, copy)
+            if advanced is not None:
+                return advanced
         fresh = self._build(txn, desc, check, self.max_bytes if background else None)
         if fresh is None:
             return None
@@ -530,6 +647,37 @@ class ColumnarCache:
         with self._lock:
             self.built += 1
         return fresh
+
+    def advance_held(self, txn: Txn, desc: TableDescriptor) -> TableCopy | None:
+        """The copy of ``desc`` held, brought to ``txn``'s read by a delta (and kept);
+        ``None`` when none is held or a delta does not serve: never a scan of the table,
+        nor a wait for a build."""
+        span = table_span(desc.id)
+        if not copyable(desc) or txn.writes_in(span.start, span.end):
+            return None
+        copy = self.get(desc)
+        return None if copy is None else self._advance(txn, desc, copy)
+
+    def _advance(self, txn: Txn, desc: TableDescriptor, copy: TableCopy) -> TableCopy | None:
+        """``copy`` brought to ``txn``'s read by a delta, and kept; ``None`` when the
+        read is below it, the delta is past its limit, or history at its time is gone."""
+        span = table_span(desc.id)
+        read_ts = txn.read_ts
+        if read_ts is not None and read_ts < copy.as_of:
+            return None
+        limit = max(_MIN_DELTA, copy.live // _DELTA_SHARE)
+        try:
+            changes = txn.scan_changes(span.start, span.end, copy.as_of, limit=limit)
+        except (BatchTimestampBeforeGCError, InvalidArgumentError):
+            return None  # history at the copy's time is gone, or read below it
+        read_ts = txn.read_ts
+        if changes is None or read_ts is None:
+            return None
+        advanced = copy.advanced(desc, read_ts.prev(), changes)
+        self._keep(advanced)
+        with self._lock:
+            self.advanced += 1
+        return advanced
 
     def _build(
         self,
@@ -562,27 +710,42 @@ class ColumnarCache:
             desc.id, desc.version, read_ts.prev(), table, keys, keys_size, {}, frozenset()
         )
 
-    def _keep(self, copy: TableCopy) -> None:
-        """Hold ``copy`` (unless bigger than the bound, or older than the one held),
-        replacing its table's other versions and evicting the least recently used."""
+    def offer(self, copy: TableCopy) -> bool:
+        """Hold ``copy``, made by a caller that had the rows in hand (IMPORT INTO:
+        :func:`rows_imported`), as if a scan had made it; whether it is held (not when
+        bigger than the bound, or older than the copy held)."""
+        kept = self._keep(copy)
+        if kept:
+            with self._lock:
+                self.offered += 1
+        return kept
+
+    def _keep(self, copy: TableCopy) -> bool:
+        """Hold ``copy`` (unless bigger than the bound, or older than the one held, or
+        of an older version than one held), replacing its table's other versions and
+        evicting the least recently used; whether it is held."""
         size = copy.size
         key = (copy.table_id, copy.version)
         with self._lock:
-            for held in [k for k in self._copies if k[0] == copy.table_id]:
-                if held != key:
-                    self._bytes -= self._copies.pop(held).size
+            held = [k for k in self._copies if k[0] == copy.table_id]
+            if any(version > copy.version for _id, version in held):
+                return False  # NB: e.g. a background build that read an older version
+            for other in held:
+                if other != key:
+                    self._bytes -= self._copies.pop(other).size
             current = self._copies.get(key)
             if current is not None:
                 if current.as_of >= copy.as_of:
-                    return
+                    return False
                 self._bytes -= self._copies.pop(key).size
             if size > self.max_bytes:
-                return
+                return False
             while self._copies and self._bytes + size > self.max_bytes:
                 _key, evicted = self._copies.popitem(last=False)
                 self._bytes -= evicted.size
             self._copies[key] = copy
             self._bytes += size
+            return True
 
 
 def _pages(
@@ -648,6 +811,54 @@ def rows_committed(db: KVClient, table_id: int, rows: int) -> None:
     background (:meth:`ColumnarCache.prefetch`), before an analytic query asks."""
     if rows >= BULK_ROWS:
         cache_for(db).prefetch(table_id)
+
+
+def rows_before(db: KVClient, desc: TableDescriptor) -> TableCopy | None:
+    """The rows of ``desc`` now, for an import about to write there (the table
+    offline): read by a transaction of its own, from the copy the gateway holds
+    brought up to it by a delta, or, with none, by a scan that finds no row (an
+    empty copy); ``None`` when neither serves (rows there, but no copy held: no scan
+    of the table is made here)."""
+    txn = db.transaction()
+    try:
+        copy = cache_for(db).advance_held(txn, desc)
+        if copy is not None:
+            return copy
+        span = table_span(desc.id)
+        if not copyable(desc) or txn.scan(span.start, span.end, limit=1):
+            return None
+        read_ts = txn.read_ts
+        if read_ts is None:
+            return None
+        return TableCopy.of_columns(
+            desc, read_ts.prev(), [], {column_id: [] for column_id, _type in _copied(desc)}
+        )
+    finally:
+        txn.rollback()  # NB: it only read
+
+
+def rows_imported(
+    db: KVClient,
+    desc: TableDescriptor,
+    as_of: Timestamp,
+    before: TableCopy,
+    keys: list[bytes],
+    columns: Mapping[int, Any],
+    order: Sequence[int] | None = None,
+) -> bool:
+    """An import wrote the rows of ``desc`` (the version it brought online) that
+    ``keys`` and ``columns`` give (:meth:`TableCopy.of_columns`) into a table that held
+    ``before`` (:func:`rows_before`), and nothing else wrote there: with them, they are
+    all the table's rows as of ``as_of``. The gateway holds them as the table's copy, so
+    the first query finds it made. Whether it does (not for a table that cannot be
+    copied, nor when the bound keeps nothing or the copy is past it)."""
+    cache = cache_for(db)
+    if not copyable(desc) or cache.max_bytes == 0 or cache.closed:
+        return False
+    copy: TableCopy | None = TableCopy.of_columns(desc, as_of, keys, columns, order)
+    if before.live and copy is not None:
+        copy = before.merged(copy)
+    return copy is not None and cache.offer(copy)
 
 
 def max_bytes_setting(db: KVClient) -> int:

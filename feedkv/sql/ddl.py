@@ -41,6 +41,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
     quote_name,
 )
+from feedkv.sql.enums import first_codes
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
 from feedkv.sql.indexes import index_span, table_indexes_span
@@ -69,7 +70,7 @@ from feedkv.sql.types import (
     format_value,
     from_key,
 )
-from feedkv.util.encoding import decode_value
+from feedkv.util.encoding import Direction, decode_value
 from feedkv.util.keys import check_key
 from feedkv.util.units import counted, parse_duration_ns
 
@@ -267,8 +268,11 @@ def _table_descriptor(
         families=tuple(families),
         next_column_id=len(columns) + 1,
         next_family_id=len(families),
+        primary_descending=s.primary_descending if s.primary_key is not None else (),
     )
     _check_computed_types(desc)
+    if s.partitioning is not None and desc.primary_descending:
+        raise SQLError("0A000", "PARTITION BY a primary key with DESC columns is not supported")
     if s.partitioning is not None:
         desc = replace(desc, partitions=partitions_of(desc, s.partitioning, ex.constant))
     return desc
@@ -317,7 +321,7 @@ def _enum_type(ex: Execution, ctype: ColumnType) -> ColumnType:
     found = catalog.type_by_name(ex.read_source, ex.database(None), name)
     if found is None:
         raise SQLError("42704", f'type "{name}" does not exist')
-    return ColumnType(Kind.ENUM, type_name=found.name, labels=found.labels)
+    return found.column_type()
 
 
 def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
@@ -330,8 +334,9 @@ def create_enum(ex: Execution, s: st.CreateEnum) -> Result:
         raise SQLError("42710", f'type "{s.name.name}" already exists')
     if s.name.name.upper() in TYPE_NAMES:
         raise SQLError("42710", f'type "{s.name.name}" already exists (a built-in type)')
+    codes = first_codes(len(s.labels))
     catalog.put_type(
-        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels)
+        txn, TypeDescriptor(catalog.allocate_id(txn), s.name.name, database.id, s.labels, codes)
     )
     return Result(tag="CREATE TYPE")
 
@@ -1164,10 +1169,11 @@ def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
     values = []
     pos = len(prefix)
     try:
-        for column in desc.key_columns:
+        for n, column in enumerate(desc.key_columns):
             if pos >= len(key):
                 break
-            raw, pos = decode_value(key, pos)
+            direction = Direction.DESC if desc.key_descending(n) else Direction.ASC
+            raw, pos = decode_value(key, pos, direction)
             values.append(from_key(column.type, raw))
     except (InvalidArgumentError, SQLError):
         return base + "/" + key.hex()

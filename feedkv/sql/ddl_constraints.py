@@ -123,7 +123,7 @@ def _index(
             name = f"{base}{n}"
     if name == f"{desc.name}_pkey" or any(i.name == name for i in existing):
         raise SQLError("42P07", f'index "{name}" already exists on table "{desc.name}"')
-    return Index(index_id, name, column_ids, spec.unique, storing, spec.constraint)
+    return Index(index_id, name, column_ids, spec.unique, storing, spec.constraint, spec.descending)
 
 
 def _check(ex: Execution, desc: TableDescriptor, spec: st.CheckSpec, taken: Sequence[str]) -> Check:
@@ -372,27 +372,24 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
     desc = ex.table(s.table)
     rows: list[tuple[Any, ...]] = []
 
-    def add(name: str, unique: bool, ids: Sequence[int], storing: Sequence[int]) -> None:
+    def add(
+        name: str,
+        unique: bool,
+        ids: Sequence[int],
+        storing: Sequence[int],
+        descending: Sequence[bool] = (),
+    ) -> None:
         position = 1
-        for i in ids:
-            rows.append(
-                (desc.name, name, not unique, position, _column_name(desc, i), "ASC", False, False)
-            )
+        for n, i in enumerate(ids):
+            direction = "DESC" if n < len(descending) and descending[n] else "ASC"
+            column = _column_name(desc, i)
+            rows.append((desc.name, name, not unique, position, column, direction, False, False))
             position += 1
-        for i in desc.primary_key:
+        for n, i in enumerate(desc.primary_key):
             if name != f"{desc.name}_pkey" and i not in ids:
-                rows.append(
-                    (
-                        desc.name,
-                        name,
-                        not unique,
-                        position,
-                        _column_name(desc, i),
-                        "ASC",
-                        False,
-                        True,
-                    )
-                )
+                direction = "DESC" if desc.key_descending(n) else "ASC"
+                column = _column_name(desc, i)
+                rows.append((desc.name, name, not unique, position, column, direction, False, True))
                 position += 1
         for i in storing:
             rows.append(
@@ -404,9 +401,9 @@ def show_indexes(ex: Execution, s: st.ShowIndexes) -> Result:
     others = [
         c.id for c in desc.columns if c.id not in desc.primary_key and c.shown and not c.virtual
     ]
-    add(f"{desc.name}_pkey", True, desc.primary_key, others)
+    add(f"{desc.name}_pkey", True, desc.primary_key, others, desc.primary_descending)
     for index in desc.indexes:
-        add(index.name, index.unique, index.column_ids, index.storing)
+        add(index.name, index.unique, index.column_ids, index.storing, index.descending)
     columns: tuple[str, ...] = (
         "table_name",
         "index_name",

@@ -72,7 +72,7 @@ _ROWLESS = (
     | st.DropTable | st.AddColumn | st.AlterTableActions | st.AlterColumn | st.DropColumn
     | st.Truncate | st.CommentOn | st.CreateUser
     | st.DropUser
-    | st.GrantRole    | st.ControlJob | st.AlterChangefeed | st.Savepoint | st.ConfigureZone
+    | st.GrantRole    | st.ControlJob | st.Savepoint | st.ConfigureZone
     | st.CancelActivity | st.CloseCursor
 )  # fmt: skip
 
@@ -133,6 +133,8 @@ def describe(
         # value are text (JSON) or bytes (Avro), known from the values.
         sinkless = (("table", _STRING), ("key", None), ("value", None))
         columns = sinkless if statement.sink is None else (("job_id", _INT),)
+    elif isinstance(statement, st.AlterChangefeed):
+        columns = (("job_id", _INT), ("job_description", _STRING))
     else:
         columns = None
     return Description(columns, tuple(params))
@@ -477,7 +479,9 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.Cast):
         from feedkv.sql.parser import column_type
 
-        return column_type(node.args["to"])
+        target = column_type(node.args["to"])
+        # NB: a cast to a user-defined type: which one (its OID) is known when it runs
+        return None if target.kind is Kind.ENUM else target
     if isinstance(node, _BOOLEAN):
         return _BOOL
     if isinstance(node, exp.BitString):
@@ -506,6 +510,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _INT
     if isinstance(node, exp.Corr):
         return ColumnType(Kind.FLOAT)
+    if isinstance(node, exp.PercentileCont | exp.PercentileDisc):
+        return _percentile_type(node, typer)
     if isinstance(node, exp.LogicalAnd | exp.LogicalOr):
         return _BOOL
     if isinstance(node, exp.GroupConcat):
@@ -562,6 +568,26 @@ def _array_type(node: exp.Array | exp.ArrayAgg, typer: _Typer) -> ColumnType | N
         return None
     (kind,) = kinds
     return None if kind is None else _array_of(ColumnType(kind))
+
+
+def _percentile_type(node: exp.Expr, typer: _Typer) -> ColumnType | None:
+    """percentile_disc's: its value's type; percentile_cont's: FLOAT or INTERVAL; an
+    array of it for an array of fractions."""
+    value = node.this.this if isinstance(node.this, exp.Order) else None
+    found = typer.type_of(value) if value is not None else None
+    if found is None:
+        return None
+    element = _argument_type(node.this, typer) if isinstance(node, exp.PercentileDisc) else found
+    if element is None or (
+        isinstance(node, exp.PercentileCont) and element.kind not in (Kind.FLOAT, Kind.INTERVAL)
+    ):
+        return None
+    if isinstance(node, exp.PercentileCont):
+        element = ColumnType(element.kind)
+    fraction = node.expression
+    if isinstance(fraction, exp.Array) or _kind(fraction, typer) is Kind.ARRAY:
+        return ColumnType(Kind.ARRAY, element=element)
+    return element
 
 
 def _argument(node: exp.Expr) -> exp.Expr:

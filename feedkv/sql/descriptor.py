@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql.types import ColumnType
+from feedkv.sql.types import ColumnType, Kind
 
 __all__ = [
     "PRIMARY_FAMILY",
@@ -116,7 +116,9 @@ class Family:
 
 @dataclass(frozen=True, slots=True)
 class Index:
-    """A secondary index on ``column_ids`` (in key order), ascending; ``storing``
+    """A secondary index on ``column_ids`` (in key order), each ascending unless
+    ``descending`` says otherwise (one flag per column; empty: all ascending), its
+    keys then sorting the other way (CockroachDB's descending key encoding); ``storing``
     columns are kept in its entries too. Its entries live apart from the table's rows
     (:mod:`feedkv.sql.indexes`). ``constraint``: the index of a UNIQUE constraint (not
     one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB."""
@@ -127,6 +129,15 @@ class Index:
     unique: bool = False
     storing: tuple[int, ...] = ()
     constraint: bool = False
+    descending: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not any(self.descending):  # NB: one form for all-ascending: () (equality)
+            object.__setattr__(self, "descending", ())
+
+    def is_descending(self, n: int) -> bool:
+        """Whether the index's ``n``-th column (from 0) sorts descending."""
+        return n < len(self.descending) and self.descending[n]
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -138,6 +149,8 @@ class Index:
         }
         if self.constraint:  # NB: only when set, so other descriptors keep their bytes
             out["constraint"] = True
+        if self.descending:
+            out["descending"] = list(self.descending)
         return out
 
     @classmethod
@@ -149,6 +162,7 @@ class Index:
             data.get("unique", False),
             tuple(data.get("storing", ())),
             data.get("constraint", False),
+            tuple(data.get("descending", ())),
         )
 
 
@@ -269,6 +283,9 @@ class TableDescriptor:
     # The foreign keys that reference this table: (table id, constraint name).
     referenced_by: tuple[tuple[int, str], ...] = ()
     partitions: tuple[Partition, ...] = ()  # PARTITION BY, on a primary key prefix
+    # Per primary key column, whether it sorts descending (empty: all ascending), as
+    # ``PRIMARY KEY (a DESC)``: its keys are encoded descending (see Index).
+    primary_descending: tuple[bool, ...] = ()
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     _computed_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
@@ -280,6 +297,8 @@ class TableDescriptor:
     _computed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not any(self.primary_descending):  # NB: one form for all-ascending: ()
+            object.__setattr__(self, "primary_descending", ())
         # NB: an adding column has no name a statement can use (see Column)
         by_name = {c.name: c for c in self.columns if not c.adding}
         object.__setattr__(self, "_by_name", by_name)
@@ -333,6 +352,10 @@ class TableDescriptor:
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(self._by_id[i] for i in self.primary_key)
 
+    def key_descending(self, n: int) -> bool:
+        """Whether the primary key's ``n``-th column (from 0) sorts descending."""
+        return n < len(self.primary_descending) and self.primary_descending[n]
+
     def family(self, name: str) -> Family:
         for family in self.families:
             if family.name == name:
@@ -383,7 +406,10 @@ class TableDescriptor:
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
             lines.append(line)
-        key = ", ".join(f"{quote_name(c.name)} ASC" for c in self.key_columns)
+        key = ", ".join(
+            quote_name(c.name) + (" DESC" if self.key_descending(n) else " ASC")
+            for n, c in enumerate(self.key_columns)
+        )
         lines.append(f"CONSTRAINT {quote_name(self.name + '_pkey')} PRIMARY KEY ({key})")
 
         def listed(ids: tuple[int, ...], order: str = "") -> str:
@@ -399,7 +425,11 @@ class TableDescriptor:
             )
         for index in self.indexes:
             kind = "UNIQUE INDEX" if index.unique else "INDEX"
-            line = f"{kind} {quote_name(index.name)} ({listed(index.column_ids, ' ASC')})"
+            keys = ", ".join(
+                quote_name(self._by_id[i].name) + (" DESC" if index.is_descending(n) else " ASC")
+                for n, i in enumerate(index.column_ids)
+            )
+            line = f"{kind} {quote_name(index.name)} ({keys})"
             if index.storing:
                 line += f" STORING ({listed(index.storing)})"
             lines.append(line)
@@ -446,6 +476,11 @@ class TableDescriptor:
                     # NB: only when set, so every other descriptor keeps its bytes
                     **({"offline": True} if self.offline else {}),
                     **({"truncations": self.truncations} if self.truncations else {}),
+                    **(
+                        {"primary_descending": list(self.primary_descending)}
+                        if self.primary_descending
+                        else {}
+                    ),
                     **self._constraints_json(),
                     **(
                         {"partitions": [p.to_json() for p in self.partitions]}
@@ -493,6 +528,7 @@ class TableDescriptor:
             foreign_keys=tuple(ForeignKey.from_json(f) for f in data.get("foreign_keys", ())),
             referenced_by=tuple((r[0], r[1]) for r in data.get("referenced_by", ())),
             partitions=tuple(Partition.from_json(p) for p in data.get("partitions", ())),
+            primary_descending=tuple(data.get("primary_descending", ())),
         )
 
 
@@ -572,12 +608,21 @@ class SequenceDescriptor:
 
 @dataclass(frozen=True, slots=True)
 class TypeDescriptor:
-    """A user-defined type: an enum of ``labels``, in their order."""
+    """A user-defined type: an enum of ``labels``, in their order, and each label's code
+    (ascending with them; see :mod:`feedkv.sql.enums`)."""
 
     id: int
     name: str
     database_id: int
     labels: tuple[str, ...]
+    codes: tuple[bytes, ...] = ()
+
+    def column_type(self) -> ColumnType:
+        """The type of a column of this enum (a column keeps its labels and codes, and
+        ALTER TYPE rewrites the columns that use it)."""
+        return ColumnType(
+            Kind.ENUM, type_name=self.name, labels=self.labels, codes=self.codes, type_id=self.id
+        )
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -587,6 +632,7 @@ class TypeDescriptor:
                     "name": self.name,
                     "database_id": self.database_id,
                     "labels": list(self.labels),
+                    "codes": [code.hex() for code in self.codes],
                 }
             },
             separators=(",", ":"),
@@ -625,7 +671,11 @@ def decode_descriptor(raw: bytes) -> Descriptor:
     if "type" in data:
         found = data["type"]
         return TypeDescriptor(
-            found["id"], found["name"], found["database_id"], tuple(found["labels"])
+            found["id"],
+            found["name"],
+            found["database_id"],
+            tuple(found["labels"]),
+            tuple(bytes.fromhex(code) for code in found["codes"]),
         )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])

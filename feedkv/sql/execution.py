@@ -127,6 +127,24 @@ def _logical_timestamp(txn: Txn | None, db: KVClient) -> decimal.Decimal:
     return logical_decimal(db.now())
 
 
+def _user_type(
+    session: SessionContext, txn: Txn | None, seen: dict[str, ColumnType], name: str
+) -> ColumnType:
+    """The column type of the enum ``name`` in the session's database, read once per
+    statement (``seen``); 42704 when there is none."""
+    found = seen.get(name)
+    if found is not None:
+        return found
+    described = None
+    if txn is not None:
+        database = session.resolve_database(txn, session.database)
+        described = catalog.type_by_name(txn, database, name)
+    if described is None:
+        raise SQLError("42704", f'type "{name}" does not exist')
+    seen[name] = found = described.column_type()
+    return found
+
+
 _P = TypeVar("_P")
 
 # How a statement reads the rows it locks: waiting for another transaction holding one,
@@ -191,6 +209,7 @@ class Execution:
             sequence=partial(sequences.call, session, txn),
             sleep=session.interrupt.sleep,
             node_id=session.db.gateway_node,
+            enum_type=partial(_user_type, session, txn, {}),
         )
 
     def inserted_table(self, key: bytes) -> TableDescriptor | None:

@@ -12,7 +12,16 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import InvalidArgumentError, InvalidKeyError, SQLError, ValueTooLargeError
-from feedkv.sql import copy_rows, cursor_statements, ddl, dml, explain, query, session_activity
+from feedkv.sql import (
+    alter_type,
+    copy_rows,
+    cursor_statements,
+    ddl,
+    dml,
+    explain,
+    query,
+    session_activity,
+)
 from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 
@@ -20,6 +29,7 @@ __all__ = ["LEASED", "run"]
 
 _HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl.HANDLERS,
+    **alter_type.HANDLERS,
     **query.HANDLERS,
     **dml.HANDLERS,
     **copy_rows.HANDLERS,

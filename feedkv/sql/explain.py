@@ -363,7 +363,12 @@ class _Planner:
         index = constraint[0] if constraint is not None else None
         if selection.index_span is not None and constraint is not None and index is not None:
             _index, columns, plan = constraint
-            spans = _spans(columns, plan, context) if selection.index_span(context) else None
+            descending = index.is_descending(len(plan.equal))
+            spans = (
+                _spans(columns, plan, context, descending)
+                if selection.index_span(context)
+                else None
+            )
             if spans == _NOTHING:
                 return Node("norows")
             if spans is not None:
@@ -373,7 +378,9 @@ class _Planner:
         span, exact = selection.span(context)
         text = "FULL SCAN"
         if span != table_span(desc.id) and constraint is not None and constraint[0] is None:
-            text = _spans(constraint[1], constraint[2], context) or "FULL SCAN"
+            plan = constraint[2]
+            descending = desc.key_descending(len(plan.equal))
+            text = _spans(constraint[1], plan, context, descending) or "FULL SCAN"
         if text == _NOTHING:
             return Node("norows")
         node = _scan(desc, f"{desc.name}_pkey", text)
@@ -415,9 +422,10 @@ def _key_value(compiled: Callable[..., Any], column: Column, context: Any) -> tu
     return value, type(value) is type(raw) and value == raw
 
 
-def _spans(columns: list[Column], plan: Any, context: Any) -> str | None:
+def _spans(columns: list[Column], plan: Any, context: Any, descending: bool = False) -> str | None:
     """The span ``plan`` (equalities on the leading ``columns``, then a range on the
-    next) reads, as CockroachDB writes spans; ``None``: the table is read whole."""
+    next, ``descending`` in the keys or not) reads, as CockroachDB writes spans (in key
+    order: a DESC column's low bound ends them); ``None``: the table is read whole."""
     try:
         equal = []
         for compiled, column in zip(plan.equal, columns, strict=False):
@@ -442,7 +450,7 @@ def _spans(columns: list[Column], plan: Any, context: Any) -> str | None:
             inclusive = limit.inclusive
             if not inclusive and column.type.kind is Kind.INT and not isinstance(value, bool):
                 value, inclusive = (value + 1 if is_low else value - 1), True
-            if is_low:
+            if is_low != descending:
                 start = f"{prefix}/{literal_text(value)}"
                 open_start = "[" if inclusive else "("
             else:

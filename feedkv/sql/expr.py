@@ -55,6 +55,7 @@ from feedkv.sql.types import (
     Float4,
     Kind,
     coerce,
+    enum_type_of,
     float_text,
     format_value,
     is_nan,
@@ -88,6 +89,7 @@ class Context:
 
     __slots__ = (
         "_now",
+        "enum_type",
         "logical_timestamp",
         "node_id",
         "outer",
@@ -110,8 +112,12 @@ class Context:
         sequence: Callable[[str, Sequence[Any]], Any] | None = None,
         sleep: Callable[[float], None] | None = None,
         node_id: Callable[[], int] | None = None,
+        enum_type: Callable[[str], ColumnType] | None = None,
     ) -> None:
         self.params = params
+        # the column type of the user-defined type of a name (a cast to it: 'a'::mood);
+        # 42704 when there is none
+        self.enum_type = enum_type
         # the id of the node the session's statements enter the cluster through
         # (crdb_internal.node_id())
         self.node_id = node_id
@@ -1027,12 +1033,8 @@ class _Compiler:
                 return text if target.width is None else text[: target.width]
 
             return json_text
-        if target.kind is Kind.ENUM:
-            raise SQLError(
-                "42704",
-                f'type "{target.type_name}" does not exist (casts to enum types are not '
-                "supported: compare with the column, which reads the label)",
-            )
+        if target.kind is Kind.ENUM and target.labels is None:
+            return _enum_cast(inner, target.type_name or "")
 
         def cast(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
@@ -1116,8 +1118,9 @@ class _Compiler:
 
     def array(self, node: exp.Array) -> Compiled:
         """``ARRAY[a, b]``: of the type its first non-NULL element has (the others
-        converted to it, 42804 when they do not convert); ``ARRAY[]`` is a STRING[]
-        until a cast says otherwise."""
+        converted to it, 42804 when they do not convert), but a DECIMAL[] where INTs
+        and DECIMALs mix (``ARRAY[0, 0.5]``, as CockroachDB types its constants);
+        ``ARRAY[]`` is a STRING[] until a cast says otherwise."""
         _refuse_node_args(node, {"expressions", "value_constructor"})
         items = [self.compile(item) for item in node.expressions]
 
@@ -1125,6 +1128,8 @@ class _Compiler:
             values = [item(row, ctx) for item in items]
             first = next((v for v in values if v is not None), None)
             element = _element_type(first)
+            if element.kind is Kind.INT and any(isinstance(v, decimal.Decimal) for v in values):
+                element = ColumnType(Kind.DECIMAL)
             return Array(tuple(coerce(v, element, None) for v in values), element)
 
         return array
@@ -1675,10 +1680,28 @@ class _Compiler:
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
 
 
+def _enum_cast(inner: Compiled, name: str) -> Compiled:
+    """A cast to the user-defined type ``name``: resolved when it runs (the compiler
+    does not read the catalog); a label of it, or a value of it, else 22P02 or 42804."""
+
+    def cast(row: Env, ctx: Context) -> Any:
+        value = inner(row, ctx)
+        if value is None:
+            return None
+        if ctx.enum_type is None:
+            raise SQLError("42704", f'type "{name}" does not exist')
+        target = ctx.enum_type(name)
+        if not isinstance(value, str | EnumValue):
+            raise SQLError("42846", f"invalid cast: {type_of_value(value)} -> {name}")
+        return coerce(value, target, None)
+
+    return cast
+
+
 def _element_type(value: Any) -> ColumnType:
     """The element type of an ARRAY[...] whose first non-NULL element is ``value``."""
     if isinstance(value, EnumValue):
-        return ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
+        return enum_type_of(value)
     if isinstance(value, Array):
         raise SQLError("0A000", "arrays of arrays are not supported")
     if jsonb.is_json(value):
@@ -1930,7 +1953,7 @@ def _is_text_constant(node: exp.Expr) -> bool:
 
 def _as_kind_of(text: str, other: object, symbol: str) -> Any:
     if isinstance(other, EnumValue):  # NB: the label of other's enum type
-        return EnumValue.of(text, other.labels, other.type_name)
+        return EnumValue.of(text, other.labels, other.type_name, other.codes, other.type_id)
     if jsonb.is_json(other):
         return coerce(text, ColumnType(Kind.JSONB), None)
     kind = kind_of_value(other)

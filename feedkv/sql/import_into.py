@@ -30,7 +30,12 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    either: a row that is there already fails the import (23505) and the rows written
    so far are deleted.
 4. **Online**: the next descriptor version, without ``offline``, above every imported
-   value.
+   value. Files read column by column into a table that held no row, or whose
+   columnar copy the gateway holds (read once the table is offline,
+   :func:`~feedkv.sql.columnar.rows_before`): the gateway's columnar cache is handed
+   the table's copy, made from the parsed columns (merged with that copy), for the
+   first analytic query (:func:`~feedkv.sql.columnar.rows_imported`); otherwise the
+   cache copies the table in the background.
 
 A table with secondary indexes, CHECKs or foreign keys is refused (0A000): the import
 writes rows only, as CockroachDB's IMPORT INTO into a table with indexes is not done
@@ -50,6 +55,7 @@ import csv
 import itertools
 import operator
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -57,7 +63,8 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
-from feedkv.sql.columnar import rows_committed
+from feedkv.sql.analytic import warm_up
+from feedkv.sql.columnar import rows_before, rows_committed, rows_imported
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.dml import duplicate_key, duplicate_key_at
@@ -100,7 +107,7 @@ def import_into(
     read = _read_columns(desc, s.columns, paths, delimiter, nullif, skip, plain)
     if read is None:  # NB: the row by row reading finds the bad row and names its line
         read = _read(desc, s.columns, paths, delimiter, nullif, skip, plain)
-    keys, values, count = read
+    keys, values, count = read.keys, read.values, read.count
 
     def take_offline(ex: Execution) -> TableDescriptor:
         current = _check_table(ex, s)
@@ -112,7 +119,12 @@ def import_into(
         return offline
 
     offline = in_transaction(take_offline)
+    # NB: nothing but the import writes the table while it is offline: up to the highest
+    # timestamp the rows are written at, it holds what it held before ts, and them
+    before = rows_before(db, desc) if read.columns is not None else None
     ts = db.now()
+    if before is not None and before.as_of >= ts:
+        before = None
     done = [0]
     try:
         highest = db.ingest_columns(keys, values, ts, written=lambda n: done.__setitem__(0, n))
@@ -122,8 +134,16 @@ def import_into(
         if isinstance(exc, ConditionFailedError):
             raise duplicate_key_at(desc, exc.key) from None
         raise
-    in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
-    rows_committed(db, desc.id, count)
+    online = in_transaction(lambda ex: _bring_online(ex, s.table, offline, highest))
+    handed = (
+        before is not None
+        and read.columns is not None
+        and rows_imported(db, online, highest, before, keys, read.columns, read.order)
+    )
+    if handed:
+        warm_up()
+    else:
+        rows_committed(db, desc.id, count)
     return Result(tag=f"IMPORT {count}")
 
 
@@ -134,9 +154,9 @@ def _check_table(ex: Execution, s: st.ImportInto) -> TableDescriptor:
 
 def _bring_online(
     ex: Execution, name: st.TableName, offline: TableDescriptor, above: Timestamp | None
-) -> None:
+) -> TableDescriptor:
     """Write the version after ``offline`` without it, above ``above`` (the highest
-    imported value's timestamp) when given."""
+    imported value's timestamp) when given; returns that version."""
     if above is not None:
         ex.write_txn.advance_to(above.next())
     current = ex.session.resolve_table(ex.read_source, name.database, name.name)
@@ -147,7 +167,9 @@ def _bring_online(
             f"version {offline.version} its import wrote",
         )
     ex.changing(current)
-    ex.publish(current.bumped(offline=False))
+    online = current.bumped(offline=False)
+    ex.publish(online)
+    return online
 
 
 def _delete(db: KVClient, keys: list[bytes]) -> None:
@@ -250,7 +272,7 @@ def _read_columns(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[bytes], list[bytes], int] | None:
+) -> _Read | None:
     """What :func:`_read` returns, read column by column: pyarrow parses the files, each
     column is converted as a whole (:func:`coerce_column`) and the rows are encoded in
     bulk (:func:`rows_pairs`). ``None`` when something is wrong with the data (a bad
@@ -267,6 +289,7 @@ def _read_columns(
         return None  # computed row by row (fill_computed)
     names = [f"c{i}" for i in range(len(targets))]
     texts: list[list[Any]] = [[] for _ in targets]
+    parsed: list[list[Any]] = [[] for _ in targets]  # each column's Arrow arrays
     # NB: INT columns parsed by pyarrow too, as ints (no str per field, no int() of it);
     # a file with a field that is no int is read again as text, which coerce_column
     # converts or refuses
@@ -298,16 +321,22 @@ def _read_columns(
                 if not any(ints):
                     raise
                 table = read_csv(path, [False] * len(targets))
-            for into, read in zip(texts, table.columns, strict=True):
+            for into, arrays, read in zip(texts, parsed, table.columns, strict=True):
                 into.extend(read.to_pylist())
+                arrays.extend(read.chunks)
     except (pa.ArrowException, OSError):
         return None
     count = len(texts[0])
     context = plain.context
     values: dict[int, list[Any]] = {}
+    # NB: a column pyarrow parsed as it is stored (ints, plain strings) goes into the
+    # columnar copy as parsed, not converted to Arrow again from its Python values
+    as_parsed: dict[int, Any] = {}
     try:
-        for column, text in zip(targets, texts, strict=True):
+        for column, text, arrays in zip(targets, texts, parsed, strict=True):
             values[column.id] = coerce_column(text, column.type, column.name)
+            if values[column.id] is text and arrays:
+                as_parsed[column.id] = pa.chunked_array(arrays)
         for column in desc.columns:
             if column.id in values:
                 continue
@@ -329,23 +358,37 @@ def _read_columns(
         if len(desc.families) > 1:
             return None
         rows = [dict(zip(values, row, strict=True)) for row in zip(*values.values(), strict=True)]
-        # NB: family 0's value is never None (an empty row's is b"")
-        pairs = [(key, value or b"") for row in rows for key, value in row_kvs(desc, row).items()]
-        pairs.sort()
-        keys, kv_values = [key for key, _ in pairs], [value for _, value in pairs]
+        # NB: one family: a pair per row, and its value is never None (an empty row's is b"")
+        pairs = [next(iter(row_kvs(desc, row).items())) for row in rows]
+        keys, kv_values = [key for key, _ in pairs], [value or b"" for _, value in pairs]
     else:
         keys, kv_values = encoded
-        if _ascending(keys):  # NB: strictly: no key twice
-            return keys, kv_values, count
-        # NB: columns, not pairs: no tuple per row to sort
-        order = sorted(range(len(keys)), key=keys.__getitem__)
-        keys, kv_values = (
-            list(map(keys.__getitem__, order)),
-            list(map(kv_values.__getitem__, order)),
-        )
+    by_column = {**values, **as_parsed}
+    if _ascending(keys):  # NB: strictly: no key twice
+        return _Read(keys, kv_values, count, by_column)
+    # NB: columns, not pairs: no tuple per row to sort
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys, kv_values = (
+        list(map(keys.__getitem__, order)),
+        list(map(kv_values.__getitem__, order)),
+    )
     if not _ascending(keys):
         return None  # a key twice
-    return keys, kv_values, count
+    return _Read(keys, kv_values, count, by_column, order)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What the files hold: the rows' KV pairs sorted by key (``keys``, ``values``) and
+    the number of rows; when read column by column, also the rows' coerced values by
+    column id (every column of the table), in the files' order, and, when that is not
+    key order, ``order``: the row of ``keys[n]`` is ``order[n]``."""
+
+    keys: list[bytes]
+    values: list[bytes]
+    count: int
+    columns: dict[int, Any] | None = None  # a list, or the Arrow column pyarrow parsed
+    order: list[int] | None = None
 
 
 def _ascending(keys: list[bytes]) -> bool:
@@ -361,7 +404,7 @@ def _read(
     nullif: str | None,
     skip: int,
     plain: Execution,
-) -> tuple[list[bytes], list[bytes], int]:
+) -> _Read:
     """Every row of the files as KV pairs, sorted by key (their keys and their values),
     and the number of rows."""
     targets = _targets(desc, columns)
@@ -414,4 +457,4 @@ def _read(
                 if value is not None:
                     pairs[key] = value
     ordered = sorted(pairs.items())
-    return [key for key, _ in ordered], [value for _, value in ordered], count
+    return _Read([key for key, _ in ordered], [value for _, value in ordered], count)

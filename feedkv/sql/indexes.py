@@ -6,6 +6,10 @@ An index's entries live under their own prefix, ``F3``, apart from the table's r
     key   = F3 | table id | index id | index columns... [| primary key columns...]
     value = the row's primary key columns (order-preserving encoding)
 
+An index column declared DESC is encoded descending (every byte of its ascending
+encoding inverted, :mod:`feedkv.util.encoding`), so its entries sort from the largest
+value down, NULLs last, as CockroachDB's descending key encoding orders them.
+
 so a changefeed, which watches a table's row span, never sees them (as CockroachDB's
 watch only the primary index), and a table's span holds nothing but its rows. A
 non-unique index appends the primary key to every key (entries of equal values stay
@@ -25,7 +29,7 @@ from typing import Any
 from feedkv.errors import SQLError
 from feedkv.sql.descriptor import Index, TableDescriptor
 from feedkv.sql.types import from_key, key_primitive
-from feedkv.util.encoding import decode_value, encode_value, encode_values
+from feedkv.util.encoding import Direction, decode_value, encode_value, encode_values
 from feedkv.util.keys import Span, prefix_end
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
 ]
 
 INDEXES_PREFIX = b"\xf3"
+_ASC, _DESC = Direction.ASC, Direction.DESC
 
 
 def table_indexes_span(table_id: int) -> Span:
@@ -60,9 +65,11 @@ def values_prefix(desc: TableDescriptor, index: Index, values: list[Any]) -> byt
     """The key prefix of the entries whose leading index columns hold ``values``
     (coerced to the columns' types)."""
     kinds = [_column(desc, i).type.kind for i in index.column_ids]
-    return index_prefix(desc.id, index.id) + encode_values(
-        [key_primitive(kind, v) for kind, v in zip(kinds, values, strict=False)]
-    )
+    primitives = [key_primitive(kind, v) for kind, v in zip(kinds, values, strict=False)]
+    directions = None
+    if index.descending:
+        directions = [_DESC if index.is_descending(n) else _ASC for n in range(len(values))]
+    return index_prefix(desc.id, index.id) + encode_values(primitives, directions)
 
 
 def entry(desc: TableDescriptor, index: Index, row: Mapping[int, Any]) -> tuple[bytes, bytes, bool]:

@@ -281,6 +281,32 @@ def _filtered(node: exp.Filter) -> exp.Expr:
     return call
 
 
+def _ordered_set(node: exp.WithinGroup) -> exp.Expr:
+    """``percentile_cont(f) WITHIN GROUP (ORDER BY v)`` as the aggregate the grouping
+    runs: the value with its ordering as its argument (as ``f(v ORDER BY v)``), the
+    fraction as its second (see :mod:`feedkv.sql.aggregate_nodes`)."""
+    call, order = node.this, node.expression
+    name = call.sql_name().lower() if isinstance(call, exp.Func) else call.sql(dialect=_DIALECT)
+    if not isinstance(call, exp.PercentileCont | exp.PercentileDisc):
+        # NB: else its ORDER BY column reads as ungrouped
+        raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
+    if call.expression is not None or isinstance(call.this, exp.Order):
+        raise SQLError("42883", f"unknown signature: {name}() takes exactly one fraction")
+    if isinstance(node.parent, exp.Window) and node.parent.this is node:
+        raise SQLError("0A000", f"OVER is not supported for ordered-set aggregate {name}")
+    if not isinstance(order, exp.Order) or len(order.expressions) != 1:
+        raise SQLError(
+            "42883", f"unknown signature: {name}() orders by exactly one value in WITHIN GROUP"
+        )
+    value = order.expressions[0].this
+    built = type(call)(
+        this=exp.Order(this=value.copy(), expressions=[order.expressions[0].copy()]),
+        expression=call.this.copy(),
+    )
+    built.meta["spelled"] = name
+    return built
+
+
 def _array_agg(args: list[exp.Expr]) -> exp.Expr:
     """array_agg(x): sqlglot's own builder drops a second argument without a word."""
     if len(args) != 1:
@@ -653,6 +679,7 @@ class _Statement:
 
     def __post_init__(self) -> None:
         self.table_indexes: list[st.IndexSpec] = []  # INDEX elements of CREATE TABLE
+        self.descending_keys: set[str] = set()  # PRIMARY KEY (a DESC) columns, so named
         self.not_visible: set[str] = set()  # the columns declared NOT VISIBLE
         self.words = [t.text.upper() for t in self.tokens]
         self.masked = list(self.text)
@@ -721,6 +748,8 @@ class _Statement:
             return self._maintenance()
         if self.words[:2] == ["COMMENT", "ON"]:
             return self._comment_on()
+        if self.words[:2] == ["ALTER", "TYPE"]:
+            return self._alter_type()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -787,6 +816,7 @@ class _Statement:
         node = self._sqlglot()
         converter = _Converter(self.text, upsert, families, column_families, as_of, returning, body)
         converter.indexes = list(self.table_indexes)
+        converter.descending_keys = self.descending_keys
         converter.not_visible = self.not_visible
         converter.partitioning = partitioning
         return converter.convert(node)
@@ -1270,7 +1300,7 @@ class _Statement:
                     self._mask(first, last + 1)  # with the comma after it
                 else:
                     self._mask(first, last)
-            elif words[0] in ("PRIMARY", "CONSTRAINT", "UNIQUE"):
+            elif words[0] in ("PRIMARY", "PRIMARY KEY", "CONSTRAINT", "UNIQUE"):
                 self._cut_ascending(first, last)
             else:
                 self._cut_column_family(first, last + 1, column_families)
@@ -1295,9 +1325,20 @@ class _Statement:
 
     def _cut_ascending(self, first: int, last: int) -> None:
         """``ASC`` after a key column of a PRIMARY KEY or UNIQUE element (as SHOW CREATE
-        TABLE writes them): the order keys have anyway."""
+        TABLE writes them): the order keys have anyway; ``DESC`` after one of a PRIMARY
+        KEY's, noted (:attr:`descending_keys`)."""
+        primary = bool({"PRIMARY", "PRIMARY KEY"} & set(self.words[first : last + 1]))
         for i in range(first, last + 1):
             if self.words[i] == "ASC":
+                self._mask(i, i)
+            elif self.words[i] == "DESC" and i > first:
+                if not primary:
+                    raise SQLError(
+                        "0A000",
+                        "descending columns of a UNIQUE constraint are not supported; "
+                        "use CREATE UNIQUE INDEX ... (column DESC)",
+                    )
+                self.descending_keys.add(_name(self.tokens[i - 1]))
                 self._mask(i, i)
 
     def _cut_not_visible(self, first: int, stop: int) -> None:
@@ -1339,35 +1380,41 @@ class _Statement:
         if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
             name = _name(self.tokens[i])
             i += 1
-        columns, i = self._name_list(i, last, "INDEX [name] (column, ...)")
+        columns, i, descending = self._name_list(i, last, "INDEX [name] (column, ...)")
         storing: list[str] = []
         if i <= last and self.words[i] in ("STORING", "INCLUDE", "COVERING"):
-            storing, i = self._name_list(i + 1, last, "STORING (column, ...)")
+            storing, i, ordered = self._name_list(i + 1, last, "STORING (column, ...)")
+            if any(ordered):
+                raise self._error_at(i - 1, "STORING columns take no ASC or DESC")
         if i <= last:
             raise self._error_at(i, "expected the end of the INDEX")
-        return st.IndexSpec(name, tuple(columns), unique, tuple(storing))
+        return st.IndexSpec(name, tuple(columns), unique, tuple(storing), descending=descending)
 
-    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int]:
-        """The names in the parentheses at ``i`` (each maybe followed by ASC), and the
-        index after them."""
+    def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int, tuple[bool, ...]]:
+        """The names in the parentheses at ``i`` (each maybe followed by ASC or DESC),
+        the index after them, and which names DESC followed."""
         if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
             raise self._error_at(i, f"expected {what}")
         names: list[str] = []
+        descending: list[bool] = []
         j = i + 1
         while j <= last and self.tokens[j].token_type is not TokenType.R_PAREN:
             token = self.tokens[j]
             if token.token_type is TokenType.COMMA or self.words[j] == "ASC":
                 j += 1
                 continue
-            if self.words[j] == "DESC":
-                raise SQLError("0A000", "descending index columns are not supported")
+            if self.words[j] == "DESC" and names:
+                descending[-1] = True
+                j += 1
+                continue
             if token.token_type not in _NAME_TOKENS and not token.text.isidentifier():
                 raise self._error_at(j, f"expected a column name in {what}")
             names.append(_name(token))
+            descending.append(False)
             j += 1
         if j > last or not names:
             raise self._error_at(j, f"expected {what}")
-        return names, j + 1
+        return names, j + 1, tuple(descending)
 
     def _family_element(self, first: int, last: int) -> st.FamilySpec:
         i = first + 1
@@ -1659,6 +1706,41 @@ class _Statement:
         if not names:
             raise self._error_at(at, "expected a sequence name")
         return st.DropSequence(self.text, tuple(names), words[2:4] == ["IF", "EXISTS"])
+
+    def _alter_type(self) -> st.AlterTypeAddValue | st.AlterTypeRenameValue:
+        """``ALTER TYPE t ADD VALUE [IF NOT EXISTS] 'x' [BEFORE | AFTER 'y']`` and
+        ``ALTER TYPE t RENAME VALUE 'a' TO 'b'``; other changes of a type are 0A000."""
+        words, end = self.words, len(self.tokens)
+        at = next((i for i in range(2, end) if words[i] in _ALTER_TYPE_ACTIONS), end)
+        name = self._table_name(2, at)
+        if at == end:
+            raise self._error_at(at, "expected ADD VALUE or RENAME VALUE")
+        if words[at : at + 2] == ["RENAME", "VALUE"]:
+            if end != at + 5 or words[at + 3] != "TO":
+                raise self._error_at(min(at + 3, end), "expected RENAME VALUE 'old' TO 'new'")
+            old, new = self._label(at + 2), self._label(at + 4)
+            return st.AlterTypeRenameValue(self.text, name, old, new)
+        if words[at : at + 2] != ["ADD", "VALUE"]:
+            shown = " ".join(words[at : at + 2])
+            raise SQLError("0A000", f"ALTER TYPE ... {shown} is not supported")
+        i = at + 2
+        if_not_exists = words[i : i + 3] == ["IF", "NOT", "EXISTS"]
+        i += 3 if if_not_exists else 0
+        label = self._label(i)
+        placement: Literal["BEFORE", "AFTER"] | None = None
+        existing = None
+        if i + 1 < end:
+            if words[i + 1] not in ("BEFORE", "AFTER") or end != i + 3:
+                raise self._error_at(i + 1, "expected BEFORE 'label' or AFTER 'label'")
+            placement = "BEFORE" if words[i + 1] == "BEFORE" else "AFTER"
+            existing = self._label(i + 2)
+        return st.AlterTypeAddValue(self.text, name, label, placement, existing, if_not_exists)
+
+    def _label(self, i: int) -> str:
+        """The enum label, a string constant, at token ``i``."""
+        if i >= len(self.tokens) or self.tokens[i].token_type is not TokenType.STRING:
+            raise self._error_at(i, "an enum's labels are string constants")
+        return self.tokens[i].text
 
     def _table_name(self, start: int, stop: int) -> st.TableName:
         parts: list[str] = []
@@ -2571,6 +2653,7 @@ _DEFAULT_VALUES = ["DEFAULT", "VALUES"]
 _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 frames
 _SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET", "RELOCATE"}
+_ALTER_TYPE_ACTIONS = {"ADD", "DROP", "RENAME", "SET", "OWNER"}
 _COLUMN_WORDS = {
     "NOT",
     "NULL",
@@ -2684,6 +2767,7 @@ class _Converter:
     checks: list[st.CheckSpec] = field(default_factory=list)
     foreign_keys: list[st.ForeignKeySpec] = field(default_factory=list)
     partitioning: st.Partitioning | None = None  # cut out of a CREATE TABLE
+    descending_keys: set[str] = field(default_factory=set)  # PRIMARY KEY (a DESC)
 
     def convert(self, node: exp.Expr) -> st.Statement:
         if self.as_of is not None and not isinstance(node, exp.Select):
@@ -2754,6 +2838,7 @@ class _Converter:
                     raise _unsupported(element, "table constraint")
             elif not self._table_constraint(element, None):
                 raise _unsupported(element, "table element")
+        descending = tuple(name in self.descending_keys for name in primary_key or ())
         return st.CreateTable(
             self.text,
             table,
@@ -2766,6 +2851,7 @@ class _Converter:
             tuple(self.foreign_keys),
             partitioning=self.partitioning,
             storage_params=_storage_params(node),
+            primary_descending=descending,
         )
 
     def _table_constraint(self, node: exp.Expr, name: str | None) -> bool:
@@ -2846,10 +2932,10 @@ class _Converter:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
         _refuse_unhandled(params, {"columns", "include", "with_storage"})
         columns = []
+        descending = []
         for column in params.args.get("columns") or ():
             inner = column.this if isinstance(column, exp.Ordered) else column
-            if isinstance(column, exp.Ordered) and column.args.get("desc"):
-                raise SQLError("0A000", "descending index columns are not supported")
+            descending.append(isinstance(column, exp.Ordered) and bool(column.args.get("desc")))
             if not isinstance(inner, exp.Column) or not isinstance(inner.this, exp.Identifier):
                 raise SQLError(
                     "0A000", f"indexes on expressions are not supported: {inner.sql(_DIALECT)}"
@@ -2857,7 +2943,13 @@ class _Converter:
             columns.append(_ident(inner))
         storing = tuple(_ident(c) for c in params.args.get("include") or ())
         name = _ident(index.this) if index.this is not None else None
-        spec = st.IndexSpec(name, tuple(columns), bool(node.args.get("unique")), storing)
+        spec = st.IndexSpec(
+            name,
+            tuple(columns),
+            bool(node.args.get("unique")),
+            storing,
+            descending=tuple(descending),
+        )
         return st.CreateIndex(
             self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
         )
@@ -3455,10 +3547,8 @@ class _Converter:
         )
         if node.args.get("kind"):
             raise _unsupported(node)
-        ordered_set = node.find(exp.WithinGroup)
-        if ordered_set is not None:  # NB: else its ORDER BY column reads as ungrouped
-            name = ordered_set.this.sql_name().lower()
-            raise SQLError("0A000", f"{name}(...) WITHIN GROUP (ORDER BY ...) is not supported")
+        for ordered_set in list(node.find_all(exp.WithinGroup)):
+            ordered_set.replace(_ordered_set(ordered_set))
         for found in list(node.find_all(exp.Filter)):
             found.replace(_filtered(found))
         subqueries = tuple(self._subqueries(node))

@@ -353,6 +353,9 @@ def _index_plan(
             start, end = prefix, prefix_end(prefix)
             if len(equal) < len(columns):
                 column = columns[len(equal)]
+                # NB: a DESC column's keys run from its largest value: a low bound ends
+                # the span, a high one starts it (NULLs, last, are left to the filter)
+                descending = index.is_descending(len(equal))
                 for limit, is_low in ((plan.low, True), (plan.high, False)):
                     if limit is None:
                         continue
@@ -360,7 +363,7 @@ def _index_plan(
                     if value is None or not kept:
                         continue  # NB: the filter applies every bound anyway
                     key = values_prefix(desc, index, [*equal, value])
-                    if is_low:
+                    if is_low != descending:
                         start = max(start, key if limit.inclusive else prefix_end(key))
                     else:
                         end = min(end, prefix_end(key) if limit.inclusive else key)
@@ -415,7 +418,7 @@ def _span_plan(
                 if not kept:
                     continue
                 key = row_prefix(desc, [*equal, value])
-                if is_low:
+                if is_low != desc.key_descending(len(equal)):  # NB: see _index_plan
                     start = max(start, key if limit.inclusive else prefix_end(key))
                 else:
                     end = min(end, prefix_end(key) if limit.inclusive else key)

@@ -95,7 +95,12 @@ def _with_primary_key(desc: TableDescriptor, names: tuple[str, ...]) -> TableDes
         replace(f, column_ids=tuple(i for i in f.column_ids if i != rowid.id))
         for f in desc.families
     )
-    return desc.bumped(columns=columns, primary_key=tuple(c.id for c in key), families=families)
+    return desc.bumped(
+        columns=columns,
+        primary_key=tuple(c.id for c in key),
+        families=families,
+        primary_descending=(),  # NB: the new key's columns are ascending
+    )
 
 
 def _check_rows(new: TableDescriptor, rows: list[dict[int, Any]]) -> None:

@@ -225,14 +225,16 @@ _KEY_ORDERED = frozenset(
 
 def _in_key_order(desc: TableDescriptor, s: st.Select) -> bool:
     """Whether ``s``'s ORDER BY is the order a scan of ``desc`` gives: a prefix of its
-    primary key's columns, ascending, each named as a column (not a result's alias)."""
+    primary key's columns, each in its key's direction (a DESC key column's NULLs come
+    last, as ORDER BY ... DESC puts them), each named as a column (not a result's
+    alias)."""
     keys = desc.key_columns
     aliases = {item.alias for item in s.items if isinstance(item, exp.Alias)}
     if len(s.order_by) > len(keys):
         return False
-    for (node, descending), key in zip(s.order_by, keys, strict=False):
+    for n, ((node, descending), key) in enumerate(zip(s.order_by, keys, strict=False)):
         if (
-            descending
+            descending != desc.key_descending(n)
             or not isinstance(node, exp.Column)
             or node.name != key.name
             or node.name in aliases

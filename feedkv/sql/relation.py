@@ -18,7 +18,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import jsonb
 from feedkv.sql.descriptor import Column
 from feedkv.sql.enums import EnumValue
-from feedkv.sql.types import ColumnType, Kind, kind_of_value
+from feedkv.sql.types import ColumnType, Kind, enum_type_of, kind_of_value
 
 __all__ = ["Relation", "column_types"]
 
@@ -74,7 +74,7 @@ def column_types(
             value = next((row[i] for row in rows if row[i] is not None), None)
             kind = Kind.JSONB if jsonb.is_json(value) else kind_of_value(value)
             if isinstance(value, EnumValue):
-                given = ColumnType(Kind.ENUM, type_name=value.type_name, labels=value.labels)
+                given = enum_type_of(value)
             else:
                 given = ColumnType(kind or Kind.STRING)
         out.append(given)

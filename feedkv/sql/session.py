@@ -209,6 +209,8 @@ _DDL = (
     | st.CreateIndex
     | st.DropIndex
     | st.CreateEnum
+    | st.AlterTypeAddValue
+    | st.AlterTypeRenameValue
     | st.DropType
     | st.AddConstraint
     | st.DropConstraint

@@ -45,6 +45,8 @@ __all__ = [
     "CreateTable",
     "CreateSequence",
     "CheckSpec",
+    "AlterTypeAddValue",
+    "AlterTypeRenameValue",
     "CreateEnum",
     "CreateIndex",
     "CreateTableAs",
@@ -228,6 +230,7 @@ class IndexSpec:
     unique: bool = False
     storing: tuple[str, ...] = ()
     constraint: bool = False
+    descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +269,7 @@ class CreateTable(Statement):
     partitioning: Partitioning | None = None
     # ``WITH (name = value, ...)``: PostgreSQL's storage parameters, by name (lower case).
     storage_params: tuple[str, ...] = ()
+    primary_descending: tuple[bool, ...] = ()  # per primary key column: DESC
 
 
 @dataclass(frozen=True, slots=True)
@@ -966,6 +970,27 @@ class CreateEnum(Statement):
     name: TableName
     labels: tuple[str, ...]
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTypeAddValue(Statement):
+    """``ALTER TYPE name ADD VALUE [IF NOT EXISTS] 'label' [BEFORE | AFTER 'existing']``
+    (at the end without a placement)."""
+
+    name: TableName
+    label: str
+    placement: Literal["BEFORE", "AFTER"] | None = None
+    existing: str | None = None
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTypeRenameValue(Statement):
+    """``ALTER TYPE name RENAME VALUE 'old' TO 'new'``."""
+
+    name: TableName
+    old: str
+    new: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,13 @@ from typing import Any
 
 import msgpack
 
-from feedkv.errors import FeedKVError, InvalidArgumentError, SQLError, TimestampParseError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    InvariantViolation,
+    SQLError,
+    TimestampParseError,
+)
 from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
@@ -57,6 +63,7 @@ __all__ = [
     "format_value",
     "literal_text",
     "from_key",
+    "enum_type_of",
     "from_key_primitive",
     "from_value",
     "from_value_primitive",
@@ -172,6 +179,8 @@ class ColumnType:
     # parser leaves a type name it does not know; the schema change resolves it).
     type_name: str | None = None
     labels: tuple[str, ...] | None = None
+    codes: tuple[bytes, ...] | None = None  # ENUM: each label's code (see enums)
+    type_id: int | None = None  # ENUM: the type's descriptor id
     element: ColumnType | None = None  # ARRAY: the type of its elements
     # STRING: CHAR(n), fixed-length: trailing spaces are insignificant and not kept (as
     # in CockroachDB and PostgreSQL; a client is sent the value padded to ``width``)
@@ -205,6 +214,10 @@ class ColumnType:
                 out[name] = getattr(self, name)
         if self.labels is not None:
             out["labels"] = list(self.labels)
+        if self.codes is not None:
+            out["codes"] = [code.hex() for code in self.codes]
+        if self.type_id is not None:
+            out["type_id"] = self.type_id
         if self.element is not None:
             out["element"] = self.element.to_json()
         if self.fixed:
@@ -220,6 +233,8 @@ class ColumnType:
             scale=data.get("scale"),
             type_name=data.get("type_name"),
             labels=tuple(data["labels"]) if "labels" in data else None,
+            codes=tuple(bytes.fromhex(c) for c in data["codes"]) if "codes" in data else None,
+            type_id=data.get("type_id"),
             element=ColumnType.from_json(data["element"]) if "element" in data else None,
             fixed=bool(data.get("fixed", False)),
         )
@@ -729,7 +744,9 @@ def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
             raise _Mismatch
         return value
     if isinstance(value, str):
-        return EnumValue.of(value, ctype.labels, ctype.type_name or "")
+        return EnumValue.of(
+            value, ctype.labels, ctype.type_name or "", ctype.codes or (), ctype.type_id or 0
+        )
     raise _Mismatch
 
 
@@ -821,7 +838,7 @@ def value_primitive(kind: Kind, value: Any) -> Primitive:
     if kind is Kind.INTERVAL:
         return str(value.to_primitive())
     if kind is Kind.ENUM:
-        return str(value.label)
+        return bytes(value.code)
     if kind is Kind.ARRAY:
         element = value.element
         packed: bytes = msgpack.packb([value_primitive(element.kind, v) for v in value.values])
@@ -844,15 +861,36 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
 def from_key(ctype: ColumnType, raw: Primitive) -> Any:
     """A key primitive of a column of ``ctype`` as its value (ENUM needs the labels)."""
     if ctype.kind is Kind.ENUM and raw is not None:
-        labels = ctype.labels or ()
-        return EnumValue(labels[int(raw)], labels, ctype.type_name or "")
+        return _enum_of_code(ctype, raw)
     return from_key_primitive(ctype.kind, raw)
+
+
+def enum_type_of(value: EnumValue) -> ColumnType:
+    """The ENUM column type ``value`` is of."""
+    return ColumnType(
+        Kind.ENUM,
+        type_name=value.type_name,
+        labels=value.labels,
+        codes=value.codes,
+        type_id=value.type_id or None,
+    )
+
+
+def _enum_of_code(ctype: ColumnType, raw: Primitive) -> EnumValue:
+    labels, codes = ctype.labels or (), ctype.codes or ()
+    try:
+        label = labels[codes.index(bytes(raw))]  # type: ignore[arg-type]
+    except ValueError:
+        raise InvariantViolation(
+            f"enum {ctype.type_name} has no label of code {raw!r}: a row outlived its label"
+        ) from None
+    return EnumValue(label, labels, ctype.type_name or "", codes, ctype.type_id or 0)
 
 
 def from_value(ctype: ColumnType, raw: Primitive) -> Any:
     """A stored-value primitive of a column of ``ctype`` as its value."""
     if ctype.kind is Kind.ENUM and raw is not None:
-        return EnumValue(str(raw), ctype.labels or (), ctype.type_name or "")
+        return _enum_of_code(ctype, raw)
     if ctype.kind is Kind.ARRAY and raw is not None:
         element = ctype.element or ColumnType(Kind.STRING)
         items = msgpack.unpackb(bytes(raw))  # type: ignore[arg-type]
@@ -874,8 +912,8 @@ def _shared_primitive(kind: Kind, value: Any) -> Primitive:
         return bytes(value.to_primitive())
     if kind is Kind.BIT or kind is Kind.VARBIT:
         return str(value.bits)
-    if kind is Kind.ENUM:  # NB: a key holds the position (enum order), a value the label
-        return int(value.position)
+    if kind is Kind.ENUM:  # NB: keys and values hold the label's code (see enums)
+        return bytes(value.code)
     result: Primitive = value
     return result
 

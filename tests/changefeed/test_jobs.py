@@ -572,6 +572,9 @@ def test_altered_job_follows_its_new_tables_with_its_new_options(table: DB, tmp_
     )
     assert result.tag == "ALTER CHANGEFEED"
     job = show(db, job_id)
+    # As CockroachDB: the job's id and its new description
+    assert result.columns == ("job_id", "job_description")
+    assert result.rows == [(job_id, job["description"])]
     assert job["status"] == "paused"
     assert job["full_table_names"].values == ("defaultdb.public.u",)
     assert job["description"] == (

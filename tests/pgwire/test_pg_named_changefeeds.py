@@ -43,17 +43,34 @@ def test_named_changefeed_statements_over_the_wire(
 
 
 @pytest.mark.parametrize("prepare", [False, True])  # simple, extended protocol
-def test_alter_changefeeds_notices_reach_psycopg(
+def test_alter_changefeeds_rows_and_notices_reach_psycopg(
     db: DB, pg_url: str, tmp_path: Path, prepare: bool
 ) -> None:
+    """As CockroachDB: ALTER CHANGEFEED returns the job's id and new description (the
+    extended protocol describes those columns), and its notices."""
     notices: list[str] = []
+    out = tmp_path / "out"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
         conn.execute("CREATE TABLE t (k INT PRIMARY KEY)")
-        conn.execute(f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{tmp_path / 'out'}'")
+        [(job_id,)] = conn.execute(
+            f"CREATE CHANGEFEED feed_t FOR TABLE t INTO 'file://{out}'"
+        ).fetchall()
         conn.execute("PAUSE CHANGEFEED feed_t")
         assert notices == []
-        conn.execute("ALTER CHANGEFEED feed_t SET resolved = '10s'", prepare=prepare)
+        cursor = conn.execute("ALTER CHANGEFEED feed_t SET resolved = '10s'", prepare=prepare)
+        assert [(c.name, c.type_code) for c in cursor.description or ()] == [
+            ("job_id", 20),
+            ("job_description", 25),
+        ]
+        assert cursor.fetchall() == [
+            (
+                job_id,
+                f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
+                "WITH resolved = '10s'",
+            )
+        ]
+        assert cursor.statusmessage == "ALTER CHANGEFEED"
     assert notices == [
         "resolved (10s) messages will not be emitted more frequently than the default "
         "min_checkpoint_frequency (30s), but may be emitted less frequently"

@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.api import BatchRequest, Header, Put
+from feedkv.sql.analytic import warm_up
 from feedkv.sql.columnar import (
     cache_for,
 )
 from feedkv.sql.row_codec import row_kvs
 from feedkv.sql.session import Session
+from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 INTS = st.one_of(
@@ -416,3 +418,42 @@ def test_avg_of_ints_is_the_references_decimal_quotient(tables: DB) -> None:
     )
     tables.sql("SET vectorize = off")
     assert repr(tables.sql(query).rows) == repr(fast)
+
+
+def test_sessions_on_threads_of_their_own_query_one_duckdb_database_apart(tables: DB) -> None:
+    """Each thread reads through its own cursor of the process's DuckDB database (and a
+    warm-up, which loads DuckDB ahead of the first query, changes none of it): sessions
+    querying at once each get their own tables' rows."""
+    tables.sql("CREATE TABLE v (id INT PRIMARY KEY, g INT)")
+    tables.sql("INSERT INTO v SELECT i, i % 2 FROM generate_series(1, 50) AS s(i)")
+    warm_up()
+    warm_up()  # once per process
+    wait_until(
+        lambda: not any(t.name == "feedkv-duckdb-warm-up" for t in threading.enumerate()),
+        what="the warm-up to end",
+    )
+    queries = {
+        "SELECT g, count(*) FROM t GROUP BY g ORDER BY g": [],
+        "SELECT g, count(*) FROM v GROUP BY g ORDER BY g": [(0, 25), (1, 25)],
+        "SELECT r, count(*) FROM u GROUP BY r ORDER BY r": [
+            (None, 1),
+            ("minus one", 1),
+            ("one", 2),
+            ("zero", 1),
+        ],
+    }
+    answers: dict[str, list[Any]] = {}
+    barrier = threading.Barrier(len(queries))
+
+    def run(query: str) -> None:
+        session = tables.session()
+        barrier.wait()
+        for _ in range(5):
+            answers.setdefault(query, []).append(session.execute(query).rows)
+
+    threads = [threading.Thread(target=run, args=(q,)) for q in queries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == {query: [rows] * 5 for query, rows in queries.items()}

@@ -14,6 +14,7 @@ from feedkv.errors import SQLError
 from feedkv.kv.api import GC, BatchRequest, Header
 from feedkv.sql.columnar import (
     DEFAULT_MAX_BYTES,
+    LIVE,
     MAX_BYTES_SETTING,
     ColumnarCache,
     cache_for,
@@ -164,3 +165,66 @@ def test_the_cluster_setting_bounds_the_cache(tables: DB) -> None:
     assert cache.held_bytes() == 0
     tables.sql(f"RESET CLUSTER SETTING {MAX_BYTES_SETTING}")
     assert max_bytes_setting(tables) == DEFAULT_MAX_BYTES
+
+
+def test_a_copy_marks_its_dead_rows_for_a_reader_that_filters_as_it_reads(tables: DB) -> None:
+    """After writes, a copy holds replaced and deleted rows as dead ones: ``marked``
+    flags them (``LIVE``) without copying the rows, and a join over two such copies,
+    which DuckDB filters as it reads, answers as the reference."""
+    for n in range(20):
+        tables.sql("INSERT INTO t VALUES ($1, $2, $1, 'x', true)", n, n % 4)
+    tables.sql("INSERT INTO u SELECT i, 'r' || (i % 2)::STRING FROM generate_series(1, 3) AS s(i)")
+    query = "SELECT u.r, count(*), sum(t.a) FROM t JOIN u ON t.g = u.id GROUP BY u.r ORDER BY u.r"
+    assert tables.sql(query).rows == [
+        ("r0", 5, Decimal(50)),
+        ("r1", 10, Decimal(100)),
+        ("zero", 5, Decimal(40)),
+    ]
+    tables.sql("UPDATE t SET a = a + 100 WHERE id < 4")
+    tables.sql("DELETE FROM t WHERE id = 6")
+    tables.sql("UPDATE u SET r = 'r9' WHERE id = 3")
+    rows = tables.sql(query).rows
+    assert rows == [
+        ("r0", 4, Decimal(144)),
+        ("r1", 5, Decimal(145)),
+        ("r9", 5, Decimal(155)),
+        ("zero", 5, Decimal(140)),
+    ]
+    copy = cache_for(tables).get(tables.session().resolve_table(tables.transaction(), None, "t"))
+    assert copy is not None and len(copy.dead) == 5
+    marked = copy.marked()
+    assert marked.num_rows == copy.table.num_rows == 24
+    live = marked[LIVE].to_pylist()
+    assert [n for n, flag in enumerate(live) if not flag] == sorted(copy.dead)
+    assert copy.rows().equals(marked.filter(marked[LIVE]).drop_columns([LIVE]))
+    tables.sql("SET vectorize = off")
+    assert tables.sql(query).rows == rows
+
+
+def test_rows_changed_one_by_one_are_kept_in_few_chunks(tables: DB) -> None:
+    """Each delta appends the rows it changed; many small deltas do not leave the copy
+    in as many small chunks (which DuckDB reads slowly): the appended rows are joined
+    into one chunk now and then, and the answers stay the reference's."""
+    tables.sql("INSERT INTO t SELECT i, i % 3, i, 'x', true FROM generate_series(0, 99) AS s(i)")
+    query = "SELECT g, count(*), sum(a) FROM t GROUP BY g ORDER BY g"
+    tables.sql(query)
+    desc = tables.session().resolve_table(tables.transaction(), None, "t")
+    cache = cache_for(tables)
+    chunks = []
+    for n in range(40):
+        tables.sql("UPDATE t SET a = a + 1000 WHERE id = $1", n)
+        tables.sql(query)
+        copy = cache.get(desc)
+        assert copy is not None
+        chunks.append(copy.table.column(0).num_chunks)
+    assert copy.table.num_rows == 140 and len(copy.dead) == 40
+    assert max(chunks) <= len(copy.table.slice(0, 100).column(0).chunks) + 17
+    assert chunks[-1] < chunks[15]  # joined meanwhile
+    rows = tables.sql(query).rows
+    assert rows == [
+        (g, len(of_g), Decimal(sum(of_g) + 1000 * len([i for i in of_g if i < 40])))
+        for g in range(3)
+        if (of_g := list(range(g, 100, 3)))
+    ]
+    tables.sql("SET vectorize = off")
+    assert tables.sql(query).rows == rows

@@ -21,7 +21,7 @@ from feedkv.errors import InvalidArgumentError, SQLError
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
-from feedkv.sql.enums import EnumValue
+from feedkv.sql.enums import EnumValue, first_codes
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.row_codec import (
@@ -109,9 +109,12 @@ inets = st.one_of(
     ),
 )
 
-MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=("sad", "ok", "happy"))
+MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=("sad", "ok", "happy"), codes=first_codes(3))
 moods = st.sampled_from(
-    [EnumValue(label, MOOD.labels or (), "mood") for label in ("sad", "ok", "happy")]
+    [
+        EnumValue(label, MOOD.labels or (), "mood", MOOD.codes or ())
+        for label in ("sad", "ok", "happy")
+    ]
 )
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from feedkv.errors import SQLError
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
-from feedkv.sql.enums import EnumValue
+from feedkv.sql.enums import EnumValue, first_codes
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import (
@@ -365,7 +365,7 @@ def test_timestamptz_is_converted_to_utc_from_any_offset() -> None:
 
 
 LABELS = ("sad", "ok", "happy")
-MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=LABELS)
+MOOD = ColumnType(Kind.ENUM, type_name="mood", labels=LABELS, codes=first_codes(len(LABELS)))
 INTS = ColumnType(Kind.ARRAY, element=ColumnType(Kind.INT))
 
 
@@ -401,7 +401,9 @@ values_by_kind: dict[Kind, st.SearchStrategy[Any]] = {
         st.ip_addresses(v=4),
         st.integers(0, 32),
     ),
-    Kind.ENUM: st.sampled_from([EnumValue(label, MOOD.labels or (), "mood") for label in LABELS]),
+    Kind.ENUM: st.sampled_from(
+        [EnumValue(label, MOOD.labels or (), "mood", MOOD.codes or ()) for label in LABELS]
+    ),
     Kind.ARRAY: st.lists(st.none() | ints, max_size=4).map(
         lambda items: Array(tuple(items), ColumnType(Kind.INT))
     ),

@@ -670,6 +670,15 @@ def decode_descriptor(raw: bytes) -> Descriptor:
         return SequenceDescriptor(**data["sequence"])
     if "type" in data:
         found = data["type"]
+        if "codes" not in found:
+            # NB: before enum labels had codes, keys and values held label positions;
+            # nothing here reads those
+            raise SQLError(
+                "XX000",
+                f"enum type {found['name']!r} was written by an older feedkv, whose "
+                "enum values this version cannot read; recreate the type and the "
+                "tables that use it",
+            )
         return TypeDescriptor(
             found["id"],
             found["name"],

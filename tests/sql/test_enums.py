@@ -4,13 +4,15 @@ written earlier ever changes its place."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedkv.errors import InvariantViolation
+from feedkv.errors import InvariantViolation, SQLError
+from feedkv.sql.descriptor import decode_descriptor
 from feedkv.sql.enums import EnumValue, code_between, first_codes
 from feedkv.util.encoding import encode_value
 
@@ -70,3 +72,14 @@ def test_a_value_orders_by_its_labels_place_not_its_text() -> None:
     assert sad < happy and sad.code < happy.code
     with pytest.raises(InvariantViolation):
         _ = EnumValue("sad", labels, "mood").code  # a value without codes has no key
+
+
+def test_an_enum_type_written_before_codes_is_refused_clearly() -> None:
+    """A store from before enum codes held label positions: its type is refused with a
+    SQL error saying so, not a KeyError."""
+    raw = json.dumps(
+        {"type": {"id": 60, "name": "mood", "database_id": 50, "labels": ["sad", "ok"]}}
+    ).encode()
+    with pytest.raises(SQLError, match="written by an older feedkv") as refused:
+        decode_descriptor(raw)
+    assert refused.value.code == "XX000"

@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import (
+    AmbiguousResultError,
     ClockOffsetError,
     ExternalError,
     FeedKVError,
@@ -1318,6 +1319,10 @@ def _as_sql_error(exc: BaseException) -> SQLError:
         return SQLError("22023", str(exc))
     if isinstance(exc, PermissionDeniedError):
         return SQLError("42501", str(exc))
+    if isinstance(exc, AmbiguousResultError):
+        # NB: CockroachDB's statement_completion_unknown: the client must look before it
+        # retries, unlike the 58000 of a node that applied nothing
+        return SQLError("40003", f"result is ambiguous: {exc}")
     if isinstance(exc, ExternalError | ClockOffsetError):
         # NB: a node that cannot serve now (down, its clock off) is no internal error
         return SQLError("58000", str(exc))

@@ -5,6 +5,11 @@ the admin page (:mod:`feedkv.server.admin`):
 - ``GET /``: the page, with ``/admin.js`` and ``/admin.css`` (files of this package: the
   page needs no internet access; its Content-Security-Policy allows nothing else);
 - ``GET /_admin/v1/overview``: the JSON the page polls;
+- ``GET /health``: 200 while the process serves (CockroachDB's liveness probe), and
+  ``GET /health?ready=1``: 200 ``{}`` when the node takes clients, else 503 with why
+  (decommissioned, its clock too far off): what a load balancer asks, as of
+  CockroachDB's (a draining node closes the port first, which a balancer counts as
+  not ready too). Open, as the metrics are: it tells nothing about the data;
 - ``POST /_admin/v1/jobs/<id>/<pause|resume|cancel>``: a button. It must carry the
   header ``X-Feedkv-Admin: 1``, which a page of another origin cannot send without the
   browser asking this port first (a cross-site form cannot pause a job with the
@@ -44,6 +49,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError, SQLError
 from feedkv.util.metrics import CONTENT_TYPE
@@ -51,13 +57,14 @@ from feedkv.util.metrics import CONTENT_TYPE
 if TYPE_CHECKING:
     from feedkv.server.admin import Admin
 
-__all__ = ["ADMIN_HEADER", "METRICS_PATHS", "OVERVIEW_PATH", "HTTPServer"]
+__all__ = ["ADMIN_HEADER", "HEALTH_PATH", "METRICS_PATHS", "OVERVIEW_PATH", "HTTPServer", "health"]
 
 log = logging.getLogger(__name__)
 
 METRICS_PATHS = ("/_status/vars", "/metrics")
 OVERVIEW_PATH = "/_admin/v1/overview"
 JOBS_PATH = "/_admin/v1/jobs/"
+HEALTH_PATH = "/health"
 ADMIN_HEADER = "X-Feedkv-Admin"
 # NB: above Prometheus's longest common scrape interval (a minute), so its connection lasts
 IDLE_TIMEOUT_S = 300.0
@@ -82,6 +89,25 @@ _SQLSTATE_STATUS = {"42501": 403, "42704": 404, "55000": 409}
 _TLS_HANDSHAKE = 0x16  # the content type of a TLS record that opens a handshake
 # a Host header fit to redirect to: a name or an address, and a port
 _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+
+
+def health(query: str, not_ready: str | None) -> tuple[int, dict[str, str]]:
+    """The answer to ``GET /health?<query>``: its status and JSON body. ``not_ready``:
+    why the node takes no clients now (``None``: it does). Only ``ready`` is read, a
+    boolean as CockroachDB's (``1``/``true``, ``0``/``false``)."""
+    params = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(params) - {"ready"})
+    if unknown:
+        return 400, {"error": f"unknown parameter {unknown[0]!r}; /health takes only ready=1"}
+    value = params.get("ready", ["false"])[-1].lower()
+    if value not in _BOOLEANS:
+        return 400, {"error": f"ready={value!r} is not a boolean; use ready=1"}
+    if _BOOLEANS[value] and not_ready is not None:
+        return 503, {"error": f"node is not ready: {not_ready}"}
+    return 200, {}
+
+
+_BOOLEANS = {"1": True, "true": True, "t": True, "0": False, "false": False, "f": False}
 
 
 class _Server(ThreadingHTTPServer):
@@ -211,9 +237,11 @@ class HTTPServer:
         *,
         tls: ssl.SSLContext | None = None,
         admin: Callable[[], Admin | None] = lambda: None,
+        not_ready: Callable[[], str | None] = lambda: None,
     ) -> None:
         """``tls``: serve https (``None``: http). ``admin()``: the admin page's source
-        (``None``: not ready yet, or none; its paths answer 503)."""
+        (``None``: not ready yet, or none; its paths answer 503). ``not_ready()``: why
+        the node takes no clients now, ``None`` when it does (``/health?ready=1``)."""
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "feedkv"
@@ -225,14 +253,18 @@ class HTTPServer:
 
             def do_GET(self) -> None:
                 self._skip_body()
-                path = self.path.split("?", 1)[0]
+                path, _, query = self.path.partition("?")
                 if path in METRICS_PATHS:
                     self._answer(200, CONTENT_TYPE, exposition())
+                elif path == HEALTH_PATH:
+                    self._json(*health(query, not_ready()))
                 elif path in STATIC or path == OVERVIEW_PATH:
                     self._admin(lambda a, user: self._get(a, user, path))
                 else:
                     self._error(
-                        404, f"no page at {path}; the admin page is at /, metrics at /_status/vars"
+                        404,
+                        f"no page at {path}; the admin page is at /, metrics at /_status/vars, "
+                        f"health at {HEALTH_PATH}[?ready=1]",
                     )
 
             def do_POST(self) -> None:

@@ -331,6 +331,7 @@ class Node:
                         port,
                         tls=self.tls.ssl_context(client_certs=False) if self.tls else None,
                         admin=lambda: self.admin,
+                        not_ready=lambda: self.cluster.refusal if self.cluster else None,
                     )
                 except OSError as exc:
                     raise InvalidArgumentError(

@@ -242,7 +242,10 @@ def decode_spec(text: str) -> ChangefeedSpec:
 @dataclass(frozen=True)
 class JobOptions:
     """The data source's options: the node's ``url``, the changefeed's ``spec``, the
-    ``job_id`` (its files and manifests keep apart from other jobs'), ``parallelism``,
+    ``job_id`` (its files and manifests keep apart from other jobs'), ``run``, the run
+    of its Spark query whose batch ids its manifests are keyed by (a query started on
+    another node, with a checkpoint of its own, numbers its batches from 0 again:
+    :func:`feedkv.spark.runner.checkpoint_run`), ``parallelism``,
     ``node``, the identity of the node that runs the job (the enriched envelope's
     ``source``), and the node's shared ``buffers`` (JSON of
     :class:`~feedkv.changefeed.node_buffers.BufferLimits`; none: each task's sink has
@@ -252,6 +255,7 @@ class JobOptions:
     spec: ChangefeedSpec
     job_id: int = 0
     parallelism: int = 1  # how many tasks a range's part of a batch is cut into
+    run: str = ""
     node: FeedSource = field(default_factory=FeedSource)
     buffers: BufferLimits | None = None
 
@@ -270,7 +274,10 @@ class JobOptions:
         buffers = options.get("buffers")
         limits = BufferLimits.from_json(buffers) if buffers else None
         spec = decode_spec(options["spec"])
-        return cls(options["url"], spec, node=node, buffers=limits, **numbers)
+        run = options.get("run", "")
+        if not run.isalnum() and run:
+            raise InvalidArgumentError(f"feedkv_changefeed: run {run!r} is not alphanumeric")
+        return cls(options["url"], spec, node=node, buffers=limits, run=run, **numbers)
 
 
 # Reading.
@@ -893,7 +900,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             return None, make_sink(self.uri, options, start=start, buffers=buffers)
         where = layout(self.uri)
         root = blob_store(where.root, node_blobs_of(self.job.url))
-        staged = BatchPublisher.of(root, self.job.job_id, where).stage()
+        staged = BatchPublisher.of(root, self.job.job_id, where, self.job.run).stage()
         return staged, file_sink(self.uri, staged, options, start=start, buffers=buffers)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -907,7 +914,9 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
             blobs = blob_store(where.root, node_blobs_of(self.job.url))
             try:
                 staged = [pair for result in results for pair in result.staged]
-                BatchPublisher.of(blobs, self.job.job_id, where).publish(batchId, staged)
+                BatchPublisher.of(blobs, self.job.job_id, where, self.job.run).publish(
+                    batchId, staged
+                )
             finally:
                 blobs.close()
         options = self.job.spec.options
@@ -966,7 +975,7 @@ class ChangefeedStreamWriter(DataSourceStreamArrowWriter):
         blobs = blob_store(where.root, node_blobs_of(self.job.url))
         try:
             staged = [pair for result in messages for pair in getattr(result, "staged", [])]
-            BatchPublisher.of(blobs, self.job.job_id, where).abort(batchId, staged)
+            BatchPublisher.of(blobs, self.job.job_id, where, self.job.run).abort(batchId, staged)
         finally:
             blobs.close()
 

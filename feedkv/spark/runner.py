@@ -36,6 +36,7 @@ import contextlib
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -58,7 +59,7 @@ from feedkv.spark.session import spark_session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["STARTING_STATUS", "SparkJob"]
+__all__ = ["STARTING_STATUS", "SparkJob", "checkpoint_run"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ POLL_S = 0.2
 # a job's running_status from its start (or its query's start again) until a batch runs
 STARTING_STATUS = "running: starting its Spark query"
 _TASKS_END_S = 10.0  # how long a stop waits for its cancelled tasks to end
+RUN_FILE = "feedkv-run"  # in a query's checkpoint: :func:`checkpoint_run`
 _CAUSES = 8  # how deep a failure's causes are searched for a feedkv error
 
 
@@ -170,6 +172,24 @@ def _silence(jvm: Any) -> Callable[[], None]:
             configurator.setLevel(name, level)
 
     return restore
+
+
+def checkpoint_run(checkpoint: Path) -> str:
+    """The run of batch ids of the query whose checkpoint is ``checkpoint``: made with
+    the checkpoint, kept in it, so it lasts while the query counts on from its batches
+    there, and a checkpoint started afresh (the job adopted by another node, whose
+    store holds none of its batches) is a new run whose batch 0 is no replay of the
+    first run's. ``""`` for a checkpoint begun before runs were kept (its manifests
+    lie in no run's folder)."""
+    file = checkpoint / RUN_FILE
+    if file.exists():
+        return file.read_text().strip()
+    if (checkpoint / "offsets").exists():
+        return ""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    run = secrets.token_hex(8)
+    file.write_text(run + "\n")
+    return run
 
 
 class SparkJob:
@@ -271,6 +291,7 @@ class SparkJob:
             "url": self._url,
             "spec": encode_spec(self.spec),
             "job_id": str(self.job_id),
+            "run": checkpoint_run(Path(self._checkpoint)),
             "parallelism": str(spark.sparkContext.defaultParallelism),
         }
         if self._node is not None:

@@ -151,3 +151,14 @@ def test_a_loader_copying_the_sinks_folder_sees_only_what_was_published(tmp_path
     assert list(work) == ["jobs/7/manifests/00000000000000000000.json"]
     task = publisher.stage()  # a task's reads go to the sink's folder
     assert task.get("d/a") == b"1" and sorted(task.list("d/")) == ["d/a", "d/b"]
+
+
+def test_a_new_run_publishes_its_batch_0_though_an_earlier_run_had_one(
+    blobs: LocalBlobs,
+) -> None:
+    first = BatchPublisher(blobs, 7, run="a1")
+    first.publish(0, stage(first, a=b"first run"))
+    adopted = BatchPublisher(blobs, 7, run="b2")  # its query counts from 0 again
+    adopted.publish(0, stage(adopted, b=b"second run"))
+    assert published(blobs) == {"d/a": b"first run", "d/b": b"second run"}
+    assert adopted.manifest(0) == f"{manifests(7)}/b2/00000000000000000000.json"

@@ -8,8 +8,11 @@ exactly once:
    ``<work>jobs/<job id>/staging/<random>/<final name>``, through
    :meth:`BatchPublisher.stage`: the file sink writes there as it would write in place.
 2. The commit of batch ``b`` (:meth:`BatchPublisher.publish`) records the batch's files,
-   ``(staged name, final name)`` pairs, in ``<work>jobs/<job id>/manifests/<b>.json``
-   (``b`` in 20 digits), then moves each into place, then deletes whatever else is in
+   ``(staged name, final name)`` pairs, in ``<work>jobs/<job id>/manifests/<run>/<b>.json``
+   (``b`` in 20 digits; ``<run>/``: the run of batch ids it belongs to, as a Spark
+   query adopted by another node, whose checkpoint is its own, numbers its batches
+   from 0 again; none for a query started before runs were kept), then moves each
+   into place, then deletes whatever else is in
    staging: batches commit one at a time, so it was written by attempts that never
    committed. A batch id committed again finds its manifest: it finishes moving the
    files listed there (a rename already done is no error) and deletes the files the new
@@ -118,21 +121,24 @@ class BatchPublisher:
     :meth:`stage` at once."""
 
     def __init__(
-        self, blobs: BlobStore, job_id: int, *, data: str = "", work: str = IN_SINK
+        self, blobs: BlobStore, job_id: int, *, data: str = "", work: str = IN_SINK, run: str = ""
     ) -> None:
+        """``run``: the run of batch ids (``""``: the folder of manifests itself)."""
         self._blobs = blobs
         self.job_id = job_id
+        self.run = run
         self._data = data
         self._work = work
 
     @classmethod
-    def of(cls, blobs: BlobStore, job_id: int, where: Layout) -> BatchPublisher:
+    def of(cls, blobs: BlobStore, job_id: int, where: Layout, run: str = "") -> BatchPublisher:
         """A publisher into ``blobs``, the store of ``where.root``."""
-        return cls(blobs, job_id, data=where.data, work=where.work)
+        return cls(blobs, job_id, data=where.data, work=where.work, run=run)
 
     def manifest(self, batch_id: int) -> str:
-        """The name of batch ``batch_id``'s manifest."""
-        return f"{manifests(self.job_id, self._work)}/{batch_id:020d}.json"
+        """The name of batch ``batch_id``'s manifest (in its run's folder)."""
+        run = f"{self.run}/" if self.run else ""
+        return f"{manifests(self.job_id, self._work)}/{run}{batch_id:020d}.json"
 
     def stage(self) -> StagedBlobs:
         """A task's staging: the blob store its file sink writes to."""

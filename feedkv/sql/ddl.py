@@ -1149,7 +1149,7 @@ def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
                     info.range_id,
                     info.generation,
                     info.lease_holder,
-                    "{" + ",".join(map(str, info.replicas)) + "}",
+                    Array(tuple(sorted(info.replicas)), ColumnType(Kind.INT)),  # INT8[]
                 )
             )
     columns = ("start_key", "end_key", "range_id", "generation", "lease_holder", "replicas")

@@ -820,7 +820,7 @@ def test_split_at_adds_a_range_and_rows_on_both_sides_still_read(any_db: DB) -> 
     assert len(after) == 2
     (left_start, left_end, left_id, *_), (right_start, right_end, right_id, *_) = after
     assert left_id != right_id
-    assert after[0][4:] == (1, "{1}")  # lease_holder, replicas: a node of its own is n1
+    assert after[0][4:] == (1, [1])  # lease_holder, replicas (INT8[]): its own node, n1
     assert (left_start, right_end) == (before[0][0], before[0][1])
     assert left_end == right_start
     assert right_start.endswith("/5")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
-import json
 import math
 import re
 import struct
@@ -36,7 +35,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
+from feedkv.sql.jsonb import JSON_NULL, is_json
 from feedkv.sql.time_zone import current_zone, timestamp_text
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
@@ -641,31 +640,20 @@ def _to_uuid(value: object, ctype: ColumnType) -> uuid.UUID:
     raise _Mismatch
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decimal_number(value: object) -> float:
-    """A DECIMAL inside a document (``jsonb_build_object('d', 1.5)``) as the JSON number
-    its text reads back as."""
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
 def _to_json(value: object, ctype: ColumnType) -> Any:
     if value is JSON_NULL:
         return value
     if isinstance(value, str):
         try:
-            return from_document(json.loads(value, parse_constant=_no_constants))
+            return jsonb.loads(value)
         except ValueError as exc:
             raise SQLError("22P02", f"could not parse JSON: {exc}") from None
-    if isinstance(value, dict | list | tuple | int | float | bool):
+    # NB: a whole JSON number is an int or a Decimal, as a document's numbers are.
+    if isinstance(value, dict | list | tuple | int | float | bool | decimal.Decimal):
         try:
             # Through text and back: the value is then exactly what storage returns
-            # (string keys, lists for tuples, a DECIMAL's number as storage reads it).
-            return json.loads(json.dumps(value, allow_nan=False, default=_decimal_number))
+            # (string keys, lists for tuples, a DECIMAL's number with its digits).
+            return jsonb.loads(jsonb.dumps(value))
         except (TypeError, ValueError) as exc:
             raise SQLError("22P02", f"value is not a JSON document: {exc}") from None
     raise _Mismatch
@@ -835,7 +823,7 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
     if kind is Kind.DECIMAL:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
-        return from_document(json.loads(str(raw)))
+        return jsonb.loads(str(raw))
     if kind is Kind.INTERVAL:
         return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlglot import exp
@@ -49,6 +50,7 @@ from feedkv.sql.plan import (
     UpdatePlan,
     check_assigned,
     check_returning,
+    constraint_target,
     holds,
 )
 from feedkv.sql.query import query, read_source
@@ -68,6 +70,8 @@ __all__ = ["HANDLERS", "duplicate_key", "duplicate_key_at"]
 
 def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
+    if s.conflict_constraint is not None:
+        s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
     for privilege in _insert_privileges(s)[1:]:
         ex.require_privilege(desc, privilege)
     txn = ex.write_txn

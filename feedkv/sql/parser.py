@@ -3202,12 +3202,17 @@ class _Converter:
         sets: tuple[tuple[str, exp.Expr], ...] = ()
         conflict_target: tuple[str, ...] = ()
         conflict_where: exp.Expr | None = None
+        conflict_constraint: str | None = None
         conflict = node.args.get("conflict")
         if conflict is not None:
             if self.upsert:
                 raise SQLError("42601", "UPSERT does not take an ON CONFLICT clause")
-            _refuse_unhandled(conflict, {"expressions", "action", "conflict_keys", "where"})
+            _refuse_unhandled(
+                conflict, {"expressions", "action", "conflict_keys", "where", "constraint"}
+            )
             conflict_target = tuple(_ident(k) for k in conflict.args.get("conflict_keys") or ())
+            constraint = conflict.args.get("constraint")
+            conflict_constraint = _ident(constraint) if constraint is not None else None
             action = str(conflict.args.get("action") or "").upper()
             if "NOTHING" in action:
                 on_conflict = "nothing"
@@ -3215,7 +3220,7 @@ class _Converter:
                 on_conflict = "update"
                 sets = _assignments(conflict.expressions, table)
                 conflict_where = _where(conflict)
-                if not conflict.args.get("conflict_keys"):
+                if not conflict.args.get("conflict_keys") and conflict_constraint is None:
                     raise SQLError(
                         "42601",
                         "ON CONFLICT DO UPDATE needs the conflict columns: ON CONFLICT (pk)",
@@ -3240,6 +3245,7 @@ class _Converter:
             conflict_where,
             query,
             subqueries,
+            conflict_constraint,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

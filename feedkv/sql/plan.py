@@ -70,6 +70,7 @@ __all__ = [
     "Star",
     "UpdatePlan",
     "check_assigned",
+    "constraint_target",
     "check_index",
     "check_returning",
     "column_default",
@@ -984,6 +985,23 @@ def unalias(node: exp.Expr) -> exp.Expr:
 
 def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
+
+
+def constraint_target(desc: TableDescriptor, name: str) -> tuple[str, ...]:
+    """ON CONFLICT ON CONSTRAINT name: the columns of the primary key (``t_pkey``) or of
+    the unique index or constraint of that name; 42704 for no such constraint, 42P10
+    for one that is not unique."""
+    if name == f"{desc.name}_pkey":
+        return tuple(c.name for c in desc.key_columns)
+    for index in desc.indexes:
+        if index.name == name:
+            if not index.unique:
+                raise SQLError(
+                    "42P10",
+                    f'constraint "{name}" for table "{desc.name}" is not a unique constraint',
+                )
+            return tuple(desc.column_by_id(i).name for i in index.column_ids)  # type: ignore[union-attr]
+    raise SQLError("42704", f'constraint "{name}" for table "{desc.name}" does not exist')
 
 
 def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Index | None:

@@ -759,6 +759,8 @@ class _Statement:
             return self._configure_zone()
         if words[:2] == ["ALTER", "TABLE"] and words[-2:] == ["DROP", "STORED"]:
             return self._drop_stored()
+        if words[:2] == ["ALTER", "TABLE"] and "RESET" in words and words[-1] == ")":
+            return self._reset_storage_params()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -1970,6 +1972,23 @@ class _Statement:
             )
         table = self._table_name(2, at)
         return st.AlterColumn(self.text, table, _name(self.tokens[column]), drop_stored=True)
+
+    def _reset_storage_params(self) -> st.AlterTableActions:
+        """``ALTER TABLE t RESET (schema_locked)`` (sqlglot cannot read it): back to the
+        default of a table created as feedkv creates them, unlocked (CockroachDB resets
+        to its session's create_table_with_schema_locked, which feedkv's tables are
+        created as off); another storage parameter is refused."""
+        words = self.words
+        at = words.index("RESET")
+        names = words[at + 2 : -1]
+        if words[at + 1 : at + 2] != ["("] or not names:
+            raise self._error_at(at + 1, "expected RESET (storage_parameter, ...)")
+        for name in names[::2]:
+            if name.lower() != "schema_locked":
+                raise SQLError("0A000", f"ALTER TABLE ... RESET ({name.lower()}) is not supported")
+        if any(sep != "," for sep in names[1::2]):
+            raise self._error_at(at + 3, "expected , between storage parameters")
+        return st.AlterTableActions(self.text, self._table_name(2, at), ())
 
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words

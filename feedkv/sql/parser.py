@@ -3791,7 +3791,20 @@ def _order_by(node: exp.Expr) -> tuple[tuple[exp.Expr, bool], ...]:
     order = node.args.get("order")
     if order is None:
         return ()
-    return tuple(ordered(item) for item in order.expressions)
+    # NB: as CockroachDB, a tuple sorts by its elements in turn, each in the tuple's
+    # direction: ORDER BY (a, b) DESC is ORDER BY a DESC, b DESC. An element is an
+    # expression, never a column ordinal (CockroachDB reads an ordinal off the whole
+    # item): a constant one sorts nothing and is left out.
+    items = []
+    for item in order.expressions:
+        expression, descending = ordered(item)
+        if not isinstance(expression, exp.Tuple):
+            items.append((expression, descending))
+            continue
+        constants = exp.Literal | exp.Null | exp.Boolean
+        parts = [p for p in expression.expressions if not isinstance(p, constants)]
+        items.extend((part, descending) for part in parts)
+    return tuple(items)
 
 
 def ordered(item: exp.Expr) -> tuple[exp.Expr, bool]:

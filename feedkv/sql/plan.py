@@ -686,6 +686,7 @@ class InsertPlan:
     conflict_index: Index | None = None
     blind: bool = False
     verb: str = "INSERT"  # or UPSERT, as errors name the statement
+    key_ids: frozenset[int] = frozenset()  # the primary key's columns
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -703,6 +704,7 @@ class InsertPlan:
                 f"for {len(self.targets)} targets",
             )
         rest = [(c, column_default(c)) for c in self.targets[width:]]
+        _require_key_columns(self.key_ids, rest)
         return self.targets[:width], rest + self.filled
 
     @classmethod
@@ -775,6 +777,8 @@ class InsertPlan:
         filled = [
             (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
         ]
+        if s.query is None:  # NB: for a SELECT, targets_for checks the columns it fills
+            _require_key_columns(frozenset(desc.primary_key), filled)
         if s.upsert:
             # As CockroachDB's UPSERT: with a column list, the columns it leaves out keep
             # their values; without one it writes every column, those its rows do not
@@ -805,6 +809,7 @@ class InsertPlan:
             conflict_index,
             blind,
             verb,
+            frozenset(desc.primary_key),
         )
 
 
@@ -894,6 +899,16 @@ def _is_default(node: exp.Expr) -> bool:
 
 def _null(row: Any, ctx: Any) -> None:
     return None
+
+
+def _require_key_columns(
+    key_ids: frozenset[int], filled: Sequence[tuple[Column, Compiled | None]]
+) -> None:
+    """As CockroachDB, an INSERT or UPSERT must write each primary key column that has
+    no DEFAULT (42830, its code for this)."""
+    for column, default in filled:
+        if default is None and column.id in key_ids:
+            raise SQLError("42830", f'missing "{column.name}" primary key column')
 
 
 def column_default(column: Column) -> Compiled | None:

@@ -3961,7 +3961,10 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
             f"SET {shown}: compound types are not supported; a SET target is a column "
             f"name without a table (SET {_ident(target.this)} = ...)",
         )
-    return _ident(target.this), node.expression
+    value = node.expression
+    if isinstance(value, exp.Column) and not value.this.quoted and value.sql().upper() == "DEFAULT":
+        value = exp.Var(this="DEFAULT")  # NB: SET c = DEFAULT, as VALUES (DEFAULT) reads
+    return _ident(target.this), value
 
 
 def _returning(node: exp.Expr) -> tuple[exp.Expr, ...] | None:

@@ -765,7 +765,10 @@ class InsertPlan:
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
-        sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        sets = [
+            (desc.column(n), _assigned_value(desc, n, e, conflict_scope))
+            for n, e in s.conflict_sets
+        ]
         for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
             _check_assigned_node(node, conflict_scope, column)
         refuse_writes([column for column, _ in sets])
@@ -851,8 +854,18 @@ def check_assigned(kind: Kind | None, column: Column) -> None:
         )
 
 
+def _assigned_value(desc: TableDescriptor, name: str, node: exp.Expr, scope: Scope) -> Compiled:
+    """A SET item's value: ``SET c = DEFAULT`` is the column's DEFAULT (NULL without
+    one), as in VALUES; any other expression compiled over ``scope``."""
+    if _is_default(node):
+        return column_default(desc.column(name)) or _null
+    return compile_expr(node, scope)
+
+
 def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
     """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
+    if _is_default(node):
+        return  # NB: the column's own DEFAULT, of its type
     try:
         kind = static_kind(_scalar_item(node), scope)
     except SQLError:
@@ -938,7 +951,7 @@ class UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         for _name, node in s.sets:
             refuse_aggregates(node, "UPDATE SET")
-        sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        sets = [(desc.column(name), _assigned_value(desc, name, e, scope)) for name, e in s.sets]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)
         refuse_writes([column for column, _ in sets])
@@ -1221,8 +1234,13 @@ def _fixed(node: exp.Expr, scope: Scope) -> bool:
 def _is_constant(node: exp.Expr) -> bool:
     """Whether ``node`` has one value for the whole statement, so a key span or a blind
     write may use it. NB: not a subquery, which may be correlated (its value is the
-    row's), whatever its own columns."""
-    return is_constant(node) and not contains_aggregate(node) and node.find(*_QUERIES) is None
+    row's), whatever its own columns; nor SET's DEFAULT, which the plan compiles."""
+    return (
+        not _is_default(node)
+        and is_constant(node)
+        and not contains_aggregate(node)
+        and node.find(*_QUERIES) is None
+    )
 
 
 _QUERIES = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # maybe correlated

@@ -91,6 +91,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         # NB: the subqueries run (and keep their rows) before the first row is written
         prepare_subqueries(ex, query, s.subqueries, Scope())
         proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
+    if s.conflict_subqueries:
+        # NB: before the first write too: an uncorrelated one sees the table as it was
+        prepare_subqueries(ex, query, s.conflict_subqueries, plan.conflict_scope or Scope())
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE

@@ -3246,11 +3246,10 @@ class _Converter:
                     )
             else:
                 raise _unsupported(conflict, "ON CONFLICT action")
-        for clause in ("conflict", "returning"):
-            part = node.args.get(clause)
-            if part is not None and part.find(exp.Subquery, exp.Exists, exp.Select) is not None:
-                what = "ON CONFLICT" if clause == "conflict" else "INSERT's RETURNING"
-                raise SQLError("0A000", f"subqueries are not supported in {what}")
+        returning = node.args.get("returning")
+        if returning is not None and returning.find(exp.Subquery, exp.Exists, exp.Select):
+            raise SQLError("0A000", "subqueries are not supported in INSERT's RETURNING")
+        conflict_subqueries = tuple(self._subqueries(conflict)) if conflict is not None else ()
         return st.Insert(
             self.text,
             table,
@@ -3265,6 +3264,7 @@ class _Converter:
             query,
             subqueries,
             conflict_constraint,
+            conflict_subqueries,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

@@ -687,6 +687,8 @@ class InsertPlan:
     blind: bool = False
     verb: str = "INSERT"  # or UPSERT, as errors name the statement
     key_ids: frozenset[int] = frozenset()  # the primary key's columns
+    # ON CONFLICT's: the row's columns, then excluded's; its subqueries may name them
+    conflict_scope: Scope | None = None
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -813,6 +815,7 @@ class InsertPlan:
             blind,
             verb,
             frozenset(desc.primary_key),
+            conflict_scope,
         )
 
 

@@ -508,6 +508,8 @@ class Insert(Statement):
     query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
     subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # those of ``rows``, as Select's
     conflict_constraint: str | None = None
+    # those of ON CONFLICT DO UPDATE's SET and WHERE, which may name the row and excluded
+    conflict_subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

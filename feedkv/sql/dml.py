@@ -62,6 +62,7 @@ from feedkv.sql.row_codec import (
 )
 from feedkv.sql.subquery import prepare_subqueries
 from feedkv.sql.types import (
+    assign,
     coerce,
 )
 
@@ -101,7 +102,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     for values in proposed:
         row: dict[int, Any] = {}
         for column, value in zip(targets, values, strict=True):
-            row[column.id] = coerce(value, column.type, column.name)
+            row[column.id] = assign(value, column.type, column.name)
         for column, make in filled:
             row[column.id] = (
                 coerce(make((), ex.context), column.type, column.name) if make else None
@@ -229,7 +230,7 @@ def _conflict_update(
         return None
     final = dict(old)
     for column, value in plan.sets:
-        final[column.id] = coerce(value(both, ex.context), column.type, column.name)
+        final[column.id] = assign(value(both, ex.context), column.type, column.name)
     fill_computed(desc, final, ex.context)
     _check_not_null(desc, final)
     if any(final[i] != old[i] for i in desc.primary_key):
@@ -373,7 +374,7 @@ def _assigned(
     """The row ``old`` with SET's values, computed over ``env``."""
     new = dict(old)
     for column, value in sets:
-        new[column.id] = coerce(value(env, ex.context), column.type, column.name)
+        new[column.id] = assign(value(env, ex.context), column.type, column.name)
     fill_computed(desc, new, ex.context)
     _check_not_null(desc, new)
     return new
@@ -450,7 +451,7 @@ def _whole_row(
     row = dict(zip(desc.primary_key, key, strict=True))
     try:
         for column, value in plan.sets:
-            row[column.id] = coerce(value((), ex.context), column.type, column.name)
+            row[column.id] = assign(value((), ex.context), column.type, column.name)
         _check_not_null(desc, row)
         ((first_key, encoded),) = row_kvs(desc, row).items()
     except (FeedKVError, decimal.DecimalException):  # NB: raised again on the read path

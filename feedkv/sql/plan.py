@@ -53,6 +53,7 @@ from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
+    kind_name,
 )
 from feedkv.sql.window import WindowPlan
 from feedkv.util.keys import Span, prefix_end
@@ -753,6 +754,7 @@ class InsertPlan:
                 row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
             rows.append(row)
+        _check_string_rows(targets, s.rows, empty)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -855,6 +857,37 @@ def check_assigned(kind: Kind | None, column: Column) -> None:
             "42804",
             f'value type string doesn\'t match type {column.type.sql()} of column "{column.name}"',
         )
+
+
+def _check_string_rows(
+    targets: Sequence[Column], rows: Sequence[Sequence[exp.Expr]], scope: Scope
+) -> None:
+    """As CockroachDB types a VALUES list's column once, over its rows: a string
+    column's string values and others (a number, a BOOL) cannot be matched (42804),
+    though one row's number alone goes in by the assignment cast to a string."""
+    for at, column in enumerate(targets):
+        if column.type.kind is not Kind.STRING or len(rows) < 2:
+            continue
+        seen: Kind | None = None
+        for values in rows:
+            node = values[at] if at < len(values) else None
+            if node is None or _is_default(node):
+                continue
+            is_text = isinstance(node, exp.Literal) and node.is_string
+            kind = Kind.STRING if is_text else _static_kind_or_none(node, scope)
+            if kind is None:
+                continue
+            if seen is not None and (kind is Kind.STRING) != (seen is Kind.STRING):
+                shown = f"{kind_name(kind)} and {kind_name(seen)}"
+                raise SQLError("42804", f"VALUES types {shown} cannot be matched")
+            seen = seen or kind
+
+
+def _static_kind_or_none(node: exp.Expr, scope: Scope) -> Kind | None:
+    try:
+        return static_kind(node, scope)
+    except SQLError:
+        return None  # NB: compiling it tells what is wrong
 
 
 def _assigned_value(desc: TableDescriptor, name: str, node: exp.Expr, scope: Scope) -> Compiled:

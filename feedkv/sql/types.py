@@ -47,6 +47,7 @@ __all__ = [
     "FixedChar",
     "Float4",
     "Kind",
+    "assign",
     "coerce",
     "coerce_column",
     "decimal_from_key",
@@ -61,6 +62,7 @@ __all__ = [
     "from_value_primitive",
     "key_primitive",
     "is_nan",
+    "kind_name",
     "kind_of_value",
     "logical_decimal",
     "parse_type_name",
@@ -365,6 +367,24 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
         if column is None:
             raise
         raise SQLError(exc.code, f"{exc.message} (column {column!r})", detail=exc.detail) from None
+
+
+def kind_name(kind: Kind) -> str:
+    """A kind as CockroachDB's type errors name it (``int``, ``float``, ``string``,
+    ``decimal``...)."""
+    return {Kind.INT: "int", Kind.FLOAT: "float", Kind.STRING: "string"}.get(
+        kind, kind.value.lower()
+    )
+
+
+def assign(value: object, ctype: ColumnType, column: str) -> Any:
+    """:func:`coerce` of a value an INSERT, UPSERT or UPDATE writes to ``column``, after
+    CockroachDB's assignment cast to a string type (PostgreSQL's I/O conversion): a
+    number or a BOOL goes into a string column as its text (``1`` as ``'1'``; too long
+    for a CHAR(n), 22001)."""
+    if ctype.kind is Kind.STRING and isinstance(value, int | float | decimal.Decimal):
+        value = float_text(value, 0) if isinstance(value, float) else format_value(value)
+    return coerce(value, ctype, column)
 
 
 def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:

@@ -111,6 +111,21 @@ RECORDS: tuple[Modern, ...] = (
     ),
     Modern(
         "insert",
+        344,
+        "INSERT INTO kv4 (int, char) VALUES (4, 1)",
+        "statement ok",
+        "an INT is assigned to a CHAR column by the assignment cast to string types; the "
+        "current file expects INSERT INTO kv4 (int, char) VALUES (4, 1) to succeed",
+    ),
+    Modern(
+        "insert",
+        347,
+        "INSERT INTO kv4 (int, char) VALUES (4, 'a')",
+        "statement error duplicate key value violates unique constraint",
+        "the row with key 4 exists: today's CockroachDB inserted it at line 344",
+    ),
+    Modern(
+        "insert",
         350,
         "INSERT INTO kv4 (int, float) VALUES (5, 1::INT)",
         "statement ok",
@@ -130,9 +145,8 @@ RECORDS: tuple[Modern, ...] = (
         "SELECT * from kv4",
         "query IIBTR rowsort\n----\n1 NULL NULL NULL NULL\n2 1 NULL NULL NULL\n"
         "3 NULL true NULL NULL\n4 NULL NULL 1 NULL\n5 NULL NULL NULL 1",
-        "today's CockroachDB assigns the INT 1 to the CHAR column at line 344 (assignment "
-        "cast; the current file expects INSERT INTO kv4 (int, char) VALUES (4, 1) to succeed), "
-        "so the (4, 'a') after it is a duplicate, and the FLOAT row is the 1 of line 350",
+        "the CHAR row is the 1 of line 344 and the FLOAT row the 1 of line 350, which today's "
+        "CockroachDB assigns (see those lines)",
     ),
     Modern(
         "insert",

@@ -75,12 +75,13 @@ _AGG = "__agg_{}"
 
 def group_key(value: Any) -> Any:
     """``value`` as a dict key that is equal exactly when SQL calls the values equal for
-    grouping: NaNs are one group (Python's NaNs are unequal), JSON is compared by its
-    text (dicts and lists do not hash)."""
+    grouping: NaNs are one group (Python's NaNs are unequal), JSON by JSONB's equality
+    (its order's key: dicts and lists do not hash, and ``{"a": 1.10}`` is ``{"a": 1.1}``
+    though their text differs)."""
     if is_nan(value):
         return _NAN
     if jsonb.is_json(value):
-        return ("json", jsonb.dumps(value))
+        return ("json", jsonb.sort_key(value))
     return value
 
 

@@ -85,3 +85,14 @@ def test_text_that_is_not_a_json_number_is_refused(db: DB) -> None:
         with pytest.raises(SQLError) as caught:
             db.sql(f"SELECT '{bad}'::JSONB")
         assert caught.value.code == "22P02"
+
+
+def test_group_by_and_distinct_take_equal_numbers_as_one_value(db: DB) -> None:
+    db.sql("CREATE TABLE g (k INT PRIMARY KEY, v JSONB)")
+    db.sql(
+        """INSERT INTO g VALUES (1, '{"a": 1.10}'), (2, '{"a": 1.1}'), (3, '{"a": 1}'), """
+        """(4, '{"a": 1.0}'), (5, '[1, 2.50]'), (6, '[1, 2.5]')"""
+    )
+    assert db.sql("SELECT count(*) FROM g GROUP BY v").rows == [(2,), (2,), (2,)]
+    assert one(db, "SELECT count(DISTINCT v) FROM g") == 3
+    assert len(db.sql("SELECT DISTINCT v FROM g").rows) == 3

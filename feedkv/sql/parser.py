@@ -120,6 +120,9 @@ class _Cockroach(Postgres):
             "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
             "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
             "SUM_INT": lambda args: _sum_int(args),
+            "XOR_AGG": lambda args: _xor_agg(args),
+            # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
+            "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
@@ -315,6 +318,12 @@ def _sum_int(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: sum_int() takes exactly one argument")
     return SumInt(this=args[0])
+
+
+def _xor_agg(args: list[exp.Expr]) -> exp.Expr:
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: xor_agg() takes exactly one argument")
+    return exp.BitwiseXorAgg(this=args[0])
 
 
 def _corr(args: list[exp.Expr]) -> exp.Expr:

@@ -113,7 +113,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         first_key = next(iter(kvs))
         proposed_now = False  # whether this row's key went into touched just now
         if s.on_conflict == "update" or s.upsert:
-            if first_key in touched:
+            # NB: as CockroachDB's UPSERT, a later proposed row with the same key
+            # overwrites an earlier one (each counts); ON CONFLICT DO UPDATE refuses it
+            if first_key in touched and not s.upsert:
                 raise SQLError(
                     "21000",
                     "UPSERT or INSERT...ON CONFLICT command cannot affect row a second time: "

@@ -227,6 +227,20 @@ RECORDS: tuple[Modern, ...] = (
             (18, "UPDATE kv SET (k, v) = (SELECT 3, 3.2)"),
         )
     ),
+    *(
+        Modern(
+            "update",
+            line,
+            sql,
+            "statement error UPDATE statement requires LIMIT when ORDER BY is used",
+            "an UPDATE's ORDER BY needs a LIMIT (42601) since the cost-based optimizer; the "
+            "current file writes UPDATE kv SET v = v + 1 ORDER BY v DESC LIMIT 3",
+        )
+        for line, sql in (
+            (457, "UPDATE kv SET v = v + 1 ORDER BY v DESC RETURNING k,v"),
+            (470, "UPDATE kv SET k = k * 2 ORDER BY k DESC"),
+        )
+    ),
     Modern(
         "update",
         234,

@@ -113,9 +113,10 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         first_key = next(iter(kvs))
         proposed_now = False  # whether this row's key went into touched just now
         if s.on_conflict == "update" or s.upsert:
-            # NB: as CockroachDB's UPSERT, a later proposed row with the same key
-            # overwrites an earlier one (each counts); ON CONFLICT DO UPDATE refuses it
-            if first_key in touched and not s.upsert:
+            # NB: as CockroachDB's UPSERT into a table without secondary indexes (its
+            # fast path), a later proposed row with the same key overwrites an earlier
+            # one, each counted; with them, or ON CONFLICT DO UPDATE, it is refused
+            if first_key in touched and not (s.upsert and not desc.indexes):
                 raise SQLError(
                     "21000",
                     "UPSERT or INSERT...ON CONFLICT command cannot affect row a second time: "

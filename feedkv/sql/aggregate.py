@@ -78,12 +78,13 @@ _AGG = "__agg_{}"
 
 def group_key(value: Any) -> Any:
     """``value`` as a dict key that is equal exactly when SQL calls the values equal for
-    grouping: NaNs are one group (Python's NaNs are unequal), JSON is compared by its
-    text (dicts and lists do not hash)."""
+    grouping: NaNs are one group (Python's NaNs are unequal), JSON by JSONB's equality
+    (its order's key: dicts and lists do not hash, and ``{"a": 1.10}`` is ``{"a": 1.1}``
+    though their text differs)."""
     if is_nan(value):
         return _NAN
     if jsonb.is_json(value):
-        return ("json", jsonb.dumps(value))
+        return ("json", jsonb.sort_key(value))
     return value
 
 
@@ -511,6 +512,7 @@ _ARGUMENT_KINDS = {
     "string_agg": {Kind.STRING, Kind.BYTES},
     "bit_and": {Kind.INT, Kind.BIT, Kind.VARBIT},
     "bit_or": {Kind.INT, Kind.BIT, Kind.VARBIT},
+    "xor_agg": {Kind.INT, Kind.BYTES},
     **{
         name: _NUMBERS
         for name in ("variance", "var_pop", "stddev", "stddev_samp", "stddev_pop", "corr")
@@ -801,6 +803,34 @@ class _BitOr(_BitAnd):
         return a | b
 
 
+class _XorAgg(_Accumulator):
+    """xor_agg(INT) and xor_agg(BYTES), CockroachDB's: every value XORed (byte strings
+    of one length, 22023 else); over no values NULL."""
+
+    def __init__(self) -> None:
+        self.value: int | bytes | None = None
+
+    def add(self, value: Any, separator: Any) -> None:
+        if isinstance(value, bytes) and (self.value is None or isinstance(self.value, bytes)):
+            if self.value is None:
+                self.value = value
+            elif len(value) != len(self.value):
+                raise SQLError(
+                    "22023",
+                    "arguments to xor must all be the same length "
+                    f"{len(self.value)} vs {len(value)}",
+                )
+            else:
+                self.value = bytes(a ^ b for a, b in zip(self.value, value, strict=True))
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or isinstance(self.value, bytes):
+            raise TypeError(value)
+        self.value = value if self.value is None else self.value ^ value
+
+    def result(self) -> Any:
+        return self.value
+
+
 class _JsonbAgg(_Accumulator):
     """jsonb_agg(value): a JSON array of the values in the order read, NULLs as JSON
     null; over no rows NULL. Each value in its JSON form (:func:`as_json`)."""
@@ -916,6 +946,7 @@ _NAMES: dict[type[exp.Expr], str] = {
     exp.ArrayAgg: "array_agg",
     exp.BitwiseAndAgg: "bit_and",
     exp.BitwiseOrAgg: "bit_or",
+    exp.BitwiseXorAgg: "xor_agg",
     exp.Corr: "corr",
     SumInt: "sum_int",
     exp.PercentileCont: "percentile_cont",
@@ -939,6 +970,7 @@ _MAKERS: dict[str, Callable[[], _Accumulator | Spread]] = {
     "array_agg": _ArrayAgg,
     "bit_and": _BitAnd,
     "bit_or": _BitOr,
+    "xor_agg": _XorAgg,
     "corr": _Corr,
     "sum_int": _SumInt,
     "percentile_cont": lambda: _Percentile(continuous=True),

@@ -25,6 +25,6 @@ class SumInt(exp.Expression, exp.AggFunc):
 AGGREGATES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg, exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat,
     exp.Variance, exp.VariancePop, exp.Stddev, exp.StddevSamp, exp.StddevPop,
-    exp.JSONArrayAgg, exp.ArrayAgg, exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.Corr, SumInt,
-    exp.PercentileCont, exp.PercentileDisc,
+    exp.JSONArrayAgg, exp.ArrayAgg, exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.BitwiseXorAgg,
+    exp.Corr, SumInt, exp.PercentileCont, exp.PercentileDisc,
 )  # fmt: skip

@@ -670,13 +670,15 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
     if column.id in desc.primary_key:
         raise SQLError("0A000", f'column "{column.name}" is referenced by the primary key')
     _refuse_if_read_by_views(ex, desc, f'drop column "{column.name}"')
-    # As CockroachDB's DROP COLUMN: the indexes that hold the column (in their key or
-    # STORING) and the CHECKs that read it go with it; a UNIQUE index (a constraint, or
-    # one a foreign key may need) still refuses it
+    # As CockroachDB's DROP COLUMN (since v20.2): the indexes that hold the column (in
+    # their key or STORING), UNIQUE ones included, and the CHECKs that read it go with
+    # it; a UNIQUE index of a table other tables' foreign keys reference still refuses
+    # it (one of them may need it)
+    referenced = any(child_id != desc.id for child_id, _ in desc.referenced_by)
     gone = [
         i
         for i in desc.indexes
-        if not i.unique and (column.id in i.column_ids or column.id in i.storing)
+        if not (i.unique and referenced) and (column.id in i.column_ids or column.id in i.storing)
     ]
     kept_checks = tuple(
         c

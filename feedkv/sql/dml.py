@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlglot import exp
@@ -49,6 +50,7 @@ from feedkv.sql.plan import (
     UpdatePlan,
     check_assigned,
     check_returning,
+    constraint_target,
     holds,
 )
 from feedkv.sql.query import query, read_source
@@ -60,6 +62,7 @@ from feedkv.sql.row_codec import (
 )
 from feedkv.sql.subquery import prepare_subqueries
 from feedkv.sql.types import (
+    assign,
     coerce,
 )
 
@@ -68,6 +71,8 @@ __all__ = ["HANDLERS", "duplicate_key", "duplicate_key_at"]
 
 def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
+    if s.conflict_constraint is not None:
+        s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
     for privilege in _insert_privileges(s)[1:]:
         ex.require_privilege(desc, privilege)
     txn = ex.write_txn
@@ -87,6 +92,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         # NB: the subqueries run (and keep their rows) before the first row is written
         prepare_subqueries(ex, query, s.subqueries, Scope())
         proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
+    if s.conflict_subqueries:
+        # NB: before the first write too: an uncorrelated one sees the table as it was
+        prepare_subqueries(ex, query, s.conflict_subqueries, plan.conflict_scope or Scope())
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
@@ -94,7 +102,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     for values in proposed:
         row: dict[int, Any] = {}
         for column, value in zip(targets, values, strict=True):
-            row[column.id] = coerce(value, column.type, column.name)
+            row[column.id] = assign(value, column.type, column.name)
         for column, make in filled:
             row[column.id] = (
                 coerce(make((), ex.context), column.type, column.name) if make else None
@@ -105,7 +113,10 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         first_key = next(iter(kvs))
         proposed_now = False  # whether this row's key went into touched just now
         if s.on_conflict == "update" or s.upsert:
-            if first_key in touched:
+            # NB: as CockroachDB's UPSERT into a table without secondary indexes (its
+            # fast path), a later proposed row with the same key overwrites an earlier
+            # one, each counted; with them, or ON CONFLICT DO UPDATE, it is refused
+            if first_key in touched and not (s.upsert and not desc.indexes):
                 raise SQLError(
                     "21000",
                     "UPSERT or INSERT...ON CONFLICT command cannot affect row a second time: "
@@ -222,7 +233,7 @@ def _conflict_update(
         return None
     final = dict(old)
     for column, value in plan.sets:
-        final[column.id] = coerce(value(both, ex.context), column.type, column.name)
+        final[column.id] = assign(value(both, ex.context), column.type, column.name)
     fill_computed(desc, final, ex.context)
     _check_not_null(desc, final)
     if any(final[i] != old[i] for i in desc.primary_key):
@@ -366,7 +377,7 @@ def _assigned(
     """The row ``old`` with SET's values, computed over ``env``."""
     new = dict(old)
     for column, value in sets:
-        new[column.id] = coerce(value(env, ex.context), column.type, column.name)
+        new[column.id] = assign(value(env, ex.context), column.type, column.name)
     fill_computed(desc, new, ex.context)
     _check_not_null(desc, new)
     return new
@@ -443,7 +454,7 @@ def _whole_row(
     row = dict(zip(desc.primary_key, key, strict=True))
     try:
         for column, value in plan.sets:
-            row[column.id] = coerce(value((), ex.context), column.type, column.name)
+            row[column.id] = assign(value((), ex.context), column.type, column.name)
         _check_not_null(desc, row)
         ((first_key, encoded),) = row_kvs(desc, row).items()
     except (FeedKVError, decimal.DecimalException):  # NB: raised again on the read path

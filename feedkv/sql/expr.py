@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
-import json
 import math
 import operator
 import re
@@ -1820,9 +1819,7 @@ def _json_text(value: Any) -> str | None:
         return value if isinstance(value, str) else None
     if isinstance(value, bool):
         return "true" if value else "false"
-    return json.dumps(
-        value, sort_keys=True, separators=(", ", ": "), ensure_ascii=False, default=str
-    )
+    return jsonb.dumps(value, spaced=True)
 
 
 def _no_arguments(node: exp.Expr) -> None:

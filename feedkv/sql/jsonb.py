@@ -1,7 +1,12 @@
 """JSONB values, and the one thing Python cannot say about them on its own: a JSON
 ``null`` is not SQL NULL.
 
-A JSONB value in Python is its parsed document (dict, list, str, int, float, bool).
+A JSONB value in Python is its parsed document (dict, list, str, int, Decimal, bool).
+A number with a fraction or an exponent is a ``decimal.Decimal`` holding its digits, as
+CockroachDB keeps a JSON number as an apd decimal: ``'{"a": 1.10}'::JSONB`` reads back
+as ``{"a": 1.10}`` and ``'1e2'::JSONB`` as ``1E+2`` (:func:`loads`); an integer is an
+``int``. A float may stand in a document built in Python, and is written as Python
+writes it.
 Inside a document a JSON null is ``None``, as :mod:`json` gives it; a whole value that
 is the JSON null is :data:`JSON_NULL`, since ``None`` is SQL NULL everywhere else. So
 ``'null'::JSONB IS NULL`` is false, ``'{"a": null}'::JSONB -> 'a'`` is ``JSON_NULL``
@@ -27,6 +32,7 @@ __all__ = [
     "dumps",
     "from_document",
     "is_json",
+    "loads",
     "sort_key",
     "type_name",
 ]
@@ -74,6 +80,17 @@ def is_json(value: Any) -> bool:
     return value is JSON_NULL or isinstance(value, dict | list)
 
 
+def loads(text: str) -> Any:
+    """A JSONB value from JSON text, its numbers keeping their digits (a fraction or an
+    exponent: a ``Decimal``). Raises ValueError for text that is not JSON, ``NaN`` and
+    ``Infinity`` included."""
+    return from_document(json.loads(text, parse_float=decimal.Decimal, parse_constant=_constant))
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def dumps(value: Any, *, spaced: bool = False) -> str:
     """A JSONB value as JSON text: compact (storage, keys sorted) or as CockroachDB
     prints it (``{"a": 1, "b": [1, 2]}``, keys sorted)."""
@@ -98,7 +115,7 @@ def _dumps_decimals(value: Any, item_separator: str, key_separator: str) -> str:
             for k, v in sorted(value.items())
         )
         return "{" + item_separator.join(items) + "}"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         parts = (_dumps_decimals(v, item_separator, key_separator) for v in value)
         return "[" + item_separator.join(parts) + "]"
     return json.dumps(value, ensure_ascii=False)

@@ -33,5 +33,14 @@ def sorted_rows(
             # NB: NaN after NULL and before every number, as in CockroachDB
             return (1, 0) if is_nan(value) else (2, value)
 
-        items.sort(key=sort_key, reverse=descending)
+        def json_sort_key(item: Any, key: Compiled = key) -> tuple[int, Any]:
+            value = key(env_of(item) if env_of is not None else item, context)
+            return (0, 0) if value is None else (2, jsonb.sort_key(value))
+
+        try:
+            items.sort(key=sort_key, reverse=descending)
+        except TypeError:
+            # NB: values of kinds Python cannot order together (a number and an object)
+            # are a JSONB column's, whose scalars look like SQL values: JSONB's order.
+            items.sort(key=json_sort_key, reverse=descending)
     return items

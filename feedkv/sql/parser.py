@@ -120,6 +120,9 @@ class _Cockroach(Postgres):
             "CONCAT_AGG": lambda args: _alias_aggregate(args, "concat_agg"),
             "COUNT_ROWS": lambda args: _alias_aggregate(args, "count_rows"),
             "SUM_INT": lambda args: _sum_int(args),
+            "XOR_AGG": lambda args: _xor_agg(args),
+            # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
+            "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
@@ -341,6 +344,12 @@ def _sum_int(args: list[exp.Expr]) -> exp.Expr:
     if len(args) != 1:
         raise SQLError("42883", "unknown signature: sum_int() takes exactly one argument")
     return SumInt(this=args[0])
+
+
+def _xor_agg(args: list[exp.Expr]) -> exp.Expr:
+    if len(args) != 1:
+        raise SQLError("42883", "unknown signature: xor_agg() takes exactly one argument")
+    return exp.BitwiseXorAgg(this=args[0])
 
 
 def _corr(args: list[exp.Expr]) -> exp.Expr:
@@ -788,6 +797,8 @@ class _Statement:
             return self._configure_zone()
         if words[:2] == ["ALTER", "TABLE"] and words[-2:] == ["DROP", "STORED"]:
             return self._drop_stored()
+        if words[:2] == ["ALTER", "TABLE"] and "RESET" in words and words[-1] == ")":
+            return self._reset_storage_params()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -2053,6 +2064,23 @@ class _Statement:
         table = self._table_name(2, at)
         return st.AlterColumn(self.text, table, _name(self.tokens[column]), drop_stored=True)
 
+    def _reset_storage_params(self) -> st.AlterTableActions:
+        """``ALTER TABLE t RESET (schema_locked)`` (sqlglot cannot read it): back to the
+        default of a table created as feedkv creates them, unlocked (CockroachDB resets
+        to its session's create_table_with_schema_locked, which feedkv's tables are
+        created as off); another storage parameter is refused."""
+        words = self.words
+        at = words.index("RESET")
+        names = words[at + 2 : -1]
+        if words[at + 1 : at + 2] != ["("] or not names:
+            raise self._error_at(at + 1, "expected RESET (storage_parameter, ...)")
+        for name in names[::2]:
+            if name.lower() != "schema_locked":
+                raise SQLError("0A000", f"ALTER TABLE ... RESET ({name.lower()}) is not supported")
+        if any(sep != "," for sep in names[1::2]):
+            raise self._error_at(at + 3, "expected , between storage parameters")
+        return st.AlterTableActions(self.text, self._table_name(2, at), ())
+
     def _configure_zone(self) -> st.ConfigureZone:
         words = self.words
         at = words.index("CONFIGURE")
@@ -3294,12 +3322,17 @@ class _Converter:
         sets: tuple[tuple[str, exp.Expr], ...] = ()
         conflict_target: tuple[str, ...] = ()
         conflict_where: exp.Expr | None = None
+        conflict_constraint: str | None = None
         conflict = node.args.get("conflict")
         if conflict is not None:
             if self.upsert:
                 raise SQLError("42601", "UPSERT does not take an ON CONFLICT clause")
-            _refuse_unhandled(conflict, {"expressions", "action", "conflict_keys", "where"})
+            _refuse_unhandled(
+                conflict, {"expressions", "action", "conflict_keys", "where", "constraint"}
+            )
             conflict_target = tuple(_ident(k) for k in conflict.args.get("conflict_keys") or ())
+            constraint = conflict.args.get("constraint")
+            conflict_constraint = _ident(constraint) if constraint is not None else None
             action = str(conflict.args.get("action") or "").upper()
             if "NOTHING" in action:
                 on_conflict = "nothing"
@@ -3307,18 +3340,17 @@ class _Converter:
                 on_conflict = "update"
                 sets = _assignments(conflict.expressions, table)
                 conflict_where = _where(conflict)
-                if not conflict.args.get("conflict_keys"):
+                if not conflict.args.get("conflict_keys") and conflict_constraint is None:
                     raise SQLError(
                         "42601",
                         "ON CONFLICT DO UPDATE needs the conflict columns: ON CONFLICT (pk)",
                     )
             else:
                 raise _unsupported(conflict, "ON CONFLICT action")
-        for clause in ("conflict", "returning"):
-            part = node.args.get(clause)
-            if part is not None and part.find(exp.Subquery, exp.Exists, exp.Select) is not None:
-                what = "ON CONFLICT" if clause == "conflict" else "INSERT's RETURNING"
-                raise SQLError("0A000", f"subqueries are not supported in {what}")
+        returning = node.args.get("returning")
+        if returning is not None and returning.find(exp.Subquery, exp.Exists, exp.Select):
+            raise SQLError("0A000", "subqueries are not supported in INSERT's RETURNING")
+        conflict_subqueries = tuple(self._subqueries(conflict)) if conflict is not None else ()
         return st.Insert(
             self.text,
             table,
@@ -3332,6 +3364,8 @@ class _Converter:
             conflict_where,
             query,
             subqueries,
+            conflict_constraint,
+            conflict_subqueries,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:
@@ -3856,7 +3890,20 @@ def _order_by(node: exp.Expr) -> tuple[tuple[exp.Expr, bool], ...]:
     order = node.args.get("order")
     if order is None:
         return ()
-    return tuple(ordered(item) for item in order.expressions)
+    # NB: as CockroachDB, a tuple sorts by its elements in turn, each in the tuple's
+    # direction: ORDER BY (a, b) DESC is ORDER BY a DESC, b DESC. An element is an
+    # expression, never a column ordinal (CockroachDB reads an ordinal off the whole
+    # item): a constant one sorts nothing and is left out.
+    items = []
+    for item in order.expressions:
+        expression, descending = ordered(item)
+        if not isinstance(expression, exp.Tuple):
+            items.append((expression, descending))
+            continue
+        constants = exp.Literal | exp.Null | exp.Boolean
+        parts = [p for p in expression.expressions if not isinstance(p, constants)]
+        items.extend((part, descending) for part in parts)
+    return tuple(items)
 
 
 def ordered(item: exp.Expr) -> tuple[exp.Expr, bool]:
@@ -4013,7 +4060,10 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
             f"SET {shown}: compound types are not supported; a SET target is a column "
             f"name without a table (SET {_ident(target.this)} = ...)",
         )
-    return _ident(target.this), node.expression
+    value = node.expression
+    if isinstance(value, exp.Column) and not value.this.quoted and value.sql().upper() == "DEFAULT":
+        value = exp.Var(this="DEFAULT")  # NB: SET c = DEFAULT, as VALUES (DEFAULT) reads
+    return _ident(target.this), value
 
 
 def _returning(node: exp.Expr) -> tuple[exp.Expr, ...] | None:

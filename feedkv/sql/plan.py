@@ -53,6 +53,7 @@ from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
+    kind_name,
 )
 from feedkv.sql.window import WindowPlan
 from feedkv.util.keys import Span, prefix_end
@@ -70,6 +71,7 @@ __all__ = [
     "Star",
     "UpdatePlan",
     "check_assigned",
+    "constraint_target",
     "check_index",
     "check_returning",
     "column_default",
@@ -688,6 +690,9 @@ class InsertPlan:
     conflict_index: Index | None = None
     blind: bool = False
     verb: str = "INSERT"  # or UPSERT, as errors name the statement
+    key_ids: frozenset[int] = frozenset()  # the primary key's columns
+    # ON CONFLICT's: the row's columns, then excluded's; its subqueries may name them
+    conflict_scope: Scope | None = None
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -705,6 +710,7 @@ class InsertPlan:
                 f"for {len(self.targets)} targets",
             )
         rest = [(c, column_default(c)) for c in self.targets[width:]]
+        _require_key_columns(self.key_ids, rest)
         return self.targets[:width], rest + self.filled
 
     @classmethod
@@ -751,6 +757,7 @@ class InsertPlan:
                 row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
             rows.append(row)
+        _check_string_rows(targets, s.rows, empty)
         scope = table_scope(desc, database)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
@@ -765,7 +772,10 @@ class InsertPlan:
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
-        sets = [(desc.column(n), compile_expr(e, conflict_scope)) for n, e in s.conflict_sets]
+        sets = [
+            (desc.column(n), _assigned_value(desc, n, e, conflict_scope))
+            for n, e in s.conflict_sets
+        ]
         for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
             _check_assigned_node(node, conflict_scope, column)
         refuse_writes([column for column, _ in sets])
@@ -777,6 +787,8 @@ class InsertPlan:
         filled = [
             (c, column_default(c)) for c in desc.columns if c not in targets and c.computed is None
         ]
+        if s.query is None:  # NB: for a SELECT, targets_for checks the columns it fills
+            _require_key_columns(frozenset(desc.primary_key), filled)
         if s.upsert:
             # As CockroachDB's UPSERT: with a column list, the columns it leaves out keep
             # their values; without one it writes every column, those its rows do not
@@ -807,6 +819,8 @@ class InsertPlan:
             conflict_index,
             blind,
             verb,
+            frozenset(desc.primary_key),
+            conflict_scope,
         )
 
 
@@ -848,8 +862,49 @@ def check_assigned(kind: Kind | None, column: Column) -> None:
         )
 
 
+def _check_string_rows(
+    targets: Sequence[Column], rows: Sequence[Sequence[exp.Expr]], scope: Scope
+) -> None:
+    """As CockroachDB types a VALUES list's column once, over its rows: a string
+    column's string values and others (a number, a BOOL) cannot be matched (42804),
+    though one row's number alone goes in by the assignment cast to a string."""
+    for at, column in enumerate(targets):
+        if column.type.kind is not Kind.STRING or len(rows) < 2:
+            continue
+        seen: Kind | None = None
+        for values in rows:
+            node = values[at] if at < len(values) else None
+            if node is None or _is_default(node):
+                continue
+            is_text = isinstance(node, exp.Literal) and node.is_string
+            kind = Kind.STRING if is_text else _static_kind_or_none(node, scope)
+            if kind is None:
+                continue
+            if seen is not None and (kind is Kind.STRING) != (seen is Kind.STRING):
+                shown = f"{kind_name(kind)} and {kind_name(seen)}"
+                raise SQLError("42804", f"VALUES types {shown} cannot be matched")
+            seen = seen or kind
+
+
+def _static_kind_or_none(node: exp.Expr, scope: Scope) -> Kind | None:
+    try:
+        return static_kind(node, scope)
+    except SQLError:
+        return None  # NB: compiling it tells what is wrong
+
+
+def _assigned_value(desc: TableDescriptor, name: str, node: exp.Expr, scope: Scope) -> Compiled:
+    """A SET item's value: ``SET c = DEFAULT`` is the column's DEFAULT (NULL without
+    one), as in VALUES; any other expression compiled over ``scope``."""
+    if _is_default(node):
+        return column_default(desc.column(name)) or _null
+    return compile_expr(node, scope)
+
+
 def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
     """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
+    if _is_default(node):
+        return  # NB: the column's own DEFAULT, of its type
     try:
         kind = static_kind(_scalar_item(node), scope)
     except SQLError:
@@ -898,6 +953,16 @@ def _null(row: Any, ctx: Any) -> None:
     return None
 
 
+def _require_key_columns(
+    key_ids: frozenset[int], filled: Sequence[tuple[Column, Compiled | None]]
+) -> None:
+    """As CockroachDB, an INSERT or UPSERT must write each primary key column that has
+    no DEFAULT (42830, its code for this)."""
+    for column, default in filled:
+        if default is None and column.id in key_ids:
+            raise SQLError("42830", f'missing "{column.name}" primary key column')
+
+
 def column_default(column: Column) -> Compiled | None:
     """``column``'s DEFAULT expression, compiled (``None``: it has none)."""
     if column.default is None:
@@ -925,7 +990,7 @@ class UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         for _name, node in s.sets:
             refuse_aggregates(node, "UPDATE SET")
-        sets = [(desc.column(name), compile_expr(e, scope)) for name, e in s.sets]
+        sets = [(desc.column(name), _assigned_value(desc, name, e, scope)) for name, e in s.sets]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)
         refuse_writes([column for column, _ in sets])
@@ -987,6 +1052,23 @@ def unalias(node: exp.Expr) -> exp.Expr:
 
 def _proposed(index: int) -> Compiled:
     return lambda env, ctx: env[index]
+
+
+def constraint_target(desc: TableDescriptor, name: str) -> tuple[str, ...]:
+    """ON CONFLICT ON CONSTRAINT name: the columns of the primary key (``t_pkey``) or of
+    the unique index or constraint of that name; 42704 for no such constraint, 42P10
+    for one that is not unique."""
+    if name == f"{desc.name}_pkey":
+        return tuple(c.name for c in desc.key_columns)
+    for index in desc.indexes:
+        if index.name == name:
+            if not index.unique:
+                raise SQLError(
+                    "42P10",
+                    f'constraint "{name}" for table "{desc.name}" is not a unique constraint',
+                )
+            return tuple(desc.column_by_id(i).name for i in index.column_ids)  # type: ignore[union-attr]
+    raise SQLError("42704", f'constraint "{name}" for table "{desc.name}" does not exist')
 
 
 def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Index | None:
@@ -1191,8 +1273,13 @@ def _fixed(node: exp.Expr, scope: Scope) -> bool:
 def _is_constant(node: exp.Expr) -> bool:
     """Whether ``node`` has one value for the whole statement, so a key span or a blind
     write may use it. NB: not a subquery, which may be correlated (its value is the
-    row's), whatever its own columns."""
-    return is_constant(node) and not contains_aggregate(node) and node.find(*_QUERIES) is None
+    row's), whatever its own columns; nor SET's DEFAULT, which the plan compiles."""
+    return (
+        not _is_default(node)
+        and is_constant(node)
+        and not contains_aggregate(node)
+        and node.find(*_QUERIES) is None
+    )
 
 
 _QUERIES = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)  # maybe correlated

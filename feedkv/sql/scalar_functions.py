@@ -292,6 +292,17 @@ def _md5(value: Any) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
+def _to_hex(value: Any) -> str:
+    """to_hex(INT | BYTES | STRING): an INT's 64 bits (a negative one's two's
+    complement, as CockroachDB's), or the bytes, in lowercase hexadecimal."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return format(value & 0xFFFF_FFFF_FFFF_FFFF, "x")
+    data = value.encode() if isinstance(value, str) else value
+    if not isinstance(data, bytes):
+        raise TypeError(value)
+    return data.hex()
+
+
 def _octet_length(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode())
@@ -363,6 +374,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "exp": (_exp, 1, 1),
     "pi": (lambda: math.pi, 0, 0),
     "ascii": (_ascii, 1, 1),
+    "to_hex": (_to_hex, 1, 1),
     "chr": (_chr, 1, 1),
     "substring": (_substring, 2, 3),
     "substr": (_substring, 2, 3),

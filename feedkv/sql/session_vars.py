@@ -66,6 +66,13 @@ def _isolation(name: str, value: str) -> str:
     return "serializable"  # NB: weaker levels are upgraded, as in CockroachDB
 
 
+def _quality_of_service(name: str, value: str) -> str:
+    level = value.strip().lower()
+    if level not in ("background", "regular", "critical"):
+        raise SQLError("22023", f'invalid value for parameter "{name}": "{value.strip()}"')
+    return level
+
+
 def _float_digits(name: str, value: str) -> str:
     try:
         digits = int(value)
@@ -116,6 +123,10 @@ VARIABLES: dict[str, Variable] = {
     "datestyle": Variable("ISO, MDY", _one_of("ISO", "ISO, MDY", canonical="ISO, MDY")),
     "default_transaction_isolation": Variable("serializable", _isolation),
     "default_transaction_priority": Variable("normal", _one_of("low", "normal", "high")),
+    # CockroachDB's: the admission-control priority of the session's work under overload.
+    # feedkv admits all work at once, with no queue to order, so each level is served as
+    # CockroachDB serves it when nothing waits.
+    "default_transaction_quality_of_service": Variable("regular", _quality_of_service),
     "default_transaction_read_only": Variable("off", _on_off),
     # CockroachDB's: on runs each transaction AS OF SYSTEM TIME follower_read_timestamp().
     # feedkv reads at the transaction's own timestamp, which is off.

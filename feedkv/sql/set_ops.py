@@ -29,7 +29,7 @@ from feedkv.sql.aggregate import group_key
 from feedkv.sql.expr import Compiled, Scope
 from feedkv.sql.plan import order_keys as plan_order_keys
 from feedkv.sql.relation import column_types
-from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.types import ColumnType, Kind, kind_name
 
 __all__ = ["SetResult", "combine", "result_order", "union_all"]
 
@@ -127,9 +127,7 @@ def _padded(types: Sequence[ColumnType | None], width: int) -> list[ColumnType |
 
 
 def _shown(ctype: ColumnType) -> str:
-    return {Kind.INT: "int", Kind.FLOAT: "float", Kind.STRING: "string"}.get(
-        ctype.kind, ctype.kind.value.lower()
-    )
+    return kind_name(ctype.kind)
 
 
 def _promoted(

@@ -495,8 +495,10 @@ class GrantPrivileges(Statement):
 class Insert(Statement):
     """INSERT or UPSERT. ``on_conflict`` is ``None`` (a duplicate key is an error),
     ``"nothing"`` or ``"update"`` (with ``conflict_sets``, which may refer to
-    ``excluded.col``); ``conflict_target`` names the columns of ``ON CONFLICT (...)``.
-    UPSERT is INSERT ... ON CONFLICT DO UPDATE of the given columns."""
+    ``excluded.col``); ``conflict_target`` names the columns of ``ON CONFLICT (...)``,
+    ``conflict_constraint`` the constraint of ``ON CONFLICT ON CONSTRAINT name`` (the
+    plan takes its columns as the target). UPSERT is INSERT ... ON CONFLICT DO UPDATE of
+    the given columns."""
 
     table: TableName
     columns: tuple[str, ...] | None
@@ -509,6 +511,9 @@ class Insert(Statement):
     conflict_where: exp.Expr | None = None  # DO UPDATE ... WHERE: rows it refuses stay
     query: Query | None = None  # INSERT ... SELECT (then ``rows`` is empty)
     subqueries: tuple[tuple[exp.Expr, Query], ...] = ()  # those of ``rows``, as Select's
+    conflict_constraint: str | None = None
+    # those of ON CONFLICT DO UPDATE's SET and WHERE, which may name the row and excluded
+    conflict_subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
-import json
 import math
 import re
 import struct
@@ -42,7 +41,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.jsonb import JSON_NULL, from_document, is_json
+from feedkv.sql.jsonb import JSON_NULL, is_json
 from feedkv.sql.time_zone import current_zone, timestamp_text
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
@@ -54,6 +53,7 @@ __all__ = [
     "FixedChar",
     "Float4",
     "Kind",
+    "assign",
     "coerce",
     "coerce_column",
     "decimal_from_key",
@@ -69,6 +69,7 @@ __all__ = [
     "from_value_primitive",
     "key_primitive",
     "is_nan",
+    "kind_name",
     "kind_of_value",
     "logical_decimal",
     "parse_type_name",
@@ -383,6 +384,24 @@ def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
         raise SQLError(exc.code, f"{exc.message} (column {column!r})", detail=exc.detail) from None
 
 
+def kind_name(kind: Kind) -> str:
+    """A kind as CockroachDB's type errors name it (``int``, ``float``, ``string``,
+    ``decimal``...)."""
+    return {Kind.INT: "int", Kind.FLOAT: "float", Kind.STRING: "string"}.get(
+        kind, kind.value.lower()
+    )
+
+
+def assign(value: object, ctype: ColumnType, column: str) -> Any:
+    """:func:`coerce` of a value an INSERT, UPSERT or UPDATE writes to ``column``, after
+    CockroachDB's assignment cast to a string type (PostgreSQL's I/O conversion): a
+    number or a BOOL goes into a string column as its text (``1`` as ``'1'``; too long
+    for a CHAR(n), 22001)."""
+    if ctype.kind is Kind.STRING and isinstance(value, int | float | decimal.Decimal):
+        value = float_text(value, 0) if isinstance(value, float) else format_value(value)
+    return coerce(value, ctype, column)
+
+
 def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:
     """:func:`coerce` of every value of a column, as one call: for text into INT, one
     ``int`` over the column and a range check of its least and greatest (ints only the
@@ -656,31 +675,20 @@ def _to_uuid(value: object, ctype: ColumnType) -> uuid.UUID:
     raise _Mismatch
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decimal_number(value: object) -> float:
-    """A DECIMAL inside a document (``jsonb_build_object('d', 1.5)``) as the JSON number
-    its text reads back as."""
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
 def _to_json(value: object, ctype: ColumnType) -> Any:
     if value is JSON_NULL:
         return value
     if isinstance(value, str):
         try:
-            return from_document(json.loads(value, parse_constant=_no_constants))
+            return jsonb.loads(value)
         except ValueError as exc:
             raise SQLError("22P02", f"could not parse JSON: {exc}") from None
-    if isinstance(value, dict | list | tuple | int | float | bool):
+    # NB: a whole JSON number is an int or a Decimal, as a document's numbers are.
+    if isinstance(value, dict | list | tuple | int | float | bool | decimal.Decimal):
         try:
             # Through text and back: the value is then exactly what storage returns
-            # (string keys, lists for tuples, a DECIMAL's number as storage reads it).
-            return json.loads(json.dumps(value, allow_nan=False, default=_decimal_number))
+            # (string keys, lists for tuples, a DECIMAL's number with its digits).
+            return jsonb.loads(jsonb.dumps(value))
         except (TypeError, ValueError) as exc:
             raise SQLError("22P02", f"value is not a JSON document: {exc}") from None
     raise _Mismatch
@@ -852,7 +860,7 @@ def from_value_primitive(kind: Kind, raw: Primitive) -> Any:
     if kind is Kind.DECIMAL:
         return decimal.Decimal(str(raw))
     if kind is Kind.JSONB:
-        return from_document(json.loads(str(raw)))
+        return jsonb.loads(str(raw))
     if kind is Kind.INTERVAL:
         return Interval.from_primitive(str(raw))
     return _from_shared(kind, raw)

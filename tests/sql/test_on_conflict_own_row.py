@@ -32,3 +32,18 @@ def test_two_proposed_rows_on_one_existing_row_are_refused(fam: DB) -> None:
         fam.sql("INSERT INTO fam (x, y) VALUES (8, 4), (9, 4) ON CONFLICT (y) DO UPDATE SET y2 = 1")
     assert raised.value.code == "21000"
     assert fam.sql("SELECT x, y2 FROM fam ORDER BY x").rows == [(4, None), (5, None)]
+
+
+def test_upsert_lets_a_later_row_with_the_same_key_overwrite_an_earlier_one(db: DB) -> None:
+    # CockroachDB's logic test upsert: without secondary indexes UPSERT INTO kv VALUES
+    # (10, 11), (10, 12) counts 2; with a UNIQUE one (regression #44466) it is refused
+    db.sql("CREATE TABLE kv (k INT PRIMARY KEY, v INT)")
+    result = db.sql("UPSERT INTO kv VALUES (1, 1), (1, 2) RETURNING k, v")
+    assert result.rows == [(1, 1), (1, 2)]
+    assert db.sql("SELECT * FROM kv").rows == [(1, 2)]
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, v INT, w INT UNIQUE)")
+    db.sql("INSERT INTO u (k) VALUES (0)")
+    with pytest.raises(SQLError, match="cannot affect row a second time") as raised:
+        db.sql("UPSERT INTO u (w, k) VALUES (0, 0), (1, 0)")
+    assert raised.value.code == "21000"
+    assert db.sql("SELECT * FROM u").rows == [(0, None, None)]

@@ -100,16 +100,21 @@ def test_schema_locked_false_is_what_every_table_is_and_true_is_refused(any_db: 
     assert error.code == "0A000" and "schema_locked" in error.message
     assert sql_error(lambda: any_db.sql("SELECT * FROM u")).code == "42P01"
     # ALTER TABLE ... SET (schema_locked = false) is accepted (the table is unlocked
-    # already); true, and a RESET to a default that may lock it, are refused
+    # already), and so is RESET (schema_locked): back to the default of a table created
+    # as feedkv creates them (as CockroachDB's create_table_with_schema_locked = off
+    # does), unlocked; true is refused, and so is RESET of another parameter
     any_db.sql("INSERT INTO t VALUES (1, 2)")
     any_db.sql("ALTER TABLE t SET (schema_locked = false)")
     any_db.sql("TRUNCATE t")
+    any_db.sql("ALTER TABLE t RESET (schema_locked)")
+    any_db.sql("ALTER TABLE t ADD COLUMN w INT")  # not locked
     assert any_db.sql("SELECT * FROM t").rows == []
     for statement in (
         "ALTER TABLE t SET (schema_locked = true)",
-        "ALTER TABLE t RESET (schema_locked)",
+        "ALTER TABLE t RESET (fillfactor)",
     ):
         assert sql_error(lambda text=statement: any_db.sql(text)).code in ("0A000", "42601")
+    assert sql_error(lambda: any_db.sql("ALTER TABLE nope RESET (schema_locked)")).code == ("42P01")
     assert sql_error(lambda: any_db.sql("ALTER TABLE nope SET (schema_locked = false)")).code == (
         "42P01"
     )

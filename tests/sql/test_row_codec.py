@@ -83,7 +83,9 @@ json_docs = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.decimals(
+        allow_nan=False, allow_infinity=False, places=2
+    )  # a JSON number's digits (jsonb.loads)
     | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
     max_leaves=10,

@@ -212,3 +212,75 @@ def test_main_prints_per_file_rates_and_lists_wrong_answers(
     (wrong,) = report["wrong"]
     assert wrong["at"] == "wrong:1" and wrong["sql"] == "SELECT 'got'"
     assert wrong["expected"] == ["want"] and wrong["got"] == ["got"]
+
+
+def test_a_record_an_older_cockroachdb_wrote_is_checked_against_todays_answer() -> None:
+    # Lines 2 and 5 are listed in bench/logictest_modern.py for a file named "update":
+    # the file expects the refusal an older CockroachDB gave, and RETURNING's old names.
+    text = (
+        "\n"
+        'statement error value type decimal doesn\'t match type INT of column "v"\n'
+        "UPDATE kv SET v = 3.2\n"
+        "\n"
+        "query III colnames\n"
+        "UPDATE abc SET (b, c) = (8, 9) RETURNING abc.b, c, 4\n"
+        "----\n"
+        "b c 4\n"
+        "8 9 4\n"
+    )
+    (assign, returning), _ = logictest.parse(text)
+    assign.line, returning.line = 12, 234
+    today, why = logictest.modernize("update", assign)
+    assert today.kind == "statement" and not today.expect_error and "assignment cast" in why
+    today, why = logictest.modernize("update", returning)
+    assert today.expected == ["b c ?column?", "8 9 4"] and "?column?" in why
+    # Another file, another line or other SQL: the file's expectation stands.
+    assert logictest.modernize("insert", assign) is None
+    returning.line = 235
+    assert logictest.modernize("update", returning) is None
+    # SHOW CREATE's statement ends with the semicolon CockroachDB writes today.
+    (create,), _ = logictest.parse("query T\nSHOW CREATE TABLE t\n----\nCREATE TABLE t (\n)\n")
+    today, why = logictest.modernize("any", create)
+    assert today.expected == ["CREATE TABLE t (", ");"] and "semicolon" in why
+
+
+def _at_lines(blocks: dict[int, str]) -> str:
+    """A logic-test file with each block starting at its line."""
+    lines: list[str] = []
+    for line, block in sorted(blocks.items()):
+        lines.extend([""] * (line - 1 - len(lines)))
+        lines.extend(block.split("\n"))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def test_run_file_counts_todays_answer_as_outdated_and_a_difference_from_it_as_wrong(
+    tmp_path: Path,
+) -> None:
+    # Records at the lines bench/logictest_modern.py lists for CockroachDB's "update".
+    setup = (
+        "statement ok\nCREATE TABLE kv (k INT PRIMARY KEY, v INT)\n\n"
+        "statement ok\nCREATE TABLE abc (a INT PRIMARY KEY, b INT, c INT)"
+    )
+    refused = 'statement error value type decimal doesn\'t match type INT of column "v"'
+    text = _at_lines(
+        {
+            1: setup,
+            12: refused + "\nUPDATE kv SET v = 3.2",
+            100: "statement ok\nINSERT INTO abc VALUES (1, 2, 3), (2, 2, 3)",
+            234: "query III colnames\nUPDATE abc SET (b, c) = (8, 9) RETURNING abc.b, c, 4\n"
+            "----\nb c 4\n8 9 4",
+            300: "query I\nSELECT 1\n----\n1",
+        }
+    )
+    path = _write(tmp_path, "update", text)
+    entries: list[dict[str, object]] = []
+    logictest.run_file(path, tmp_path / "store", entries.append)
+    outcome = {entry["line"]: entry for entry in entries}
+    assert outcome[12]["outcome"] == "outdated" and "assignment cast" in str(outcome[12]["why"])
+    # Two rows updated where today's CockroachDB's answer has one: checked, and wrong.
+    assert outcome[234]["outcome"] == "wrong" and "?column?" in str(outcome[234]["today"])
+    assert outcome[300]["outcome"] == "pass"
+    summary = logictest.summarize("update", entries, 6)
+    assert (summary["outdated"], summary["wrong"], summary["pass"]) == (1, 1, 4)
+    assert summary["pass_rate"] == round(4 / 6, 4)  # outdated: ran, not passed

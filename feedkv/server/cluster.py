@@ -86,7 +86,12 @@ from feedkv.kv.placement import (
     choose_replica_change,
 )
 from feedkv.kv.range_descriptor import RangeDescriptor, local_range_id_floor
-from feedkv.kv.range_id_alloc import RangeIDAllocator, take_block
+from feedkv.kv.range_id_alloc import (
+    COUNTER_ROUTING_ATTEMPTS,
+    UNSEEDED_FLOOR,
+    RangeIDAllocator,
+    take_block,
+)
 from feedkv.kv.replica_refusal import SnapshotRefusedError
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
@@ -378,6 +383,7 @@ class Cluster:
             gateway_node=lambda: ident.node_id,
             addresses=self.liveness.address,
             nodes=self.nodes,
+            seen_dead=self._seen_dead,
             tls=tls,
         )
         self.router = Router(self.dialer)
@@ -400,9 +406,13 @@ class Cluster:
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
-        # n1 alone sets the counter up, above the small ids it may have handed out itself
-        floor = store.engine.read_now(local_range_id_floor) if ident.node_id == 1 else None
-        self.range_ids = RangeIDAllocator(lambda count: take_block(self._client(), count, floor))
+        # n1 sets the counter up, above the small ids it may have handed out itself
+        floor = (
+            store.engine.read_now(local_range_id_floor) if ident.node_id == 1 else UNSEEDED_FLOOR
+        )
+        # NB: a client of its own, which gives up on an unavailable range soon
+        self._counter_kv = KVClient(self.dialer, routing_attempts=COUNTER_ROUTING_ATTEMPTS)
+        self.range_ids = RangeIDAllocator(lambda count: take_block(self._counter_kv, count, floor))
         store.range_ids = self.range_ids.allocate
 
     def start(self) -> None:
@@ -422,7 +432,10 @@ class Cluster:
         )
         self._thread.start()
         self._replicator.start()
-        self.range_ids.prefetch()  # NB: n1 sets the counter up with its first block
+        if self.ident.node_id == 1:
+            # NB: n1 sets the counter up with its first block; the others fetch theirs at
+            # their first split, so that none races n1 to set it up as the cluster starts
+            self.range_ids.prefetch()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -431,6 +444,7 @@ class Cluster:
         # out a range whose quorum is gone, which would hold the stop (and, unjoined,
         # log that it gave up routing a while after)
         self.router.closing.set()
+        self._counter_kv.closing.set()
         if self._kv is not None:
             self._kv.closing.set()
         if self._thread.is_alive():
@@ -548,8 +562,11 @@ class Cluster:
         """Whether the node named ``n<id>`` (as a job lease names it) is dead."""
         if not (name.startswith("n") and name[1:].isdigit()):
             return False
+        return self._seen_dead(int(name[1:]))
+
+    def _seen_dead(self, node_id: int) -> bool:
         with self._lock:
-            return self.liveness.is_dead(int(name[1:]), time.monotonic_ns())
+            return self.liveness.is_dead(node_id, time.monotonic_ns())
 
     def report(self) -> tuple[int, list[RangeDescriptor]]:
         """Put this node's ranges, as its store holds them now, in its directory; returns

@@ -1,0 +1,127 @@
+"""`feedkv bench dead_node`: what a SIGKILLed node costs its clients and the cluster.
+
+Three ``feedkv start`` processes on loopback (secure, as started by default):
+
+- ``dial_dead_s``: a client that never dialled node n3 dials it after n3's SIGKILL;
+- ``connect_dead_first_s``: ``feedkv.connect`` with a URL that names the dead n3 first;
+- ``move_past_dead_s``: a client connected through n1 with the URL ``n1,n3,n2``: after
+  n1's SIGKILL too, its next call (the clock), which moves its gateway past the dead n3
+  to n2;
+- ``stop_s`` (a cluster of its own, ``--replicas 3``): SIGTERM to a node serving a
+  client's rangefeed and a peer's streams, until it exits;
+- ``split_counter_unavailable_s`` (a cluster of its own, one replica per range): a split
+  on n2 once the range holding the range-id counter is on the dead n3 and n2 has no ids
+  left: the time until the split fails.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import feedkv
+from feedkv.errors import FeedKVError
+from feedkv.kv.dialer import ClusterDialer
+from feedkv.kv.range_id_alloc import BLOCK_SIZE, RANGE_IDS_KEY
+from feedkv.testing.cluster import LocalCluster
+from feedkv.util.keys import Span
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, str]:
+    """Seconds ``fn()`` took, and what it raised (``""``: nothing)."""
+    started = time.monotonic()
+    outcome = ""
+    try:
+        fn()
+    except FeedKVError as exc:
+        outcome = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return time.monotonic() - started, outcome
+
+
+def _url(cluster: LocalCluster, addresses: list[str]) -> str:
+    return f"feedkv://{','.join(addresses)}?certs_dir={cluster.certs_dir}"
+
+
+def dead_dials(base: Path) -> dict[str, Any]:
+    with LocalCluster(base, 3, rebalance_interval="0s") as cluster:
+        n1, n2, n3 = (cluster.address(i) for i in range(3))
+        client = cluster.connect(0)
+        cluster.kill(2)
+        dialer = client.transport
+        assert isinstance(dialer, ClusterDialer)
+        dial_s, dial_error = _timed(lambda: dialer.dial(3))
+        connect_s, _ = _timed(lambda: feedkv.connect(_url(cluster, [n3, n1, n2])).close())
+        mover = feedkv.connect(_url(cluster, [n1, n3, n2]))
+        cluster.kill(0)
+        move_s, move_error = _timed(mover.now)
+        mover.close()
+        client.close()
+    return {
+        "dial_dead_s": round(dial_s, 3),
+        "dial_dead_error": dial_error,
+        "connect_dead_first_s": round(connect_s, 3),
+        "move_past_dead_s": round(move_s, 3),
+        "move_error": move_error,
+    }
+
+
+def stop(base: Path) -> dict[str, Any]:
+    with (
+        LocalCluster(base, 3, "--replicas", "3", rebalance_interval="0s") as cluster,
+        cluster.connect(1) as db,
+    ):
+        db.put(b"stop/a", b"1")
+        with db.rangefeed([Span(b"stop/", b"stop0")], db.now()):
+            node = cluster.processes[1]
+            assert node is not None
+            started = time.monotonic()
+            code = node.terminate(timeout_s=120)
+            took = time.monotonic() - started
+            cluster.processes[1] = None
+    return {"stop_s": round(took, 3), "stop_exit_code": code}
+
+
+def split_counter_unavailable(base: Path) -> dict[str, Any]:
+    with LocalCluster(base, 3, rebalance_interval="0s") as cluster:
+        db = cluster.connect(0)
+        db.split(RANGE_IDS_KEY)
+        db.split(RANGE_IDS_KEY + b"\x00")
+        db.split(b"split/")
+        db.relocate(RANGE_IDS_KEY, 3)
+        db.relocate(b"split/", 2)
+        on_n2 = cluster.connect(1)
+        for i in range(2 * BLOCK_SIZE):  # n2 uses up the ids it holds, and more
+            on_n2.split(b"split/%03d" % i)
+        cluster.kill(2)
+        took, error = _timed(lambda: on_n2.split(b"split/zz"))
+        on_n2.close()
+        db.close()
+    return {"split_counter_unavailable_s": round(took, 3), "split_error": error}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench dead_node", description=__doc__)
+    parser.add_argument(
+        "--only", choices=["dials", "stop", "split"], help="one part (default: all)"
+    )
+    args = parser.parse_args(argv)
+    parts = {"dials": dead_dials, "stop": stop, "split": split_counter_unavailable}
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-dead-") as tmp:
+        for name, part in parts.items():
+            if args.only in (None, name):
+                result.update(part(Path(tmp) / name))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -111,17 +111,30 @@ class Router:
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
         """Send an addressed batch to the node holding ``desc``'s range (its lease, when
         the range is replicated: a replica without it names the one it believes holds
-        it, or the next replica is tried; the cache learns where the lease was)."""
+        it, or the next replica is tried, as it is after a node that no longer holds a
+        replica; the cache learns where the lease was, and which nodes the range left)."""
         dialer = self._dialer
         if dialer is None:
             return self.transport.send(batch)
         tried: list[int] = []
         answers: list[str] = []  # what each replica tried said, for the error
         live = False  # a replica tried answered (it did not hold the lease)
+        left: list[int] = []  # replicas tried that the range left
         node = self._next_replica(desc, tried, desc.lease_holder)
         while True:
             try:
                 response = dialer.dial(node).send(batch)
+            except RangeNotFoundError:
+                # NB: the replica was moved off the node (or the range merged away); a
+                # node with no replica of the range hears where it went only by gossip,
+                # so the other replicas are asked now: one holds the lease, or names it
+                tried.append(node)
+                left.append(node)
+                answers.append(f"n{node}: no replica")
+                node = self._next_replica(desc, tried, 0)
+                if not node:
+                    raise
+                continue
             except NotLeaseHolderError as exc:
                 live = True
                 tried.append(node)
@@ -160,8 +173,8 @@ class Router:
                     ) from None
                 self._unavailable(desc, dialer, tried)
                 raise
-            if node != desc.lease_holder:
-                others = tuple(n for n in desc.replicas if n != node)
+            if node != desc.lease_holder or left:
+                others = tuple(n for n in desc.replicas if n != node and n not in left)
                 self.ranges.insert([replace(desc, replicas=(node, *others))])
             return response
 

@@ -395,6 +395,8 @@ class Cluster:
         self._kv: KVClient | None = None  # reads the memberships
         self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
+        self._streams_lock = threading.Lock()  # guards the one below
+        self._raft_streams: set[Callable[[], None]] = set()  # cancels of those coming in
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
@@ -438,7 +440,11 @@ class Cluster:
             self.range_ids.prefetch()
 
     def stop(self) -> None:
-        self._stopping.set()
+        with self._streams_lock:
+            self._stopping.set()
+            streams, self._raft_streams = list(self._raft_streams), set()
+        for cancel in streams:
+            cancel()
         self.range_ids.close()
         # NB: requests the router retries give up now: the replicate loop may be waiting
         # out a range whose quorum is gone, which would hold the stop (and, unjoined,
@@ -899,6 +905,28 @@ class Cluster:
         self._take(message, None)
         return self._message()
 
+    @property
+    def raft_streams_in(self) -> int:
+        """How many other nodes' ``RaftStream`` calls this node is taking now."""
+        with self._streams_lock:
+            return len(self._raft_streams)
+
+    def serve_raft_stream(self, requests: Iterator[bytes], cancel: Callable[[], None]) -> None:
+        """Take another node's ``RaftStream`` until it ends, or until this node stops:
+        then ``cancel()`` ends it (the sender drops what it held, as a lost stream, and
+        opens another to this node's next life), so that the stop need not wait for the
+        server's grace. Raises :class:`NodeUnavailableError` once this node stops."""
+        with self._streams_lock:
+            if self._stopping.is_set():
+                raise NodeUnavailableError(f"node n{self.ident.node_id} is stopping")
+            self._raft_streams.add(cancel)
+        try:
+            for data in requests:
+                self.on_raft(msgpack.unpackb(data))
+        finally:
+            with self._streams_lock:
+                self._raft_streams.discard(cancel)
+
     def on_raft(self, message: dict[str, Any]) -> None:
         """Take one request of another node's ``RaftStream``."""
         loop = self.store.replicas
@@ -1043,8 +1071,12 @@ def method_handlers(
         if member is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
             raise NodeUnavailableError("unreachable: abort raises")
-        for data in requests:
-            member.on_raft(msgpack.unpackb(data))
+        try:
+            member.serve_raft_stream(requests, context.cancel)
+        except NodeUnavailableError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except grpc.RpcError:
+            pass  # NB: cancelled (this node stops, or the sender went): nothing to answer
         return msgpack.packb({})  # type: ignore[no-any-return]
 
     def raft_snapshot(requests: Iterator[bytes], context: Any) -> bytes:

@@ -3,7 +3,9 @@ after the others (fake transports recording each dial)."""
 
 from __future__ import annotations
 
-from feedkv.errors import NodeUnavailableError, NotLeaseHolderError
+import pytest
+
+from feedkv.errors import NodeUnavailableError, NotLeaseHolderError, RangeNotFoundError
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
@@ -22,6 +24,8 @@ class _Node:
     def send(self, batch: BatchRequest) -> BatchResponse:
         if self.node_id in self.cluster.down:
             raise NodeUnavailableError(f"n{self.node_id} is down")
+        if self.node_id in self.cluster.left:
+            raise RangeNotFoundError(1)
         if self.node_id != self.cluster.lease_holder:
             raise NotLeaseHolderError(1, self.node_id, self.cluster.hint)
         return BatchResponse((GetResponse(None),), Timestamp(1, 0))
@@ -34,11 +38,21 @@ class _Node:
 
 
 class _Cluster:
-    """A dialer of three nodes; ``down``: those that refuse; ``seen``: those that
-    liveness sees dead."""
+    """A dialer of the nodes; ``down``: those that refuse; ``seen``: those that
+    liveness sees dead; ``left``: those the range left (they answer RangeNotFound);
+    ``hint``: where the replicas without the lease point."""
 
-    def __init__(self, lease_holder: int, *, down: set[int], seen: set[int], hint: int) -> None:
+    def __init__(
+        self,
+        lease_holder: int,
+        *,
+        down: set[int],
+        seen: set[int],
+        hint: int,
+        left: frozenset[int] = frozenset(),
+    ) -> None:
         self.lease_holder = lease_holder
+        self.left = left
         self.down = down
         self.seen = seen
         self.hint = hint
@@ -61,8 +75,8 @@ class _Cluster:
         pass
 
 
-def _route(cluster: _Cluster) -> list[int]:
-    Router(cluster)._send(BATCH, RANGE)
+def _route(cluster: _Cluster, router: Router | None = None) -> list[int]:
+    (router or Router(cluster))._send(BATCH, RANGE)
     return cluster.dials
 
 
@@ -89,3 +103,25 @@ def test_a_replica_seen_dead_is_still_tried_when_no_other_is_left() -> None:
     assert _route(cluster) == [1]
     cluster = _Cluster(1, down={2, 3}, seen={1}, hint=0)
     assert _route(cluster) == [2, 3, 1]
+
+
+def test_a_lease_holder_the_range_left_sends_the_batch_to_the_others_and_the_cache_learns() -> None:
+    """The range moved off n1 to n4 (the lease with it): a node holding no replica still
+    has the old descriptor from gossip. n1 answers it has no replica: n2 is asked at
+    once, points to n4, which answers; the cache drops n1 and names n4 first."""
+    cluster = _Cluster(4, down=set(), seen=set(), hint=4, left=frozenset({1}))
+    router = Router(cluster)
+    router.ranges.insert([RANGE])
+    router.send_key(b"k", Header(), (Get(b"k"),))
+    assert cluster.dials == [1, 2, 4]
+    assert router.ranges.get(b"k").replicas == (4, 2, 3)
+    router.send_key(b"k", Header(), (Get(b"k"),))
+    assert cluster.dials == [1, 2, 4, 4]  # the next goes to the lease holder at once
+
+
+def test_a_range_no_replica_holds_any_more_is_not_found() -> None:
+    """Merged away: every replica says so, and the caller refreshes its address."""
+    cluster = _Cluster(1, down=set(), seen=set(), hint=0, left=frozenset({1, 2, 3}))
+    with pytest.raises(RangeNotFoundError):
+        _route(cluster)
+    assert cluster.dials == [1, 2, 3]

@@ -9,11 +9,10 @@ Three ``feedkv start`` processes on loopback (secure, as started by default):
   to n2;
 - ``stop_s`` (a cluster of its own, ``--replicas 3``): SIGTERM to a node serving a
   client's rangefeed and a peer's streams, until it exits;
-- ``split_counter_unavailable_s`` (a cluster of its own, ``--replicas 3``, a table whose
-  zone keeps one replica): the two nodes that do not hold the table are SIGKILLed, so
-  the range holding the range-id counter has no quorum; splits of the table, each sent
-  once to its node, until one fails (``splits_first`` used up the ids the node held):
-  the time the failing split held the node.
+- ``split_counter_unavailable_s`` (three in-process nodes, ``replicas=3``): the range
+  holding the range-id counter split off, its lease on n2, then n2 and n3 stopped (no
+  quorum); n1 takes range ids as its splits would until one fails (``ids_first`` were
+  the ids it held): the time the failing one held its caller, the split queue.
 
 Prints one JSON object.
 """
@@ -31,9 +30,11 @@ from typing import Any
 
 import feedkv
 from feedkv.errors import FeedKVError
-from feedkv.kv.db import KVClient, RangeInfo
 from feedkv.kv.dialer import ClusterDialer
-from feedkv.kv.range_id_alloc import BLOCK_SIZE
+from feedkv.kv.range_id_alloc import BLOCK_SIZE, RANGE_IDS_KEY
+from feedkv.kv.store import StoreConfig
+from feedkv.server.cluster import ClusterConfig
+from feedkv.server.node import Node
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.waiting import wait_until
 from feedkv.util.keys import Span
@@ -94,35 +95,47 @@ def stop(base: Path) -> dict[str, Any]:
 
 
 def split_counter_unavailable(base: Path) -> dict[str, Any]:
-    with LocalCluster(base, 3, "--replicas", "3", rebalance_interval="0s") as cluster:
-        db = cluster.connect(0)
-        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
-        db.sql("ALTER TABLE t CONFIGURE ZONE USING num_replicas = 1")
-
-        def settled() -> list[RangeInfo] | None:
-            ranges = cluster.agreed_ranges()
-            alone = [r for r in ranges or [] if len(r.replicas) == 1]
-            rest = [r for r in ranges or [] if len(r.replicas) == 3]
-            return alone if len(alone) == 1 and len(rest) + 1 == len(ranges or []) else None
-
-        [table] = wait_until(settled, timeout_s=120, what="t on one node, the rest on three")
-        survivor = table.replicas[0] - 1
-        on_survivor = cluster.connect(survivor)
-        for i in range(BLOCK_SIZE):  # the survivor fetches ids from the counter
-            on_survivor.split(table.span.start + b"\x01%03d" % i)
-        for index in range(3):
-            if index != survivor:
-                cluster.kill(index)  # the counter's range loses its quorum
-        # NB: tried once by the node (db.split retries the node's retryable error for
-        # ~30 s itself): what one split holds the node's split queue for
-        once = KVClient(on_survivor.transport, routing_attempts=1)
-        for i in range(2 * BLOCK_SIZE):  # until the ids the survivor holds run out
-            took, error = _timed(lambda i=i: once.split(table.span.start + b"\x02%03d" % i))
-            if error:
+    config = StoreConfig(sync=False)
+    replicated = ClusterConfig(replicas=3, rebalance_interval_s=0)
+    first = Node(
+        base / "n1", listen="127.0.0.1:0", join=[], config=config, cluster_config=replicated
+    )
+    nodes = [first]
+    try:
+        join = [first.url.removeprefix("feedkv://")]
+        for name in ("n2", "n3"):
+            nodes.append(
+                Node(
+                    base / name,
+                    listen="127.0.0.1:0",
+                    join=join,
+                    config=config,
+                    cluster_config=replicated,
+                )
+            )
+        with feedkv.connect(first.url) as db:
+            wait_until(
+                lambda: all(len(r.replicas) == 3 for r in db.ranges()),
+                timeout_s=120,
+                what="three replicas",
+            )
+            db.split(RANGE_IDS_KEY)
+            db.split(RANGE_IDS_KEY + b"\x00")
+            db.relocate(RANGE_IDS_KEY, 2)  # its lease to n2
+        for node in nodes[1:]:
+            node.stop(grace_s=0)  # the counter's range loses its quorum and its lease
+        member = first.cluster
+        assert member is not None
+        held = 0
+        while True:  # until the ids n1 holds run out
+            took, error = _timed(member.range_ids.allocate)
+            if error or held > 2 * BLOCK_SIZE:
                 break
-        on_survivor.close()
-        db.close()
-    return {"split_counter_unavailable_s": round(took, 3), "splits_first": i, "split_error": error}
+            held += 1
+    finally:
+        for node in nodes:
+            node.stop(grace_s=0)
+    return {"split_counter_unavailable_s": round(took, 3), "ids_first": held, "split_error": error}
 
 
 def main(argv: list[str]) -> int:

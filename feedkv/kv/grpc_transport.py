@@ -143,7 +143,9 @@ class GrpcTransport:
             claims.attach(lambda user, password: login(channel, user, password))
         failed = await_ready(self._channel, connect_timeout_s)
         if failed is not None:
-            self._channel.close()
+            # NB: closed on a thread of its own: a channel whose state was watched closes
+            # only once gRPC's watcher wakes (0.2 s), which a refused dial need not wait
+            threading.Thread(target=self._channel.close, name="feedkv-close", daemon=True).start()
             hint = (
                 "is `feedkv start` running there, and does it trust this certificate "
                 f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"

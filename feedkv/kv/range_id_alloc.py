@@ -47,6 +47,7 @@ from feedkv.errors import (
     ClientClosedError,
     FeedKVError,
     InvariantViolation,
+    RangeRoutingError,
     RangeUnavailableError,
 )
 
@@ -73,9 +74,10 @@ MAX_RANGE_ID = (1 << 32) - 1
 # where a node other than n1 sets a missing counter up: above any small id n1 handed out
 # itself (one per range it made), with 2**31 ids left below MAX_RANGE_ID
 UNSEEDED_FLOOR = 1 << 31
-# sends of a counter request to its range before a fetch fails (a range without a
-# quorum would otherwise hold a split ~30 s per attempt: the router's default)
-COUNTER_ROUTING_ATTEMPTS = 8
+# sends of a counter request to its range before a fetch fails: with the router's
+# backoff about 2 s, the length of an election (its default, 50, waits ~30 s, and a
+# transaction retried it: a range without a quorum held a split for minutes)
+COUNTER_ROUTING_ATTEMPTS = 11
 RETRY_AFTER_S = 5.0  # after a failed fetch, allocations fail at once for this long
 
 
@@ -127,6 +129,10 @@ class TxnRunner(Protocol):
         ...
 
 
+class _Unreachable(FeedKVError):
+    """The counter could not be read (not retried by the transaction runner)."""
+
+
 def take_block(client: TxnRunner, count: int, floor: int) -> int:
     """Raise the counter by ``count`` and return the first id of the block taken (the
     counter holds the highest id handed out, in decimal). ``floor``: the first id the
@@ -135,7 +141,12 @@ def take_block(client: TxnRunner, count: int, floor: int) -> int:
     :data:`MAX_RANGE_ID`: ids above it could meet an old store's own ids."""
 
     def take(txn: Txn) -> int:
-        raw = txn.get(RANGE_IDS_KEY)
+        try:
+            raw = txn.get(RANGE_IDS_KEY)
+        except (RangeRoutingError, RangeUnavailableError) as exc:
+            # NB: the router gave up on the counter's range already: a transaction
+            # retried would wait as long again (retries are for conflicts between nodes)
+            raise _Unreachable(f"the counter's range is unavailable: {exc}") from exc
         last = int(raw) if raw is not None else max(floor, 2) - 1
         if last + count > MAX_RANGE_ID:
             raise InvariantViolation(

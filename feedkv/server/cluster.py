@@ -113,6 +113,7 @@ from feedkv.util.locality import NO_LOCALITY, Locality
 __all__ = [
     "ALREADY_INITIALIZED",
     "Cluster",
+    "ENDLESS_METHODS",
     "ClusterConfig",
     "ClusterIdent",
     "ZoneSettings",
@@ -395,8 +396,9 @@ class Cluster:
         self._kv: KVClient | None = None  # reads the memberships
         self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
-        self._streams_lock = threading.Lock()  # guards the one below
+        self._streams_lock = threading.Lock()  # guards the two below
         self._raft_streams: set[Callable[[], None]] = set()  # cancels of those coming in
+        self._raft_closed = False  # stopped: no more come in
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
@@ -439,12 +441,11 @@ class Cluster:
             # their first split, so that none races n1 to set it up as the cluster starts
             self.range_ids.prefetch()
 
-    def stop(self) -> None:
-        with self._streams_lock:
-            self._stopping.set()
-            streams, self._raft_streams = list(self._raft_streams), set()
-        for cancel in streams:
-            cancel()
+    def quiesce(self) -> None:
+        """The first step of a stop: no more heartbeats, replication or range ids, and
+        requests that wait for a range give up; Raft goes on, so that the writes in
+        flight here still commit while the node drains. Idempotent."""
+        self._stopping.set()
         self.range_ids.close()
         # NB: requests the router retries give up now: the replicate loop may be waiting
         # out a range whose quorum is gone, which would hold the stop (and, unjoined,
@@ -459,6 +460,16 @@ class Cluster:
             # NB: it may be waiting on a read of a range whose nodes are down (the
             # router retries for a while): what it does is redone at the next start
             self._replicator.join(STOP_REPLICATOR_S)
+
+    def stop(self) -> None:
+        """Stop (after :meth:`quiesce`, if not yet): the other nodes' Raft streams into
+        this one end, and this node's to them. Idempotent."""
+        self.quiesce()
+        with self._streams_lock:
+            self._raft_closed = True
+            streams, self._raft_streams = list(self._raft_streams), set()
+        for cancel in streams:
+            cancel()
         self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
@@ -917,7 +928,7 @@ class Cluster:
         opens another to this node's next life), so that the stop need not wait for the
         server's grace. Raises :class:`NodeUnavailableError` once this node stops."""
         with self._streams_lock:
-            if self._stopping.is_set():
+            if self._raft_closed:
                 raise NodeUnavailableError(f"node n{self.ident.node_id} is stopping")
             self._raft_streams.add(cancel)
         try:
@@ -1025,6 +1036,9 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
         int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address, build
     )
 
+
+# the calls that last until the node ends them as it stops (Cluster.stop)
+ENDLESS_METHODS = frozenset({"RaftStream"})
 
 METHODS = (
     "Gossip",

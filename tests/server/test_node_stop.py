@@ -1,7 +1,7 @@
 """Stopping a node of a replicated cluster (three in-process nodes on loopback, real gRPC):
-the other nodes' Raft streams into it end, so the stop waits for the calls in flight
-only, not for the server's grace (10 s by default: every stop of a node used to take
-it)."""
+the calls in flight finish (Raft goes on while they do), then the other nodes' Raft
+streams into it end, so the stop lasts as long as its slowest call, not the server's
+whole grace (10 s by default: every stop of a node used to take it)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import feedkv
 from feedkv.kv.address import split_host_port
-from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header
+from feedkv.kv.api import BatchRequest, BatchResponse, Header, Put, PutResponse
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.store import StoreConfig
 from feedkv.server.cluster import ClusterConfig
@@ -21,6 +22,7 @@ from feedkv.testing.waiting import wait_until
 
 DEADLINE_S = 60.0
 GRACE_S = 600.0  # NB: the stop must end long before it: when the call in flight ends
+WRITE = Put(b"slow", b"written while stopping")
 
 
 @pytest.fixture
@@ -50,42 +52,55 @@ def nodes(tmp_path: Path) -> Iterator[list[Node]]:
 
 
 @pytest.mark.slow(20)
-def test_a_stop_waits_for_the_call_in_flight_and_not_for_the_peers_raft_streams(
+def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raft_streams(
     nodes: list[Node],
 ) -> None:
+    """n2 holds the lease of the write's range; the write is held as it arrives, the
+    stop starts (its grace far longer than the test's deadline), then the write goes
+    on: Raft still runs, so it commits on a quorum, and the stop ends right after."""
     node = nodes[1]
     member = node.cluster
     assert member is not None
-    # NB: n1 leads the ranges it replicates to n2: it streams Raft messages to n2
-    wait_until(lambda: member.raft_streams_in > 0, timeout_s=DEADLINE_S, what="n1's stream")
+    with feedkv.connect(nodes[0].url) as db:
+        wait_until(
+            lambda: all(len(r.replicas) == 3 for r in db.ranges()),
+            timeout_s=DEADLINE_S,
+            what="three replicas",
+        )
+        db.relocate(b"slow", 2)  # the lease of its range to n2
+    # NB: n2 leads the range: n1 and n3 stream their answers to it
+    wait_until(lambda: member.raft_streams_in > 0, timeout_s=DEADLINE_S, what="Raft streams")
     entered, gate = threading.Event(), threading.Event()
     intercept = node.store.intercept
 
-    def slow(batch: BatchRequest) -> BatchResponse | None:
-        if batch.requests != (Get(b"slow"),):
-            return intercept(batch) if intercept is not None else None
-        entered.set()
-        gate.wait(DEADLINE_S)
-        return BatchResponse((GetResponse(b"answered while stopping"),), node.store.clock.now())
+    def held(batch: BatchRequest) -> BatchResponse | None:
+        if batch.requests == (WRITE,):
+            entered.set()
+            gate.wait(DEADLINE_S)
+        return intercept(batch) if intercept is not None else None
 
-    node.store.intercept = slow
+    node.store.intercept = held
     host, port = split_host_port(node.url.removeprefix("feedkv://")) or ("", 0)
     client = GrpcTransport(host, port)
     answers: list[BatchResponse] = []
     in_flight = threading.Thread(
-        target=lambda: answers.append(client.send(BatchRequest(Header(), (Get(b"slow"),))))
+        target=lambda: answers.append(client.send(BatchRequest(Header(), (WRITE,))))
     )
     in_flight.start()
     stopping = threading.Thread(target=node.stop, kwargs={"grace_s": GRACE_S})
     try:
-        wait_until(entered.is_set, timeout_s=DEADLINE_S, what="the slow call to arrive")
+        wait_until(entered.is_set, timeout_s=DEADLINE_S, what="the write to arrive")
         stopping.start()
-        wait_until(lambda: member.raft_streams_in == 0, timeout_s=DEADLINE_S, what="streams ended")
-        assert stopping.is_alive()  # NB: the gate holds the call, and so the stop
+        server = node.server
+        assert server is not None
+        wait_until(lambda: server.draining, timeout_s=DEADLINE_S, what="the drain")
         gate.set()
         wait_until(lambda: not stopping.is_alive(), timeout_s=DEADLINE_S, what="the stop")
         in_flight.join(DEADLINE_S)
-        assert [a.responses for a in answers] == [(GetResponse(b"answered while stopping"),)]
+        assert [type(a.responses[0]) for a in answers] == [PutResponse]
+        assert member.raft_streams_in == 0
+        with feedkv.connect(nodes[0].url) as db:
+            assert db.get(b"slow") == b"written while stopping"
     finally:
         gate.set()
         client.close()

@@ -166,51 +166,34 @@ class NodeServer:
         self._calls.shutdown(wait=True)
 
     def _count(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """``handler`` with its calls counted while they run (a stop waits for them)."""
-
-        def enter() -> None:
-            with self._in_flight:
-                self._counted += 1
+        """``handler`` with its calls counted from their start until gRPC ends them
+        (answered, failed or cancelled: a stop waits for them)."""
 
         def leave() -> None:
             with self._in_flight:
                 self._counted -= 1
                 self._in_flight.notify_all()
 
-        def single(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def counted(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             def call(request: Any, context: Any) -> Any:
-                enter()
-                try:
-                    return behavior(request, context)
-                finally:
-                    leave()
+                with self._in_flight:
+                    self._counted += 1
+                # NB: by gRPC's callback, not a finally: a stream's generator left in a
+                # reference cycle would run its finally only when the collector finds it
+                if not context.add_callback(leave):
+                    leave()  # it ended already
+                return behavior(request, context)
 
             return call
 
-        def streamed(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-            def call(request: Any, context: Any) -> Iterator[Any]:
-                # NB: counted from the first reply asked for: a generator gRPC never
-                # starts never runs its finally
-                enter()
-                try:
-                    yield from behavior(request, context)
-                finally:
-                    leave()
-
-            return call
-
+        kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
         replaced = {
-            kind: wrap(behavior)
-            for kind, wrap in (
-                ("unary_unary", single),
-                ("stream_unary", single),
-                ("unary_stream", streamed),
-                ("stream_stream", streamed),
-            )
+            kind: counted(behavior)
+            for kind in kinds
             if (behavior := getattr(handler, kind)) is not None
         }
-        counted: grpc.RpcMethodHandler = handler._replace(**replaced)
-        return counted
+        wrapped: grpc.RpcMethodHandler = handler._replace(**replaced)
+        return wrapped
 
     def wait(self) -> None:
         self._server.wait_for_termination()

@@ -51,7 +51,7 @@ from feedkv.kv.api import (
 from feedkv.kv.metrics import unregistered_txn_metrics
 from feedkv.kv.node_status import NodeInfo, NodeSource, node_of_its_own
 from feedkv.kv.range_descriptor import RangeDescriptor
-from feedkv.kv.router import Router, Transport
+from feedkv.kv.router import MAX_ROUTING_ATTEMPTS, Router, Transport
 from feedkv.kv.txn import Txn
 from feedkv.storage.export import ExportedVersion
 from feedkv.storage.mvcc import KeyValue, check_value
@@ -123,10 +123,18 @@ class LocalTransport:
 class KVClient:
     """The KV API over a transport (:class:`feedkv.DB` adds feeds on top)."""
 
-    def __init__(self, transport: Transport, *, target: str = "") -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        target: str = "",
+        routing_attempts: int = MAX_ROUTING_ATTEMPTS,
+    ) -> None:
+        """``routing_attempts``: sends of a request to its range before it fails (see
+        :class:`~feedkv.kv.router.Router`)."""
         self.target = target
         self._transport = transport
-        self._router = Router(transport)
+        self._router = Router(transport, max_attempts=routing_attempts)
         # the node's, for an embedded node's client (a client of a server counts its
         # transactions but exposes them nowhere)
         self.txn_metrics = unregistered_txn_metrics()

@@ -133,15 +133,19 @@ class ClusterDialer:
         addresses: Callable[[int], str | None],
         nodes: Callable[[], list[NodeInfo]],
         relearn: Callable[[int], str | None] | None = None,
+        seen_dead: Callable[[int], bool] | None = None,
         connect_timeout_s: float = 5.0,
         tls: ClientTLS | None = None,
     ) -> None:
         """``gateway_node()``: the gateway's node id; ``addresses(node_id)``: where a node
         listens (``None``: not known); ``nodes()``: every node as the gateway sees it;
         ``relearn(node_id)``: where a node listens, asked anew (by default
-        ``addresses``: a node's own view is kept fresh by gossip); ``tls``: the
-        identity other nodes are called as (``None``: plaintext)."""
+        ``addresses``: a node's own view is kept fresh by gossip); ``seen_dead(node_id)``:
+        whether liveness sees the node dead (by default: whether the last dial of it
+        failed); ``tls``: the identity other nodes are called as (``None``: plaintext)."""
         self._tls = tls
+        self._seen_dead = seen_dead
+        self._failed: set[int] = set()  # nodes whose last dial failed
         self._nodes = nodes
         self._relearn = relearn or addresses
         self._dialled: dict[int, str] = {}  # the address each node was last dialled at
@@ -183,14 +187,24 @@ class ClusterDialer:
                 *parsed, connect_timeout_s=self._connect_timeout_s, tls=self._tls
             )
         except NodeUnavailableError as exc:
+            with self._lock:
+                self._failed.add(node_id)
             raise NodeUnavailableError(
                 f"node n{node_id} at {address} is unavailable (its ranges wait for it): {exc}"
             ) from None
         with self._lock:
+            self._failed.discard(node_id)
             raced = self._peers.setdefault(node_id, transport)
         if raced is not transport:
             transport.close()
         return raced
+
+    def seen_dead(self, node_id: int) -> bool:
+        """Whether ``node_id`` is known down (see :class:`~feedkv.kv.router.NodeHealth`)."""
+        if self._seen_dead is not None:
+            return self._seen_dead(node_id)
+        with self._lock:
+            return node_id in self._failed
 
     def redial(self, node_id: int) -> bool:
         """After ``node_id`` could not be reached: ask where it listens now, and if that

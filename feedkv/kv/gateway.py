@@ -11,8 +11,11 @@ itself, with the list it was given.
 :class:`~feedkv.errors.NodeUnavailableError` (the call never reached the node, or was a
 read: nothing was applied), it dials the other nodes of the list in order, starting
 after the one that failed, for up to ``rounds`` rounds with a pause doubling between
-them; the first that answers becomes the gateway and the call goes again there. If none
-answers, the error names every node and what each said. A
+them; the first that answers becomes the gateway and the call goes again there. A node
+whose process died refuses the connection at once
+(:func:`~feedkv.kv.grpc_transport.await_ready`); one whose host does not answer costs
+``move_connect_timeout_s``. If none answers, the error names every node and what each
+said. A
 :class:`~feedkv.errors.NodeUnavailableError` the gateway answered with (a node it
 called is down) moves nothing. A write that failed in flight
 is :class:`~feedkv.errors.AmbiguousResultError` (it may have been applied): it is never

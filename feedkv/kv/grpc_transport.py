@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ from feedkv.security.tls import ClientTLS, call_metadata, open_channel
 from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["GrpcTransport", "login", "url_tls"]
+__all__ = ["GrpcTransport", "await_ready", "login", "url_tls"]
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
@@ -140,10 +141,11 @@ class GrpcTransport:
         claims = tls.claims() if tls is not None else None
         if isinstance(claims, SessionClaims):
             claims.attach(lambda user, password: login(channel, user, password))
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
-        except grpc.FutureTimeoutError as exc:
-            self._channel.close()
+        failed = await_ready(self._channel, connect_timeout_s)
+        if failed is not None:
+            # NB: closed on a thread of its own: a channel whose state was watched closes
+            # only once gRPC's watcher wakes (0.2 s), which a refused dial need not wait
+            threading.Thread(target=self._channel.close, name="feedkv-close", daemon=True).start()
             hint = (
                 "is `feedkv start` running there, and does it trust this certificate "
                 f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"
@@ -152,8 +154,8 @@ class GrpcTransport:
                 "--certs-dir on the command line, certs_dir= in a URL or feedkv.connect)"
             )
             raise NodeUnavailableError(
-                f"no feedkv node answered at {self.address} within {connect_timeout_s:g} s; " + hint
-            ) from exc
+                f"no feedkv node answered at {self.address}: {failed}; " + hint
+            )
         self._batch = self._channel.unary_unary(
             f"/{SERVICE}/Batch",
             request_serializer=pb.BatchRequest.SerializeToString,
@@ -336,6 +338,32 @@ class _CallStream:
         self._outgoing.put(None)
         for answer in waiting.values():
             answer.set_exception(end)
+
+
+def await_ready(channel: grpc.Channel, timeout_s: float) -> str | None:
+    """Connect ``channel``: ``None`` once it is ready, else why not. A connection that
+    fails at once (refused: nothing listens there, as when a node's process died on a
+    live host; or its TLS handshake failed) fails the wait at once, where gRPC would
+    keep retrying it until the timeout; a host that does not answer costs the timeout."""
+    states: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
+    channel.subscribe(states.put, try_to_connect=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                state = states.get(timeout=left)
+            except queue.Empty:
+                break
+            if state is grpc.ChannelConnectivity.READY:
+                return None
+            if state in (
+                grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                grpc.ChannelConnectivity.SHUTDOWN,
+            ):
+                return "the connection failed at once (refused, or its TLS handshake failed)"
+    finally:
+        channel.unsubscribe(states.put)
+    return f"nothing within {timeout_s:g} s"
 
 
 def _raise_denied(exc: Any) -> None:

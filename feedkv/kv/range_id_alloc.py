@@ -18,21 +18,28 @@ Ids before this counter: a store of a cluster used to hand ids out of its own, f
 ``node_id << 32`` (and the node that bootstrapped the cluster, n1, from 2, as a store in
 no cluster still does). So the counter stays below ``2**32`` (:data:`MAX_RANGE_ID`;
 a block past it is refused), which keeps its ids apart from every store's old big
-ones; and it starts above the small ones: it is set up by n1 alone, from n1's local
-counter (:func:`~feedkv.kv.range_descriptor.local_range_id_floor`). Another node that
-finds no counter yet fails its split with a retryable error until n1 has set it up,
-which n1 does as it starts (it fetches its first block at once).
+ones; and it starts above the small ones. n1 sets it up as it starts (it fetches its
+first block at once), from n1's local counter
+(:func:`~feedkv.kv.range_descriptor.local_range_id_floor`). Another node that finds no
+counter (n1 never set it up: it died first) sets it up itself at
+:data:`UNSEEDED_FLOOR`, above any id n1 could have handed out by itself; the
+transaction that reads the counter missing and writes it is serializable, so of two
+nodes that set it up at once one does, and the other reads its value.
 
 When the counter's range has no quorum, :meth:`~RangeIDAllocator.allocate` raises
 :class:`~feedkv.errors.RangeUnavailableError` (retryable): the split fails, and the
 store's split queue tries it again in a later round. It never falls back to a local id,
-which could collide.
+which could collide. A node fetches over a client that gives up on the range soon
+(:data:`COUNTER_ROUTING_ATTEMPTS`), and after a failed fetch the allocator fails every
+allocation at once for ``retry_after_s``: a split queue with many ranges to split goes
+on with its other work instead of waiting out the counter's range for each.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -40,13 +47,17 @@ from feedkv.errors import (
     ClientClosedError,
     FeedKVError,
     InvariantViolation,
+    RangeRoutingError,
     RangeUnavailableError,
 )
 
 __all__ = [
     "BLOCK_SIZE",
+    "COUNTER_ROUTING_ATTEMPTS",
     "MAX_RANGE_ID",
     "RANGE_IDS_KEY",
+    "RETRY_AFTER_S",
+    "UNSEEDED_FLOOR",
     "IDBlocks",
     "RangeIDAllocator",
     "take_block",
@@ -60,6 +71,14 @@ BLOCK_SIZE = 10
 # the highest id the counter gives: the ids stores handed out themselves start at
 # node_id << 32 (n1, which bootstrapped, counted from 2: the counter starts above those)
 MAX_RANGE_ID = (1 << 32) - 1
+# where a node other than n1 sets a missing counter up: above any small id n1 handed out
+# itself (one per range it made), with 2**31 ids left below MAX_RANGE_ID
+UNSEEDED_FLOOR = 1 << 31
+# sends of a counter request to its range before a fetch fails: with the router's
+# backoff about 2 s, the length of an election (its default, 50, waits ~30 s, and a
+# transaction retried it: a range without a quorum held a split for minutes)
+COUNTER_ROUTING_ATTEMPTS = 11
+RETRY_AFTER_S = 5.0  # after a failed fetch, allocations fail at once for this long
 
 
 class IDBlocks:
@@ -110,21 +129,25 @@ class TxnRunner(Protocol):
         ...
 
 
-def take_block(client: TxnRunner, count: int, floor: int | None) -> int:
+class _Unreachable(FeedKVError):
+    """The counter could not be read (not retried by the transaction runner)."""
+
+
+def take_block(client: TxnRunner, count: int, floor: int) -> int:
     """Raise the counter by ``count`` and return the first id of the block taken (the
     counter holds the highest id handed out, in decimal). ``floor``: the first id the
-    counter may give when it is not set up yet (only n1 passes one; ``None``: wait for
-    it, with a retryable error). Raises :class:`RangeUnavailableError` past
+    counter gives when it is not set up yet (n1's local floor; :data:`UNSEEDED_FLOOR`
+    on the other nodes). Raises :class:`InvariantViolation` past
     :data:`MAX_RANGE_ID`: ids above it could meet an old store's own ids."""
 
     def take(txn: Txn) -> int:
-        raw = txn.get(RANGE_IDS_KEY)
-        if raw is None and floor is None:
-            raise RangeUnavailableError(
-                "the cluster's range id counter is not set up yet: node n1 sets it up "
-                "as it starts; the split is retried later"
-            )
-        last = int(raw) if raw is not None else max(floor or 2, 2) - 1
+        try:
+            raw = txn.get(RANGE_IDS_KEY)
+        except (RangeRoutingError, RangeUnavailableError) as exc:
+            # NB: the router gave up on the counter's range already: a transaction
+            # retried would wait as long again (retries are for conflicts between nodes)
+            raise _Unreachable(f"the counter's range is unavailable: {exc}") from exc
+        last = int(raw) if raw is not None else max(floor, 2) - 1
         if last + count > MAX_RANGE_ID:
             raise InvariantViolation(
                 f"the cluster's range id counter is at {last}: ids above {MAX_RANGE_ID} "
@@ -147,8 +170,15 @@ class RangeIDAllocator:
         *,
         block_size: int = BLOCK_SIZE,
         low_water: int | None = None,
+        retry_after_s: float = RETRY_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``retry_after_s``: after a fetch failed, how long allocations that need one
+        fail at once with its error (``clock``: seconds, monotonic)."""
         self._take_block = take_block
+        self._retry_after_s = retry_after_s
+        self._clock = clock
+        self._failed: tuple[float, str] | None = None  # when the last fetch failed, and why
         self._block_size = block_size
         self._low_water = block_size // 2 if low_water is None else low_water
         self._blocks = IDBlocks()
@@ -204,13 +234,23 @@ class RangeIDAllocator:
                 left = self._blocks.left()
             if left > (self._low_water if ahead else 0):
                 return
+            failed = self._failed
+            if failed is not None and self._clock() - failed[0] < self._retry_after_s:
+                raise RangeUnavailableError(
+                    f"{failed[1]} (the counter is tried again {self._retry_after_s:g} s "
+                    "after a failure; the split is retried later)"
+                )
             try:
                 first = self._take_block(self._block_size)
-            except (RangeUnavailableError, ClientClosedError, InvariantViolation):
+            except (ClientClosedError, InvariantViolation):
+                raise
+            except RangeUnavailableError as exc:
+                self._failed = (self._clock(), str(exc))
                 raise
             except FeedKVError as exc:
-                raise RangeUnavailableError(
-                    f"cannot take range ids from the cluster's counter: {exc}"
-                ) from exc
+                why = f"cannot take range ids from the cluster's counter: {exc}"
+                self._failed = (self._clock(), why)
+                raise RangeUnavailableError(why) from exc
+            self._failed = None
             with self._lock:
                 self._blocks.add(first, self._block_size)

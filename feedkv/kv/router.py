@@ -43,7 +43,7 @@ from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span, key_next
 
-__all__ = ["Dialer", "Redialer", "Router", "Transport"]
+__all__ = ["Dialer", "NodeHealth", "Redialer", "Router", "Transport"]
 
 MAX_ROUTING_ATTEMPTS = 50
 MAX_BACKOFF_S = 1.0
@@ -85,27 +85,56 @@ class Redialer(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeHealth(Protocol):
+    """A dialer that knows which nodes are down."""
+
+    def seen_dead(self, node_id: int) -> bool:
+        """Whether ``node_id`` is known to be down (liveness heard nothing from it for
+        its bound, or it could not be reached at the last try): its replicas are tried
+        after the others."""
+        ...
+
+
 class Router:
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, *, max_attempts: int = MAX_ROUTING_ATTEMPTS) -> None:
+        """``max_attempts``: sends of a request to a range before giving up (with the
+        backoff between them, 50 wait about 30 s for a range that moves or elects a
+        lease holder; a caller with other work to do may wait less)."""
         self.transport = transport
+        self.max_attempts = max_attempts
         self._dialer = transport if isinstance(transport, Dialer) else None
+        self._health = transport if isinstance(transport, NodeHealth) else None
         self.ranges = RangeCache(self._lookup)
         self.closing = threading.Event()  # set: requests that wait to retry give up
 
     def _send(self, batch: BatchRequest, desc: RangeDescriptor) -> BatchResponse:
         """Send an addressed batch to the node holding ``desc``'s range (its lease, when
         the range is replicated: a replica without it names the one it believes holds
-        it, or the next replica is tried; the cache learns where the lease was)."""
+        it, or the next replica is tried, as it is after a node that no longer holds a
+        replica; the cache learns where the lease was, and which nodes the range left)."""
         dialer = self._dialer
         if dialer is None:
             return self.transport.send(batch)
         tried: list[int] = []
         answers: list[str] = []  # what each replica tried said, for the error
         live = False  # a replica tried answered (it did not hold the lease)
-        node = desc.lease_holder
+        left: list[int] = []  # replicas tried that the range left
+        node = self._next_replica(desc, tried, desc.lease_holder)
         while True:
             try:
                 response = dialer.dial(node).send(batch)
+            except RangeNotFoundError:
+                # NB: the replica was moved off the node (or the range merged away); a
+                # node with no replica of the range hears where it went only by gossip,
+                # so the other replicas are asked now: one holds the lease, or names it
+                tried.append(node)
+                left.append(node)
+                answers.append(f"n{node}: no replica")
+                node = self._next_replica(desc, tried, 0)
+                if not node:
+                    raise
+                continue
             except NotLeaseHolderError as exc:
                 live = True
                 tried.append(node)
@@ -144,18 +173,20 @@ class Router:
                     ) from None
                 self._unavailable(desc, dialer, tried)
                 raise
-            if node != desc.lease_holder:
-                others = tuple(n for n in desc.replicas if n != node)
+            if node != desc.lease_holder or left:
+                others = tuple(n for n in desc.replicas if n != node and n not in left)
                 self.ranges.insert([replace(desc, replicas=(node, *others))])
             return response
 
-    @staticmethod
-    def _next_replica(desc: RangeDescriptor, tried: list[int], hint: int) -> int:
+    def _next_replica(self, desc: RangeDescriptor, tried: list[int], hint: int) -> int:
         """The replica to try next: the hinted lease holder, else one not tried (0:
-        none left)."""
-        if hint and hint not in tried:
-            return hint
-        return next((n for n in desc.replicas if n not in tried), 0)
+        none left); one seen dead only when every other was tried (a dial to a dead
+        host waits out the connect timeout)."""
+        untried = [n for n in (hint, *desc.replicas) if n and n not in tried]
+        health = self._health
+        if health is not None:
+            untried.sort(key=health.seen_dead)  # NB: stable: the hint first among equals
+        return untried[0] if untried else 0
 
     def _unavailable(self, desc: RangeDescriptor, dialer: Dialer, tried: list[int]) -> None:
         """``desc``'s nodes (``tried``) are unavailable. A cached address may name a node
@@ -221,7 +252,7 @@ class Router:
         longer fits in one range, the routing error is raised so the caller can divide
         the batch."""
         error: RetryableError | None = None
-        for attempt in range(MAX_ROUTING_ATTEMPTS):
+        for attempt in range(self.max_attempts):
             desc = self._get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
@@ -234,7 +265,7 @@ class Router:
                 error = exc
                 self._retry(desc, exc, attempt)
         raise RangeRoutingError(
-            f"gave up routing a request for {key!r} after {MAX_ROUTING_ATTEMPTS} attempts; "
+            f"gave up routing a request for {key!r} after {self.max_attempts} attempts; "
             f"the last met: {error}"
         ) from error
 
@@ -264,7 +295,7 @@ class Router:
                     response = self._send(batch, desc)
                 except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                     failures += 1
-                    if failures >= MAX_ROUTING_ATTEMPTS:
+                    if failures >= self.max_attempts:
                         raise RangeRoutingError(
                             f"gave up routing {part} after {failures} attempts; the last, to "
                             f"{desc}, met: {exc}"
@@ -304,7 +335,7 @@ class Router:
                     self._send(batch, desc)
                 except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                     failures += 1
-                    if failures >= MAX_ROUTING_ATTEMPTS:
+                    if failures >= self.max_attempts:
                         raise
                     self._retry(desc, exc, failures)
                     pending.extend(parts)
@@ -356,7 +387,7 @@ class Router:
             try:
                 return self.ranges.get(key)
             except RangeUnavailableError:
-                if attempt + 1 >= MAX_ROUTING_ATTEMPTS:
+                if attempt + 1 >= self.max_attempts:
                     raise
                 self._back_off(attempt)
         raise InvariantViolation("unreachable")

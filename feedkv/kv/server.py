@@ -18,6 +18,10 @@ as soon as it is applied, whatever the order.
 
 Stopping drains: a stream stops reading, answers every batch it read, and ends with
 status OK; a batch it never read was never applied, and the client reports it as such.
+The server refuses new calls and waits for those in flight, up to the grace; calls that
+last until told to end (``endless``: other nodes' Raft streams) are not waited for:
+once the others ended, the node ends them (``end_streams``), so a stop lasts as long as
+its slowest call in flight, not the whole grace.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -83,16 +88,20 @@ class NodeServer:
         more_methods: dict[str, grpc.RpcMethodHandler] | None = None,
         tls: ServerTLS | None = None,
         access: ReadAccess | None = None,
+        endless: frozenset[str] = frozenset(),
     ) -> None:
         """``more_methods`` adds methods served by layers above (the rangefeed stream).
         ``tls``: serve TLS, every call from a client certificate of :data:`ADMIN_USERS`
         (``None``: plaintext, every call taken). ``access``: with ``tls``, other users
         may also call :data:`USER_METHODS` to read what it allows (see
-        :mod:`feedkv.kv.access`; ``None``: they may call nothing)."""
+        :mod:`feedkv.kv.access`; ``None``: they may call nothing). ``endless``: the
+        methods whose calls last until told to end, which a stop does not wait for."""
         self.store = store
         self._tls = tls
         self._access = access
         self._draining = threading.Event()
+        self._in_flight = threading.Condition()  # guards the count below
+        self._counted = 0  # calls in flight, but those of endless methods
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-rpc"),
@@ -123,6 +132,10 @@ class NodeServer:
         if tls is not None:
             users = USER_METHODS if access is not None else frozenset()
             handlers = guarded_handlers(handlers, tls, users)
+        handlers = {
+            name: handler if name in endless else self._count(handler)
+            for name, handler in handlers.items()
+        }
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, handlers),)
         )
@@ -132,11 +145,55 @@ class NodeServer:
     def start(self) -> None:
         self._server.start()
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        """Refuse new calls, let calls in flight finish (up to ``grace_s``), then return."""
+    @property
+    def draining(self) -> bool:
+        """Whether :meth:`stop` began: new calls are refused, those in flight go on."""
+        return self._draining.is_set()
+
+    def stop(self, grace_s: float = 10.0, *, end_streams: Callable[[], None] | None = None) -> None:
+        """Refuse new calls, let calls in flight finish (up to ``grace_s``), then call
+        ``end_streams()`` (it ends the calls of the ``endless`` methods) and return once
+        every call ended (those still running at the grace are cancelled)."""
         self._draining.set()
-        self._server.stop(grace_s).wait()
+        stopped = self._server.stop(grace_s)
+        deadline = time.monotonic() + grace_s
+        with self._in_flight:
+            while self._counted and (left := deadline - time.monotonic()) > 0:
+                self._in_flight.wait(left)
+        if end_streams is not None:
+            end_streams()
+        stopped.wait()
         self._calls.shutdown(wait=True)
+
+    def _count(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """``handler`` with its calls counted from their start until gRPC ends them
+        (answered, failed or cancelled: a stop waits for them)."""
+
+        def leave() -> None:
+            with self._in_flight:
+                self._counted -= 1
+                self._in_flight.notify_all()
+
+        def counted(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+            def call(request: Any, context: Any) -> Any:
+                with self._in_flight:
+                    self._counted += 1
+                # NB: by gRPC's callback, not a finally: a stream's generator left in a
+                # reference cycle would run its finally only when the collector finds it
+                if not context.add_callback(leave):
+                    leave()  # it ended already
+                return behavior(request, context)
+
+            return call
+
+        kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+        replaced = {
+            kind: counted(behavior)
+            for kind in kinds
+            if (behavior := getattr(handler, kind)) is not None
+        }
+        wrapped: grpc.RpcMethodHandler = handler._replace(**replaced)
+        return wrapped
 
     def wait(self) -> None:
         self._server.wait_for_termination()

@@ -86,7 +86,12 @@ from feedkv.kv.placement import (
     choose_replica_change,
 )
 from feedkv.kv.range_descriptor import RangeDescriptor, local_range_id_floor
-from feedkv.kv.range_id_alloc import RangeIDAllocator, take_block
+from feedkv.kv.range_id_alloc import (
+    COUNTER_ROUTING_ATTEMPTS,
+    UNSEEDED_FLOOR,
+    RangeIDAllocator,
+    take_block,
+)
 from feedkv.kv.replica_refusal import SnapshotRefusedError
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
@@ -108,6 +113,7 @@ from feedkv.util.locality import NO_LOCALITY, Locality
 __all__ = [
     "ALREADY_INITIALIZED",
     "Cluster",
+    "ENDLESS_METHODS",
     "ClusterConfig",
     "ClusterIdent",
     "ZoneSettings",
@@ -378,6 +384,7 @@ class Cluster:
             gateway_node=lambda: ident.node_id,
             addresses=self.liveness.address,
             nodes=self.nodes,
+            seen_dead=self._seen_dead,
             tls=tls,
         )
         self.router = Router(self.dialer)
@@ -389,6 +396,9 @@ class Cluster:
         self._kv: KVClient | None = None  # reads the memberships
         self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
+        self._streams_lock = threading.Lock()  # guards the two below
+        self._raft_streams: set[Callable[[], None]] = set()  # cancels of those coming in
+        self._raft_closed = False  # stopped: no more come in
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
@@ -400,9 +410,13 @@ class Cluster:
         self.report()
         store.cluster = _ClusterSender(self.router)
         store.intercept = self._intercept
-        # n1 alone sets the counter up, above the small ids it may have handed out itself
-        floor = store.engine.read_now(local_range_id_floor) if ident.node_id == 1 else None
-        self.range_ids = RangeIDAllocator(lambda count: take_block(self._client(), count, floor))
+        # n1 sets the counter up, above the small ids it may have handed out itself
+        floor = (
+            store.engine.read_now(local_range_id_floor) if ident.node_id == 1 else UNSEEDED_FLOOR
+        )
+        # NB: a client of its own, which gives up on an unavailable range soon
+        self._counter_kv = KVClient(self.dialer, routing_attempts=COUNTER_ROUTING_ATTEMPTS)
+        self.range_ids = RangeIDAllocator(lambda count: take_block(self._counter_kv, count, floor))
         store.range_ids = self.range_ids.allocate
 
     def start(self) -> None:
@@ -422,15 +436,22 @@ class Cluster:
         )
         self._thread.start()
         self._replicator.start()
-        self.range_ids.prefetch()  # NB: n1 sets the counter up with its first block
+        if self.ident.node_id == 1:
+            # NB: n1 sets the counter up with its first block; the others fetch theirs at
+            # their first split, so that none races n1 to set it up as the cluster starts
+            self.range_ids.prefetch()
 
-    def stop(self) -> None:
+    def quiesce(self) -> None:
+        """The first step of a stop: no more heartbeats, replication or range ids, and
+        requests that wait for a range give up; Raft goes on, so that the writes in
+        flight here still commit while the node drains. Idempotent."""
         self._stopping.set()
         self.range_ids.close()
         # NB: requests the router retries give up now: the replicate loop may be waiting
         # out a range whose quorum is gone, which would hold the stop (and, unjoined,
         # log that it gave up routing a while after)
         self.router.closing.set()
+        self._counter_kv.closing.set()
         if self._kv is not None:
             self._kv.closing.set()
         if self._thread.is_alive():
@@ -439,6 +460,16 @@ class Cluster:
             # NB: it may be waiting on a read of a range whose nodes are down (the
             # router retries for a while): what it does is redone at the next start
             self._replicator.join(STOP_REPLICATOR_S)
+
+    def stop(self) -> None:
+        """Stop (after :meth:`quiesce`, if not yet): the other nodes' Raft streams into
+        this one end, and this node's to them. Idempotent."""
+        self.quiesce()
+        with self._streams_lock:
+            self._raft_closed = True
+            streams, self._raft_streams = list(self._raft_streams), set()
+        for cancel in streams:
+            cancel()
         self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
@@ -548,8 +579,11 @@ class Cluster:
         """Whether the node named ``n<id>`` (as a job lease names it) is dead."""
         if not (name.startswith("n") and name[1:].isdigit()):
             return False
+        return self._seen_dead(int(name[1:]))
+
+    def _seen_dead(self, node_id: int) -> bool:
         with self._lock:
-            return self.liveness.is_dead(int(name[1:]), time.monotonic_ns())
+            return self.liveness.is_dead(node_id, time.monotonic_ns())
 
     def report(self) -> tuple[int, list[RangeDescriptor]]:
         """Put this node's ranges, as its store holds them now, in its directory; returns
@@ -882,6 +916,28 @@ class Cluster:
         self._take(message, None)
         return self._message()
 
+    @property
+    def raft_streams_in(self) -> int:
+        """How many other nodes' ``RaftStream`` calls this node is taking now."""
+        with self._streams_lock:
+            return len(self._raft_streams)
+
+    def serve_raft_stream(self, requests: Iterator[bytes], cancel: Callable[[], None]) -> None:
+        """Take another node's ``RaftStream`` until it ends, or until this node stops:
+        then ``cancel()`` ends it (the sender drops what it held, as a lost stream, and
+        opens another to this node's next life), so that the stop need not wait for the
+        server's grace. Raises :class:`NodeUnavailableError` once this node stops."""
+        with self._streams_lock:
+            if self._raft_closed:
+                raise NodeUnavailableError(f"node n{self.ident.node_id} is stopping")
+            self._raft_streams.add(cancel)
+        try:
+            for data in requests:
+                self.on_raft(msgpack.unpackb(data))
+        finally:
+            with self._streams_lock:
+                self._raft_streams.discard(cancel)
+
     def on_raft(self, message: dict[str, Any]) -> None:
         """Take one request of another node's ``RaftStream``."""
         loop = self.store.replicas
@@ -981,6 +1037,9 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     )
 
 
+# the calls that last until the node ends them as it stops (Cluster.stop)
+ENDLESS_METHODS = frozenset({"RaftStream"})
+
 METHODS = (
     "Gossip",
     "Join",
@@ -1026,8 +1085,12 @@ def method_handlers(
         if member is None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
             raise NodeUnavailableError("unreachable: abort raises")
-        for data in requests:
-            member.on_raft(msgpack.unpackb(data))
+        try:
+            member.serve_raft_stream(requests, context.cancel)
+        except NodeUnavailableError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except grpc.RpcError:
+            pass  # NB: cancelled (this node stops, or the sender went): nothing to answer
         return msgpack.packb({})  # type: ignore[no-any-return]
 
     def raft_snapshot(requests: Iterator[bytes], context: Any) -> bytes:

@@ -64,6 +64,7 @@ from feedkv.security.secrets import Sealer, load_key
 from feedkv.security.tls import ClientTLS, ServerTLS
 from feedkv.server.blob_service import blob_handlers
 from feedkv.server.cluster import (
+    ENDLESS_METHODS,
     Cluster,
     ClusterConfig,
     ClusterIdent,
@@ -244,6 +245,7 @@ class Node:
                     more_methods=methods,
                     tls=self.tls,
                     access=access,
+                    endless=ENDLESS_METHODS,
                 )
                 server.start()
                 self.server = server
@@ -415,12 +417,14 @@ class Node:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
-        calls in flight, then close the store. Idempotent."""
+        calls in flight (Raft goes on meanwhile, so that writes in flight commit; the
+        other nodes' Raft streams into this one end after them, not at the grace), then
+        close the store. Idempotent."""
         access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
         if access is not None:
             access.close()
         if self.cluster is not None:
-            self.cluster.stop()
+            self.cluster.quiesce()
         if hasattr(self, "feed_transport") and self.feed_transport is not self.feeds:
             self.feed_transport.close()
         if self.http_server is not None:
@@ -430,8 +434,11 @@ class Node:
         self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()
+        cluster = self.cluster
         if self.server is not None:
-            self.server.stop(grace_s)
+            self.server.stop(grace_s, end_streams=cluster.stop if cluster is not None else None)
+        if cluster is not None:
+            cluster.stop()
         self.store.close()
 
     def __enter__(self) -> Self:

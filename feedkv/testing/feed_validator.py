@@ -59,6 +59,7 @@ __all__ = [
     "Version",
     "Violation",
     "assert_valid",
+    "check_resolved_feed",
     "read_until_resolved",
 ]
 
@@ -527,6 +528,31 @@ def assert_valid(violations: Sequence[object], *, what: str = "the feed") -> Non
     if len(violations) > MAX_LISTED:
         lines.append(f"  ... and {len(violations) - MAX_LISTED} more")
     raise AssertionError("\n".join(lines))
+
+
+class _Exporter(Protocol):
+    def export(self, span: Span, lo: Timestamp, hi: Timestamp) -> Iterable[CommittedVersion]: ...
+
+
+def check_resolved_feed(
+    events: Sequence[Event], db: _Exporter, span: Span, since: Timestamp, last: Timestamp
+) -> list[CommittedVersion]:
+    """The check that ends a test of a feed of ``span`` from ``since`` (exclusive), read
+    until resolved past ``last`` (:func:`read_until_resolved`): the feed did resolve
+    past ``last``, and ``events`` keep every promise (:class:`FeedValidator`) against
+    what ``db`` holds of ``span`` in ``(since, last]``. Raises :class:`AssertionError`
+    naming what failed; returns that history, for the caller's own checks."""
+    resolved = bool(events) and isinstance(events[-1], Checkpoint) and events[-1].ts >= last
+    if not resolved:
+        raise AssertionError(
+            f"the feed did not resolve past the last write at {last}; its last event: "
+            f"{_show_event(events[-1]) if events else 'none'}"
+        )
+    validator = FeedValidator([span], since)
+    validator.observe_all(events)
+    history = list(db.export(span, since, last))
+    assert_valid(validator.check(history, up_to=last))
+    return history
 
 
 def _show(value: bytes | None, *, none: str = "None (a deletion)") -> str:

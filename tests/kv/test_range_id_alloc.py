@@ -17,12 +17,13 @@ from feedkv.kv.range_descriptor import local_range_id_floor, seed_range_ids
 from feedkv.kv.range_id_alloc import (
     MAX_RANGE_ID,
     RANGE_IDS_KEY,
+    UNSEEDED_FLOOR,
     IDBlocks,
     RangeIDAllocator,
     take_block,
 )
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import run_threads, wait_until
 
 
 class Counter:
@@ -50,7 +51,7 @@ def store_of(db: DB) -> Store:
     return transport.store
 
 
-def counted(db: DB, floor: int | None = 2) -> Callable[[], int]:
+def counted(db: DB, floor: int = 2) -> Callable[[], int]:
     """The allocator a node would give its store, over ``db``'s own KV client."""
     return RangeIDAllocator(lambda count: take_block(db, count, floor)).allocate
 
@@ -108,28 +109,74 @@ def test_the_next_block_is_fetched_ahead_on_the_allocators_thread() -> None:
 def test_an_unreachable_counter_fails_the_allocation_retryably_with_no_local_id() -> None:
     counter = Counter()
     counter.reachable.clear()
-    allocator = RangeIDAllocator(counter.take)
+    now = [0.0]
+    allocator = RangeIDAllocator(counter.take, retry_after_s=5.0, clock=lambda: now[0])
     with pytest.raises(RangeUnavailableError, match="no quorum for the counter's range"):
         allocator.allocate()
+    now[0] = 6.0
     counter.reachable.set()
     assert allocator.allocate() == 2
 
 
-def test_the_counter_is_set_up_by_the_node_given_a_floor_and_waited_for_by_others(
-    db: DB,
-) -> None:
-    with pytest.raises(RangeUnavailableError, match="node n1 sets it up"):
-        take_block(db, 10, None)
+def test_after_a_failed_fetch_allocations_fail_at_once_until_the_retry_time() -> None:
+    """A split queue with many ranges to split does not wait out the counter's range
+    for each: the next fetch is tried only ``retry_after_s`` after the last failed."""
+    counter = Counter()
+    counter.reachable.clear()
+    tries: list[int] = []
+    now = [100.0]
+
+    def take(count: int) -> int:
+        tries.append(count)
+        return counter.take(count)
+
+    allocator = RangeIDAllocator(take, retry_after_s=5.0, clock=lambda: now[0])
+    with pytest.raises(RangeUnavailableError, match="no quorum"):
+        allocator.allocate()
+    counter.reachable.set()
+    now[0] = 104.0
+    for _ in range(3):
+        with pytest.raises(RangeUnavailableError, match="tried again 5 s after a failure"):
+            allocator.allocate()
+    assert len(tries) == 1
+    now[0] = 105.5
+    assert allocator.allocate() == 2
+    assert len(tries) == 2
+
+
+def test_the_counter_is_set_up_by_whoever_finds_it_missing_from_its_floor(db: DB) -> None:
     assert take_block(db, 10, 7) == 7
-    assert take_block(db, 10, None) == 17
+    assert take_block(db, 10, UNSEEDED_FLOOR) == 17
     assert take_block(db, 10, 1000) == 27  # NB: a floor only sets a missing counter up
     assert db.get(RANGE_IDS_KEY) == b"36"
+
+
+def test_nodes_setting_the_missing_counter_up_at_once_get_one_counter(db: DB) -> None:
+    """n1 (its floor) and other nodes (theirs) find it missing together: the
+    serializable transaction lets one set it up, and the others count on from it."""
+    floors = [7, UNSEEDED_FLOOR, UNSEEDED_FLOOR, 7]
+    firsts: list[int] = []
+    lock = threading.Lock()
+
+    def take(floor: int) -> Callable[[], None]:
+        def run() -> None:
+            first = take_block(db, 10, floor)
+            with lock:
+                firsts.append(first)
+
+        return run
+
+    run_threads([take(floor) for floor in floors])
+    firsts.sort()
+    assert firsts[0] in (7, UNSEEDED_FLOOR)
+    assert firsts == [firsts[0] + 10 * i for i in range(4)]
+    assert db.get(RANGE_IDS_KEY) == str(firsts[0] + 39).encode()
 
 
 def test_the_counter_refuses_ids_that_could_meet_old_node_ids(db: DB) -> None:
     db.put(RANGE_IDS_KEY, str(MAX_RANGE_ID - 5).encode())
     with pytest.raises(InvariantViolation, match="no more ranges can split"):
-        take_block(db, 10, None)
+        take_block(db, 10, UNSEEDED_FLOOR)
     assert db.get(RANGE_IDS_KEY) == str(MAX_RANGE_ID - 5).encode()
 
 
@@ -190,7 +237,7 @@ def test_a_split_the_counter_refuses_is_retried_by_the_split_queue(tmp_path: Pat
 
     with feedkv.connect(tmp_path / "store", config=config) as db:
         store = store_of(db)
-        store.range_ids = RangeIDAllocator(take).allocate
+        store.range_ids = RangeIDAllocator(take, retry_after_s=0.0).allocate
         for i in range(40):
             db.put(b"row/%03d" % i, b"x" * 1000)
         wait_until(tried.is_set, what="the split queue to ask for an id")

@@ -18,6 +18,7 @@ from feedkv.testing.feed_validator import (
     Version,
     Violation,
     assert_valid,
+    check_resolved_feed,
 )
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -432,3 +433,29 @@ def test_random_clean_feeds_pass_and_a_dropped_value_is_found(seed: int) -> None
     assert contracts(violations) == [Contract.COMPLETENESS]
     assert violations[0].key == dropped.key
     assert f"at {dropped.ts} was never emitted" in violations[0].message
+
+
+class _History:
+    """What a store holds, as ``db.export`` gives it."""
+
+    def __init__(self, versions: Sequence[Version]) -> None:
+        self.versions = versions
+
+    def export(self, span: Span, lo: Timestamp, hi: Timestamp) -> list[Version]:
+        return [v for v in self.versions if span.contains_key(v.key) and lo < v.ts <= hi]
+
+
+def test_a_resolved_feed_is_checked_against_the_exported_history() -> None:
+    history = _History([Version(b"b", ts(11), b"1"), Version(b"c", ts(12), b"2")])
+    events = [val(b"b", 11, b"1"), val(b"c", 12, b"2"), cp(12)]
+    assert check_resolved_feed(events, history, SPAN, SINCE, ts(12)) == history.versions
+    with pytest.raises(AssertionError, match=r"broke 1 promise"):
+        check_resolved_feed(events[1:], history, SPAN, SINCE, ts(12))
+
+
+def test_a_feed_short_of_the_last_write_fails_the_check() -> None:
+    history = _History([Version(b"b", ts(11), b"1")])
+    with pytest.raises(AssertionError, match=r"did not resolve .* checkpoint of .* at 10"):
+        check_resolved_feed([cp(10)], history, SPAN, SINCE, ts(11))
+    with pytest.raises(AssertionError, match=r"its last event: none"):
+        check_resolved_feed([], history, SPAN, SINCE, ts(11))

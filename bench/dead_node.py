@@ -1,0 +1,158 @@
+"""`feedkv bench dead_node`: what a SIGKILLed node costs its clients and the cluster.
+
+Three ``feedkv start`` processes on loopback (secure, as started by default):
+
+- ``dial_dead_s``: a client that never dialled node n3 dials it after n3's SIGKILL;
+- ``connect_dead_first_s``: ``feedkv.connect`` with a URL that names the dead n3 first;
+- ``move_past_dead_s``: a client connected through n1 with the URL ``n1,n3,n2``: after
+  n1's SIGKILL too, its next call (the clock), which moves its gateway past the dead n3
+  to n2;
+- ``stop_s`` (a cluster of its own, ``--replicas 3``): SIGTERM to a node serving a
+  client's rangefeed and a peer's streams, until it exits;
+- ``split_counter_unavailable_s`` (three in-process nodes, ``replicas=3``): the range
+  holding the range-id counter split off, its lease on n2, then n2 and n3 stopped (no
+  quorum); n1 takes range ids as its splits would until one fails (``ids_first`` were
+  the ids it held): the time the failing one held its caller, the split queue.
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import feedkv
+from feedkv.errors import FeedKVError
+from feedkv.kv.dialer import ClusterDialer
+from feedkv.kv.range_id_alloc import BLOCK_SIZE, RANGE_IDS_KEY
+from feedkv.kv.store import StoreConfig
+from feedkv.server.cluster import ClusterConfig
+from feedkv.server.node import Node
+from feedkv.testing.cluster import LocalCluster
+from feedkv.testing.waiting import wait_until
+from feedkv.util.keys import Span
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, str]:
+    """Seconds ``fn()`` took, and what it raised (``""``: nothing)."""
+    started = time.monotonic()
+    outcome = ""
+    try:
+        fn()
+    except FeedKVError as exc:
+        outcome = f"{type(exc).__name__}: {str(exc)[:160]}"
+    return time.monotonic() - started, outcome
+
+
+def _url(cluster: LocalCluster, addresses: list[str]) -> str:
+    return f"feedkv://{','.join(addresses)}?certs_dir={cluster.certs_dir}"
+
+
+def dead_dials(base: Path) -> dict[str, Any]:
+    with LocalCluster(base, 3, rebalance_interval="0s") as cluster:
+        n1, n2, n3 = (cluster.address(i) for i in range(3))
+        client = cluster.connect(0)
+        cluster.kill(2)
+        dialer = client.transport
+        assert isinstance(dialer, ClusterDialer)
+        dial_s, dial_error = _timed(lambda: dialer.dial(3))
+        connect_s, _ = _timed(lambda: feedkv.connect(_url(cluster, [n3, n1, n2])).close())
+        mover = feedkv.connect(_url(cluster, [n1, n3, n2]))
+        cluster.kill(0)
+        move_s, move_error = _timed(mover.now)
+        mover.close()
+        client.close()
+    return {
+        "dial_dead_s": round(dial_s, 3),
+        "dial_dead_error": dial_error,
+        "connect_dead_first_s": round(connect_s, 3),
+        "move_past_dead_s": round(move_s, 3),
+        "move_error": move_error,
+    }
+
+
+def stop(base: Path) -> dict[str, Any]:
+    with (
+        LocalCluster(base, 3, "--replicas", "3", rebalance_interval="0s") as cluster,
+        cluster.connect(1) as db,
+    ):
+        db.put(b"stop/a", b"1")
+        with db.rangefeed([Span(b"stop/", b"stop0")], db.now()):
+            node = cluster.processes[1]
+            assert node is not None
+            started = time.monotonic()
+            code = node.terminate(timeout_s=120)
+            took = time.monotonic() - started
+            cluster.processes[1] = None
+    return {"stop_s": round(took, 3), "stop_exit_code": code}
+
+
+def split_counter_unavailable(base: Path) -> dict[str, Any]:
+    config = StoreConfig(sync=False)
+    replicated = ClusterConfig(replicas=3, rebalance_interval_s=0)
+    first = Node(
+        base / "n1", listen="127.0.0.1:0", join=[], config=config, cluster_config=replicated
+    )
+    nodes = [first]
+    try:
+        join = [first.url.removeprefix("feedkv://")]
+        for name in ("n2", "n3"):
+            nodes.append(
+                Node(
+                    base / name,
+                    listen="127.0.0.1:0",
+                    join=join,
+                    config=config,
+                    cluster_config=replicated,
+                )
+            )
+        with feedkv.connect(first.url) as db:
+            wait_until(
+                lambda: all(len(r.replicas) == 3 for r in db.ranges()),
+                timeout_s=120,
+                what="three replicas",
+            )
+            db.split(RANGE_IDS_KEY)
+            db.split(RANGE_IDS_KEY + b"\x00")
+            db.relocate(RANGE_IDS_KEY, 2)  # its lease to n2
+        for node in nodes[1:]:
+            node.stop(grace_s=0)  # the counter's range loses its quorum and its lease
+        member = first.cluster
+        assert member is not None
+        held = 0
+        while True:  # until the ids n1 holds run out
+            took, error = _timed(member.range_ids.allocate)
+            if error or held > 2 * BLOCK_SIZE:
+                break
+            held += 1
+    finally:
+        for node in nodes:
+            node.stop(grace_s=0)
+    return {"split_counter_unavailable_s": round(took, 3), "ids_first": held, "split_error": error}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="feedkv bench dead_node", description=__doc__)
+    parser.add_argument(
+        "--only", choices=["dials", "stop", "split"], help="one part (default: all)"
+    )
+    args = parser.parse_args(argv)
+    parts = {"dials": dead_dials, "stop": stop, "split": split_counter_unavailable}
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-dead-") as tmp:
+        for name, part in parts.items():
+            if args.only in (None, name):
+                result.update(part(Path(tmp) / name))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -222,11 +222,11 @@ class SQLSession(Protocol):
 
 SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new session
 
-# Statements whose result's shape is known only from their rows, and which only read:
-# describing one as a prepared statement runs it.
 # The statements an implicit transaction of the extended protocol runs (see
 # Connection._join_implicit): those that read or write rows.
 _IMPLICIT = st.Insert | st.Update | st.Delete | st.Select | st.SetOperation | st.Values
+# Statements whose result's shape is known only from their rows, and which only read:
+# describing one as a prepared statement runs it.
 _SHOWS = (
     st.ShowTables
     | st.ShowDatabases
@@ -1233,14 +1233,18 @@ class Connection:
 
     def _join_implicit(self, statement: st.Statement | None, out: bytearray) -> None:
         """Before ``statement`` runs at an Execute: it joins the implicit transaction
-        when it reads or writes rows (any other statement ends the transaction first and
-        runs as it would alone). Outside a transaction, one begins unless the Sync that
-        ends this Execute's batch is already here with no other Execute before it:
-        the Executes of one batch (asyncpg's executemany, a JDBC batch, a psycopg
-        pipeline) take effect all or none, in one commit, as in PostgreSQL. A statement
-        sent alone with its Sync, the common case, still runs in a transaction of its
-        own that is retried on conflicts."""
+        when it reads or writes rows; a COMMIT or ROLLBACK ends it, as in PostgreSQL
+        (the writes before a ROLLBACK are undone, not committed); any other statement
+        ends it first, committing, and runs as it would alone. Outside a transaction,
+        one begins unless the Sync that ends this Execute's batch is already here with
+        no other Execute before it: the Executes of one batch (asyncpg's executemany, a
+        JDBC batch, a psycopg pipeline) take effect all or none, in one commit, as in
+        PostgreSQL. A statement sent alone with its Sync, the common case, still runs in
+        a transaction of its own that is retried on conflicts."""
         rows = isinstance(statement, _IMPLICIT)
+        if self._implicit and isinstance(statement, st.Commit | st.Rollback):
+            self._implicit = False  # NB: the statement ends the transaction itself
+            return
         if self._implicit and not rows:
             self._end_implicit(out)
         if self._implicit or not rows or self._sql.in_transaction:

@@ -182,6 +182,21 @@ def test_the_executes_before_a_sync_are_one_transaction(wire: Wire) -> None:
     assert other.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TDDCZ"
 
 
+def test_a_rollback_in_a_batch_rolls_back_the_executes_before_it(wire: Wire) -> None:
+    """As PostgreSQL: a ROLLBACK sent in a batch ends its implicit transaction by
+    rolling it back, so the writes before it are undone rather than committed; a
+    COMMIT commits them."""
+    insert = parse("ins", "INSERT INTO t VALUES ($1, $2)")
+    row = bind("", "ins", [b"7", b"v"]) + execute()
+    rollback = parse("", "ROLLBACK") + bind("", "", []) + execute()
+    wire.send(insert, SYNC)
+    assert wire.kinds(row, rollback, SYNC) == b"2C12CZ"
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 7")) == b"TCZ"
+    commit = parse("", "COMMIT") + bind("", "", []) + execute()
+    assert wire.kinds(row, commit, SYNC) == b"2C12CZ"
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 7")) == b"TDCZ"
+
+
 def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:
     answers = wire.send(
         parse("ins", "INSERT INTO t VALUES ($1, $2)", [OID.INT8]), describe("S", "ins"), SYNC

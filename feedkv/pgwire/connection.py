@@ -874,7 +874,7 @@ class Connection:
         if len(values) != len(oids):
             raise SQLError(
                 "42601",
-                f'wrong number of parameters for prepared statement "{statement.name}"; '
+                f'wrong number of parameters for prepared statement "{statement.name}": '
                 f"expected {len(oids)}, got {len(values)}",
             )
         with statement_zone(self._zone()):

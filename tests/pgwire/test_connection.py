@@ -197,6 +197,18 @@ def test_a_rollback_in_a_batch_rolls_back_the_executes_before_it(wire: Wire) -> 
     assert wire.kinds(query("SELECT * FROM t WHERE id = 7")) == b"TDCZ"
 
 
+def test_a_begin_in_a_batch_makes_its_implicit_transaction_explicit(wire: Wire) -> None:
+    """As PostgreSQL and CockroachDB: the writes sent before a BEGIN in one batch are
+    part of the transaction it opens, so a ROLLBACK undoes them too."""
+    insert = parse("ins", "INSERT INTO t VALUES ($1, $2)")
+    wire.send(insert, SYNC)
+    begin, rollback = (parse("", s) + bind("", "", []) + execute() for s in ("BEGIN", "ROLLBACK"))
+    rows = [bind("", "ins", [str(k).encode(), b"v"]) + execute() for k in (7, 8)]
+    assert wire.kinds(rows[0], begin, rows[1], SYNC) == b"2C12C2CZ"
+    assert wire.send(rollback, SYNC)[-1] == (b"Z", b"I")
+    assert wire.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TCZ"
+
+
 def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:
     answers = wire.send(
         parse("ins", "INSERT INTO t VALUES ($1, $2)", [OID.INT8]), describe("S", "ins"), SYNC

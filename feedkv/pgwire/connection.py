@@ -1244,7 +1244,9 @@ class Connection:
         PostgreSQL. A statement sent alone with its Sync, the common case, still runs in
         a transaction of its own that is retried on conflicts."""
         statement = portal.prepared.statement
-        rows = isinstance(statement, _IMPLICIT)
+        # NB: a read AS OF SYSTEM TIME runs outside any transaction, as it would alone
+        historical = isinstance(statement, st.Select) and statement.as_of is not None
+        rows = isinstance(statement, _IMPLICIT) and not historical
         if self._implicit and isinstance(statement, st.Commit | st.Rollback):
             self._implicit = False  # NB: the statement ends the transaction itself
             return

@@ -209,6 +209,22 @@ def test_a_begin_in_a_batch_makes_its_implicit_transaction_explicit(wire: Wire) 
     assert wire.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TCZ"
 
 
+def test_reads_as_of_system_time_in_one_batch_each_run_outside_a_transaction(
+    wire: Wire,
+) -> None:
+    """A batch of historical reads answers each, as the same statements sent in one
+    simple query do: they join no implicit transaction (inside one, AS OF SYSTEM TIME
+    is refused)."""
+    read = parse("", "SELECT id FROM t AS OF SYSTEM TIME '-1us'") + bind("", "", []) + execute()
+    write = bind("", "ins", [b"9", b"v"]) + execute()
+    wire.send(parse("ins", "INSERT INTO t VALUES ($1, $2)"), SYNC)
+    for batch in ((read, read), (write, read)):
+        kinds = wire.kinds(*batch, SYNC)
+        # NB: the rows a read finds depend on the clock; that each is answered does not
+        assert b"E" not in kinds and kinds.count(b"C") == 2 and kinds.endswith(b"Z")
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 9")) == b"TDCZ"  # committed
+
+
 def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:
     answers = wire.send(
         parse("ins", "INSERT INTO t VALUES ($1, $2)", [OID.INT8]), describe("S", "ins"), SYNC

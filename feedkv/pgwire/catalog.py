@@ -941,11 +941,11 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     """``text`` translated (parsed, rewritten and written by sqlglot, which costs
     tens of milliseconds): kept per text, as tools send the same few queries again
     (asyncpg its type introspection at each connection's first array)."""
-    empty = _empty_answer(_parse(text))
+    tree = _parse(text)
+    empty = _empty_answer(tree)
     if empty is not None:
         return _Translated(tuple(empty), "", frozenset(), "", frozenset())
     values = {"database": database, "user": user, "version": version}
-    tree = _parse(text)
     booleans = set()
     if isinstance(tree, exp.Select):
         for n, e in enumerate(tree.expressions):

@@ -223,11 +223,11 @@ class SQLSession(Protocol):
 
 SessionFactory = Callable[[str, str], SQLSession]  # (user, database) -> a new session
 
-# Statements whose result's shape is known only from their rows, and which only read:
-# describing one as a prepared statement runs it.
 # The statements an implicit transaction of the extended protocol runs (see
 # Connection._join_implicit): those that read or write rows.
 _IMPLICIT = st.Insert | st.Update | st.Delete | st.Select | st.SetOperation | st.Values
+# Statements whose result's shape is known only from their rows, and which only read:
+# describing one as a prepared statement runs it.
 _SHOWS = (
     st.ShowTables
     | st.ShowDatabases
@@ -875,7 +875,7 @@ class Connection:
         if len(values) != len(oids):
             raise SQLError(
                 "42601",
-                f'wrong number of parameters for prepared statement "{statement.name}"; '
+                f'wrong number of parameters for prepared statement "{statement.name}": '
                 f"expected {len(oids)}, got {len(values)}",
             )
         with statement_zone(self._zone()):
@@ -1205,7 +1205,7 @@ class Connection:
     def _execute(self, message: m.Execute, out: bytearray) -> None:
         portal = self._portal(message.portal)
         if portal.result is None:
-            self._join_implicit(portal.prepared.statement, out)
+            self._join_implicit(portal, out)
         result = self._run(portal)
         if portal.prepared.statement is None and not portal.prepared.catalog:
             out += m.empty_query_response()
@@ -1232,16 +1232,29 @@ class Connection:
             self._report_time_zone(out)
             out += m.command_complete(result.tag)
 
-    def _join_implicit(self, statement: st.Statement | None, out: bytearray) -> None:
-        """Before ``statement`` runs at an Execute: it joins the implicit transaction
-        when it reads or writes rows (any other statement ends the transaction first and
-        runs as it would alone). Outside a transaction, one begins unless the Sync that
-        ends this Execute's batch is already here with no other Execute before it:
-        the Executes of one batch (asyncpg's executemany, a JDBC batch, a psycopg
-        pipeline) take effect all or none, in one commit, as in PostgreSQL. A statement
-        sent alone with its Sync, the common case, still runs in a transaction of its
-        own that is retried on conflicts."""
-        rows = isinstance(statement, _IMPLICIT)
+    def _join_implicit(self, portal: _Portal, out: bytearray) -> None:
+        """Before ``portal``'s statement runs at an Execute: it joins the implicit
+        transaction when it reads or writes rows; a COMMIT or ROLLBACK ends it, as in
+        PostgreSQL (the writes before a ROLLBACK are undone, not committed), and a plain
+        BEGIN makes it explicit, answered without running (the writes before it are
+        then the explicit transaction's, as in PostgreSQL and CockroachDB); any other
+        statement ends it first, committing, and runs as it would alone. Outside a transaction,
+        one begins unless the Sync that ends this Execute's batch is already here with
+        no other Execute before it: the Executes of one batch (asyncpg's executemany, a
+        JDBC batch, a psycopg pipeline) take effect all or none, in one commit, as in
+        PostgreSQL. A statement sent alone with its Sync, the common case, still runs in
+        a transaction of its own that is retried on conflicts."""
+        statement = portal.prepared.statement
+        # NB: a read AS OF SYSTEM TIME runs outside any transaction, as it would alone
+        historical = isinstance(statement, st.Select) and statement.as_of is not None
+        rows = isinstance(statement, _IMPLICIT) and not historical
+        if self._implicit and isinstance(statement, st.Commit | st.Rollback):
+            self._implicit = False  # NB: the statement ends the transaction itself
+            return
+        if self._implicit and _is_plain_begin(statement):
+            self._implicit = False
+            portal.result = Result(tag="BEGIN")
+            return
         if self._implicit and not rows:
             self._end_implicit(out)
         if self._implicit or not rows or self._sql.in_transaction:
@@ -1341,6 +1354,13 @@ def _typed(oids: tuple[int, ...], types: Sequence[ColumnType | None]) -> tuple[i
 
 def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
     return [type_of_param(oid) for oid in oids]
+
+
+def _is_plain_begin(statement: st.Statement | None) -> bool:
+    """Whether ``statement`` is a BEGIN with no transaction modes."""
+    return isinstance(statement, st.Begin) and (
+        statement.priority is None and statement.isolation is None and statement.read_only is None
+    )
 
 
 def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:

@@ -324,20 +324,7 @@ class TableCopy:
             tables = [pa.concat_tables([mine.table, theirs.table]).take(order)]
             if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
                 return None  # a key in both
-        table = pa.concat_tables(tables)
-        table = table.set_column(
-            table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(keys)), pa.int64())
-        )
-        return TableCopy(
-            other.table_id,
-            other.version,
-            other.as_of,
-            table,
-            keys,
-            _keys_size(keys),
-            {},
-            frozenset(),
-        )
+        return _numbered(other, pa.concat_tables(tables), keys)
 
     def compacted(self) -> TableCopy:
         """The copy without its dead rows, in key order, numbered anew."""
@@ -348,13 +335,20 @@ class TableCopy:
         live += self.added.items()
         live.sort()
         table = self.table.take(pa.array([n for _key, n in live], pa.int64()))
-        table = table.set_column(
-            table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(live)), pa.int64())
-        )
-        keys = [key for key, _n in live]
-        return TableCopy(
-            self.table_id, self.version, self.as_of, table, keys, _keys_size(keys), {}, frozenset()
-        )
+        return _numbered(self, table, [key for key, _n in live])
+
+
+def _numbered(like: TableCopy, table: pa.Table, keys: list[bytes]) -> TableCopy:
+    """A copy of ``like``'s table version as of its ``as_of`` holding ``table``, whose
+    rows are those of ``keys`` in their order, numbered anew (as a scan numbers them)."""
+    import pyarrow as pa
+
+    table = table.set_column(
+        table.schema.get_field_index(_ROW), _ROW, pa.array(range(len(keys)), pa.int64())
+    )
+    return TableCopy(
+        like.table_id, like.version, like.as_of, table, keys, _keys_size(keys), {}, frozenset()
+    )
 
 
 def _appended(table: pa.Table, scanned: int, appended: pa.Table) -> pa.Table:

@@ -98,18 +98,13 @@ def describe(
     columns: tuple[Column, ...] | None
     if isinstance(statement, _ROWLESS):
         columns = ()
-    elif isinstance(statement, st.Select | st.SetOperation | st.Values | st.Insert | st.Update):
+    elif isinstance(statement, st.Query | st.Insert | st.Update | st.Delete):
         try:
             columns = (
                 _mutation(statement, resolve, database, params)
-                if isinstance(statement, st.Insert | st.Update)
+                if isinstance(statement, st.Insert | st.Update | st.Delete)
                 else _query_columns(statement, resolve, database, params, {})
             )
-        except _Undescribed:
-            columns = None  # known once it runs, from its values
-    elif isinstance(statement, st.Delete):
-        try:
-            columns = _mutation(statement, resolve, database, params)
         except _Undescribed:
             columns = None  # known once it runs, from its values
     elif isinstance(statement, st.SessionVariable):

@@ -182,6 +182,49 @@ def test_the_executes_before_a_sync_are_one_transaction(wire: Wire) -> None:
     assert other.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TDDCZ"
 
 
+def test_a_rollback_in_a_batch_rolls_back_the_executes_before_it(wire: Wire) -> None:
+    """As PostgreSQL: a ROLLBACK sent in a batch ends its implicit transaction by
+    rolling it back, so the writes before it are undone rather than committed; a
+    COMMIT commits them."""
+    insert = parse("ins", "INSERT INTO t VALUES ($1, $2)")
+    row = bind("", "ins", [b"7", b"v"]) + execute()
+    rollback = parse("", "ROLLBACK") + bind("", "", []) + execute()
+    wire.send(insert, SYNC)
+    assert wire.kinds(row, rollback, SYNC) == b"2C12CZ"
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 7")) == b"TCZ"
+    commit = parse("", "COMMIT") + bind("", "", []) + execute()
+    assert wire.kinds(row, commit, SYNC) == b"2C12CZ"
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 7")) == b"TDCZ"
+
+
+def test_a_begin_in_a_batch_makes_its_implicit_transaction_explicit(wire: Wire) -> None:
+    """As PostgreSQL and CockroachDB: the writes sent before a BEGIN in one batch are
+    part of the transaction it opens, so a ROLLBACK undoes them too."""
+    insert = parse("ins", "INSERT INTO t VALUES ($1, $2)")
+    wire.send(insert, SYNC)
+    begin, rollback = (parse("", s) + bind("", "", []) + execute() for s in ("BEGIN", "ROLLBACK"))
+    rows = [bind("", "ins", [str(k).encode(), b"v"]) + execute() for k in (7, 8)]
+    assert wire.kinds(rows[0], begin, rows[1], SYNC) == b"2C12C2CZ"
+    assert wire.send(rollback, SYNC)[-1] == (b"Z", b"I")
+    assert wire.kinds(query("SELECT * FROM t WHERE id > 3")) == b"TCZ"
+
+
+def test_reads_as_of_system_time_in_one_batch_each_run_outside_a_transaction(
+    wire: Wire,
+) -> None:
+    """A batch of historical reads answers each, as the same statements sent in one
+    simple query do: they join no implicit transaction (inside one, AS OF SYSTEM TIME
+    is refused)."""
+    read = parse("", "SELECT id FROM t AS OF SYSTEM TIME '-1us'") + bind("", "", []) + execute()
+    write = bind("", "ins", [b"9", b"v"]) + execute()
+    wire.send(parse("ins", "INSERT INTO t VALUES ($1, $2)"), SYNC)
+    for batch in ((read, read), (write, read)):
+        kinds = wire.kinds(*batch, SYNC)
+        # NB: the rows a read finds depend on the clock; that each is answered does not
+        assert b"E" not in kinds and kinds.count(b"C") == 2 and kinds.endswith(b"Z")
+    assert wire.kinds(query("SELECT * FROM t WHERE id = 9")) == b"TDCZ"  # committed
+
+
 def test_describe_statement_gives_parameter_types_and_no_data_for_a_write(wire: Wire) -> None:
     answers = wire.send(
         parse("ins", "INSERT INTO t VALUES ($1, $2)", [OID.INT8]), describe("S", "ins"), SYNC

@@ -62,6 +62,15 @@ def test_bad_prepares_and_executes_fail_clearly(
     assert names == ["q"]  # the failure made no statement
 
 
+def test_a_wrong_count_of_values_is_worded_as_cockroachdb(conn: psycopg.Connection) -> None:
+    conn.execute("PREPARE ins (int8, text) AS INSERT INTO t VALUES ($1, $2)")
+    with pytest.raises(psycopg.Error) as caught:
+        conn.execute("EXECUTE ins (1)")
+    assert caught.value.diag.message_primary == (
+        'wrong number of parameters for prepared statement "ins": expected 2, got 1'
+    )
+
+
 def test_pg_prepared_statements_lists_sql_and_protocol_statements(
     conn: psycopg.Connection,
 ) -> None:

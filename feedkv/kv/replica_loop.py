@@ -296,6 +296,8 @@ class ReplicaLoop:
         )
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
         self._writing: _Write | None = None
+        # node id -> the messages of this turn for it (sent once, at the turn's end)
+        self._outbox: dict[int, list[tuple[int, bytes]]] = {}
 
     def add(
         self,
@@ -570,6 +572,7 @@ class ReplicaLoop:
                 replica.confirm_reads()
             try:
                 self._handle_readies()
+                self._flush()
             except FeedKVError:
                 log.exception("node %d: the replica loop failed; it stops", self.node_id)
                 self._stopped.set()
@@ -828,11 +831,9 @@ class ReplicaLoop:
                 readies.append((replica, ready))
         if not readies:
             return
-        early: dict[int, list[tuple[int, bytes]]] = {}
         for replica, ready in readies:
-            _post(early, replica, ready.early_messages)
+            _post(self._outbox, replica, ready.early_messages)
             replica.acknowledge(ready)
-        self._flush(early)  # NB: the followers write while this store does
         if not any(ready.must_sync or ready.committed_entries for _, ready in readies):
             self._finish(readies, [])  # heartbeats and their answers alone: nothing to write
             return
@@ -852,6 +853,7 @@ class ReplicaLoop:
                         self._on_apply(replica.range_id, entries)
 
         done = self.engine.submit(stage, hand_over)
+        self._flush()  # NB: the followers write while this store does
         if any(_changes_raft_state(ready) for _, ready in readies):
             self._finish(readies, done.result())
             return
@@ -861,17 +863,15 @@ class ReplicaLoop:
     def _send_early(self, writing: _Write) -> None:
         """Send the appends and heartbeats made since the write in flight was staged."""
         taken = {replica.range_id: len(ready.messages) for replica, ready in writing.readies}
-        outbox: dict[int, list[tuple[int, bytes]]] = {}
         for replica in list(self._replicas.values()):
             early = replica.raft.take_early_messages(taken.get(replica.range_id, 0))
-            _post(outbox, replica, early)
-        self._flush(outbox)
+            _post(self._outbox, replica, early)
 
     def _finish(
         self, readies: list[tuple[Replica, Ready]], applied: list[list[AppliedEntry]]
     ) -> None:
-        """Phase 2 of the Readies of a turn, once their write is durable."""
-        outbox: dict[int, list[tuple[int, bytes]]] = {}
+        """Phase 2 of the Readies of a turn, once their write is durable; the messages
+        it releases go with the turn's others."""
         for replica, ready in readies:
             if self._replicas.get(replica.range_id) is not replica:
                 continue  # removed or merged away while its write was in flight
@@ -882,7 +882,7 @@ class ReplicaLoop:
                 self._release_spooled(replica.range_id)  # installed, durably
             if _changes_raft_state(ready):
                 self._refresh(replica)
-            _post(outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
+            _post(self._outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
             for m in late:
                 if m.type is MessageType.SNAP:
                     self._snapshots.put((replica, m))
@@ -892,7 +892,6 @@ class ReplicaLoop:
                 for _, right in entry.effects.merges:
                     self._end_merged(right)
         self._settle_changes()
-        self._flush(outbox)
 
     def _send_snapshots(self) -> None:
         """Stream each snapshot off the loop (a large range takes long to read and
@@ -943,7 +942,9 @@ class ReplicaLoop:
         if replica is not None:
             replica.close()
 
-    def _flush(self, outbox: dict[int, list[tuple[int, bytes]]]) -> None:
+    def _flush(self) -> None:
+        """Send what the turn gathered so far: one batch per node."""
+        outbox, self._outbox = self._outbox, {}
         for node, batch in outbox.items():
             self._send(node, batch)
 

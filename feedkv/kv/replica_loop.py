@@ -71,6 +71,7 @@ at once that it failed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import queue
@@ -552,12 +553,19 @@ class ReplicaLoop:
                 item = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 item = None
+            evaluations: list[_Proposal | _Reading] = []
             while item is not None:
-                self._take(item)
+                if isinstance(item, _Proposal | _Reading):
+                    evaluations.append(item)
+                else:
+                    self._evaluate(evaluations)  # NB: in order with what came between
+                    evaluations = []
+                    self._take(item)
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:
                     item = None
+            self._evaluate(evaluations)
             if self._stopped.is_set():
                 return
             replicas = list(self._replicas.values())  # NB: a split adds one off the loop
@@ -580,11 +588,8 @@ class ReplicaLoop:
     def _take(self, item: _Item) -> None:
         if isinstance(item, _Written):
             return  # the turn finishes the write
-        if isinstance(item, _Proposal):
-            self._propose(item)
-            return
-        if isinstance(item, _Reading):
-            self._read(item)
+        if isinstance(item, _Proposal | _Reading):
+            self._evaluate([item])
             return
         if isinstance(item, _Change):
             self._change(item)
@@ -782,31 +787,39 @@ class ReplicaLoop:
             else:
                 self._changes.append((replica, item, index))
 
-    def _propose(self, proposal: _Proposal) -> None:
-        replica = self._replicas.get(proposal.range_id)
-        if replica is None:
-            proposal.done.set_exception(RangeNotFoundError(proposal.range_id))
-            return
-        try:
-            inner = self.engine.read_now(
-                lambda applied: replica.propose(applied, proposal.evaluate)
-            )
-        except Exception as exc:  # evaluation's errors are the caller's answer
-            proposal.done.set_exception(exc)
-            return
-        inner.add_done_callback(lambda: _relay(inner, proposal.done))
+    def _evaluate(self, items: list[_Proposal | _Reading]) -> None:
+        """Evaluate the proposals and reads taken in a row, in order, in one read of the
+        engine (one wait for ``eval_lock``, one transaction, not one each). One that
+        fails gets its error, and those after it are evaluated in a new read."""
+        start = 0
+        while start < len(items):
+            position = [start]
 
-    def _read(self, reading: _Reading) -> None:
-        replica = self._replicas.get(reading.range_id)
+            def run(applied: ReadWriter, position: list[int] = position) -> None:
+                for item in items[position[0] :]:
+                    self._evaluate_one(applied, item)
+                    position[0] += 1
+
+            try:
+                self.engine.read_now(run)
+                return
+            except Exception as exc:  # evaluation's errors are the caller's answer
+                if position[0] == len(items):
+                    raise
+                items[position[0]].done.set_exception(exc)
+                start = position[0] + 1
+
+    def _evaluate_one(self, applied: ReadWriter, item: _Proposal | _Reading) -> None:
+        replica = self._replicas.get(item.range_id)
         if replica is None:
-            reading.done.set_exception(RangeNotFoundError(reading.range_id))
+            item.done.set_exception(RangeNotFoundError(item.range_id))
             return
-        try:
-            inner = self.engine.read_now(lambda applied: replica.read(applied, reading.evaluate))
-        except Exception as exc:  # evaluation's errors are the caller's answer
-            reading.done.set_exception(exc)
-            return
-        inner.add_done_callback(lambda: _relay(inner, reading.done))
+        inner: Completion[Any]
+        if isinstance(item, _Proposal):
+            inner = replica.propose(applied, item.evaluate)
+        else:
+            inner = replica.read(applied, item.evaluate)
+        inner.add_done_callback(functools.partial(_relay, inner, item.done))
 
     def _handle_readies(self) -> None:
         """Finish the write in flight once the engine made it durable, then stage the

@@ -5,7 +5,8 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
 
 1. takes everything waiting in its inbox, in arrival order: Raft messages from other
    nodes (stepped into their range's replica) and proposals (evaluated on the lease
-   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
+   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`; the
+   proposals and reads that came in a row are evaluated in one read of the engine);
 2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
    ``election_tick`` ticks), telling it how many fell due: a leader's count of them
    never falls behind real time by more than a tick when it decides whether it holds
@@ -19,7 +20,9 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
    store hands a command's ops to its observers), finishes each (``staged``), notes
    which ranges' leases it holds now (:meth:`ReplicaLoop.holds_lease`), and sends the
    messages, batched per destination node: one ``send(node, batch)`` call per node and
-   turn, however many ranges talk to it.
+   turn, however many ranges talk to it (the turn's early messages leave as its write
+   is submitted; each request on a Raft stream costs several thread hand-offs on both
+   nodes, much more than the messages it carries).
 
 Evaluation runs under the engine's ``eval_lock``
 (:meth:`~feedkv.storage.engine.Engine.read_now`), so it never runs beside a command the

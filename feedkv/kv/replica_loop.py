@@ -5,7 +5,8 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
 
 1. takes everything waiting in its inbox, in arrival order: Raft messages from other
    nodes (stepped into their range's replica) and proposals (evaluated on the lease
-   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`);
+   holder over the applied state, see :meth:`~feedkv.kv.replica.Replica.propose`; the
+   proposals and reads that came in a row are evaluated in one read of the engine);
 2. ticks every replica when a tick is due (``tick_s``; a Raft election timeout is
    ``election_tick`` ticks), telling it how many fell due: a leader's count of them
    never falls behind real time by more than a tick when it decides whether it holds
@@ -19,7 +20,9 @@ store owns every replica of the store. Each turn of :class:`ReplicaLoop`:
    store hands a command's ops to its observers), finishes each (``staged``), notes
    which ranges' leases it holds now (:meth:`ReplicaLoop.holds_lease`), and sends the
    messages, batched per destination node: one ``send(node, batch)`` call per node and
-   turn, however many ranges talk to it.
+   turn, however many ranges talk to it (the turn's early messages leave as its write
+   is submitted; each request on a Raft stream costs several thread hand-offs on both
+   nodes, much more than the messages it carries).
 
 Evaluation runs under the engine's ``eval_lock``
 (:meth:`~feedkv.storage.engine.Engine.read_now`), so it never runs beside a command the
@@ -71,6 +74,7 @@ at once that it failed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import queue
@@ -296,6 +300,8 @@ class ReplicaLoop:
         )
         self._lock = threading.Lock()  # guards _replicas against readers off the loop
         self._writing: _Write | None = None
+        # node id -> the messages of this turn for it (sent once, at the turn's end)
+        self._outbox: dict[int, list[tuple[int, bytes]]] = {}
 
     def add(
         self,
@@ -550,12 +556,19 @@ class ReplicaLoop:
                 item = self._inbox.get(timeout=timeout)
             except queue.Empty:
                 item = None
+            evaluations: list[_Proposal | _Reading] = []
             while item is not None:
-                self._take(item)
+                if isinstance(item, _Proposal | _Reading):
+                    evaluations.append(item)
+                else:
+                    self._evaluate(evaluations)  # NB: in order with what came between
+                    evaluations = []
+                    self._take(item)
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:
                     item = None
+            self._evaluate(evaluations)
             if self._stopped.is_set():
                 return
             replicas = list(self._replicas.values())  # NB: a split adds one off the loop
@@ -570,6 +583,7 @@ class ReplicaLoop:
                 replica.confirm_reads()
             try:
                 self._handle_readies()
+                self._flush()
             except FeedKVError:
                 log.exception("node %d: the replica loop failed; it stops", self.node_id)
                 self._stopped.set()
@@ -577,11 +591,8 @@ class ReplicaLoop:
     def _take(self, item: _Item) -> None:
         if isinstance(item, _Written):
             return  # the turn finishes the write
-        if isinstance(item, _Proposal):
-            self._propose(item)
-            return
-        if isinstance(item, _Reading):
-            self._read(item)
+        if isinstance(item, _Proposal | _Reading):
+            self._evaluate([item])
             return
         if isinstance(item, _Change):
             self._change(item)
@@ -779,31 +790,39 @@ class ReplicaLoop:
             else:
                 self._changes.append((replica, item, index))
 
-    def _propose(self, proposal: _Proposal) -> None:
-        replica = self._replicas.get(proposal.range_id)
-        if replica is None:
-            proposal.done.set_exception(RangeNotFoundError(proposal.range_id))
-            return
-        try:
-            inner = self.engine.read_now(
-                lambda applied: replica.propose(applied, proposal.evaluate)
-            )
-        except Exception as exc:  # evaluation's errors are the caller's answer
-            proposal.done.set_exception(exc)
-            return
-        inner.add_done_callback(lambda: _relay(inner, proposal.done))
+    def _evaluate(self, items: list[_Proposal | _Reading]) -> None:
+        """Evaluate the proposals and reads taken in a row, in order, in one read of the
+        engine (one wait for ``eval_lock``, one transaction, not one each). One that
+        fails gets its error, and those after it are evaluated in a new read."""
+        start = 0
+        while start < len(items):
+            position = [start]
 
-    def _read(self, reading: _Reading) -> None:
-        replica = self._replicas.get(reading.range_id)
+            def run(applied: ReadWriter, position: list[int] = position) -> None:
+                for item in items[position[0] :]:
+                    self._evaluate_one(applied, item)
+                    position[0] += 1
+
+            try:
+                self.engine.read_now(run)
+                return
+            except Exception as exc:  # evaluation's errors are the caller's answer
+                if position[0] == len(items):
+                    raise
+                items[position[0]].done.set_exception(exc)
+                start = position[0] + 1
+
+    def _evaluate_one(self, applied: ReadWriter, item: _Proposal | _Reading) -> None:
+        replica = self._replicas.get(item.range_id)
         if replica is None:
-            reading.done.set_exception(RangeNotFoundError(reading.range_id))
+            item.done.set_exception(RangeNotFoundError(item.range_id))
             return
-        try:
-            inner = self.engine.read_now(lambda applied: replica.read(applied, reading.evaluate))
-        except Exception as exc:  # evaluation's errors are the caller's answer
-            reading.done.set_exception(exc)
-            return
-        inner.add_done_callback(lambda: _relay(inner, reading.done))
+        inner: Completion[Any]
+        if isinstance(item, _Proposal):
+            inner = replica.propose(applied, item.evaluate)
+        else:
+            inner = replica.read(applied, item.evaluate)
+        inner.add_done_callback(functools.partial(_relay, inner, item.done))
 
     def _handle_readies(self) -> None:
         """Finish the write in flight once the engine made it durable, then stage the
@@ -828,11 +847,9 @@ class ReplicaLoop:
                 readies.append((replica, ready))
         if not readies:
             return
-        early: dict[int, list[tuple[int, bytes]]] = {}
         for replica, ready in readies:
-            _post(early, replica, ready.early_messages)
+            _post(self._outbox, replica, ready.early_messages)
             replica.acknowledge(ready)
-        self._flush(early)  # NB: the followers write while this store does
         if not any(ready.must_sync or ready.committed_entries for _, ready in readies):
             self._finish(readies, [])  # heartbeats and their answers alone: nothing to write
             return
@@ -852,6 +869,7 @@ class ReplicaLoop:
                         self._on_apply(replica.range_id, entries)
 
         done = self.engine.submit(stage, hand_over)
+        self._flush()  # NB: the followers write while this store does
         if any(_changes_raft_state(ready) for _, ready in readies):
             self._finish(readies, done.result())
             return
@@ -861,17 +879,15 @@ class ReplicaLoop:
     def _send_early(self, writing: _Write) -> None:
         """Send the appends and heartbeats made since the write in flight was staged."""
         taken = {replica.range_id: len(ready.messages) for replica, ready in writing.readies}
-        outbox: dict[int, list[tuple[int, bytes]]] = {}
         for replica in list(self._replicas.values()):
             early = replica.raft.take_early_messages(taken.get(replica.range_id, 0))
-            _post(outbox, replica, early)
-        self._flush(outbox)
+            _post(self._outbox, replica, early)
 
     def _finish(
         self, readies: list[tuple[Replica, Ready]], applied: list[list[AppliedEntry]]
     ) -> None:
-        """Phase 2 of the Readies of a turn, once their write is durable."""
-        outbox: dict[int, list[tuple[int, bytes]]] = {}
+        """Phase 2 of the Readies of a turn, once their write is durable; the messages
+        it releases go with the turn's others."""
         for replica, ready in readies:
             if self._replicas.get(replica.range_id) is not replica:
                 continue  # removed or merged away while its write was in flight
@@ -882,7 +898,7 @@ class ReplicaLoop:
                 self._release_spooled(replica.range_id)  # installed, durably
             if _changes_raft_state(ready):
                 self._refresh(replica)
-            _post(outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
+            _post(self._outbox, replica, [m for m in late if m.type is not MessageType.SNAP])
             for m in late:
                 if m.type is MessageType.SNAP:
                     self._snapshots.put((replica, m))
@@ -892,7 +908,6 @@ class ReplicaLoop:
                 for _, right in entry.effects.merges:
                     self._end_merged(right)
         self._settle_changes()
-        self._flush(outbox)
 
     def _send_snapshots(self) -> None:
         """Stream each snapshot off the loop (a large range takes long to read and
@@ -943,7 +958,9 @@ class ReplicaLoop:
         if replica is not None:
             replica.close()
 
-    def _flush(self, outbox: dict[int, list[tuple[int, bytes]]]) -> None:
+    def _flush(self) -> None:
+        """Send what the turn gathered so far: one batch per node."""
+        outbox, self._outbox = self._outbox, {}
         for node, batch in outbox.items():
             self._send(node, batch)
 

@@ -8,8 +8,10 @@ engine, it catches up.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,15 +38,25 @@ RANGES = (1, 2)
 DEADLINE_S = 30.0
 
 
+class CountingEngine(LMDBEngine):
+    """An engine that counts the reads run on their caller's thread."""
+
+    reads_now = 0
+
+    def read_now(self, fn: Callable[[ReadWriter], Any]) -> Any:
+        self.reads_now += 1
+        return super().read_now(fn)
+
+
 class Cluster:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.engines: dict[int, LMDBEngine] = {}
+        self.engines: dict[int, CountingEngine] = {}
         self.loops: dict[int, ReplicaLoop] = {}
         self.applied_ops: dict[int, dict[int, list[LogicalOp]]] = {n: {} for n in NODES}
         self.clock = 0
         for node in NODES:
-            engine = LMDBEngine(
+            engine = CountingEngine(
                 directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
             )
             for range_id in RANGES:
@@ -175,3 +187,37 @@ def test_a_stopped_loop_refuses_proposals(cluster: Cluster) -> None:
     cluster.stop(1)
     done = loop.propose(1, lambda rw: (None, Effects()))
     assert isinstance(done.exception(timeout=DEADLINE_S), NodeUnavailableError)
+
+
+def test_proposals_waiting_together_are_evaluated_in_order_in_one_read(cluster: Cluster) -> None:
+    leader = cluster.write(1, b"first", b"1")
+    loop, engine = cluster.loops[leader], cluster.engines[leader]
+    entered, release = threading.Event(), threading.Event()
+
+    def blocker(rw: ReadWriter) -> tuple[None, Effects]:
+        entered.set()
+        release.wait(DEADLINE_S)
+        return None, Effects()
+
+    def count(i: int) -> Callable[[ReadWriter], tuple[int, Effects]]:
+        def evaluate(rw: ReadWriter) -> tuple[int, Effects]:
+            if i == 2:
+                raise ValueError("the third fails")
+            held = mvcc.get(rw, b"counter", Timestamp(1000 + i))
+            seen = 0 if held is None else int(held.value)
+            return seen, Effects(tuple(mvcc.put(rw, b"counter", Timestamp(1000 + i), b"%d" % i)))
+
+        return evaluate
+
+    blocked = loop.propose(1, blocker)
+    assert entered.wait(DEADLINE_S)  # the loop is inside the blocker's evaluation
+    reads_before = engine.reads_now
+    waiting = [loop.propose(1, count(i)) for i in range(6)]
+    release.set()
+    blocked.result(timeout=DEADLINE_S)
+    assert isinstance(waiting[2].exception(timeout=DEADLINE_S), ValueError)
+    # each saw the write of the one before it (the failed one wrote nothing)
+    assert [waiting[i].result(timeout=DEADLINE_S) for i in (0, 1, 3, 4, 5)] == [0, 0, 1, 3, 4]
+    # one read up to the failure, one for the rest (one more if a Raft message came
+    # between two of the proposals: it is taken in its place)
+    assert engine.reads_now - reads_before <= 3

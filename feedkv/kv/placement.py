@@ -19,6 +19,7 @@ from feedkv.util.keys import Span
 __all__ = [
     "AddVoter",
     "NodeStates",
+    "RangeCounts",
     "RemoveVoter",
     "ReplicationZones",
     "ReplicaChange",
@@ -26,6 +27,7 @@ __all__ = [
     "choose_move",
     "choose_replica_change",
     "quorum",
+    "range_counts",
 ]
 
 
@@ -155,3 +157,50 @@ def choose_lease_target(voters: Sequence[int], me: int, nodes: NodeStates) -> in
     if not candidates:
         return None
     return min(candidates, key=lambda n: (nodes.load.get(n, 0), n))
+
+
+@dataclass(frozen=True, slots=True)
+class RangeCounts:
+    """A node's replicas as CockroachDB's store metrics count them: ``replicas`` it
+    holds, ``leaseholders`` among them, and the ranges it accounts for (``ranges``;
+    each range is counted by one node: its lease holder, or, while no live node is
+    known to hold its lease, its first live replica), of which ``unavailable`` have
+    fewer live replicas than a quorum and ``underreplicated`` fewer than their zone
+    wants."""
+
+    replicas: int = 0
+    leaseholders: int = 0
+    ranges: int = 0
+    unavailable: int = 0
+    underreplicated: int = 0
+
+
+def range_counts(
+    descs: Iterable[RangeDescriptor],
+    me: int,
+    holds_lease: Callable[[RangeDescriptor], bool],
+    claimed_by: Mapping[int, int],
+    live: frozenset[int],
+    want: Callable[[RangeDescriptor], int],
+) -> RangeCounts:
+    """:class:`RangeCounts` of node ``me`` holding ``descs``: ``holds_lease`` tells the
+    ranges whose lease it holds, ``claimed_by`` the node claiming each range's lease
+    (range id -> node id, as reported), ``live`` the live nodes, ``want`` each range's
+    replication factor."""
+    replicas = leaseholders = ranges = unavailable = underreplicated = 0
+    for desc in descs:
+        replicas += 1
+        leaseholder = holds_lease(desc)
+        leaseholders += leaseholder
+        if not leaseholder:
+            claimant = claimed_by.get(desc.range_id)
+            if claimant is not None and claimant in live:
+                continue
+            first_live = next((n for n in desc.replicas if n in live), None)
+            if first_live != me:
+                continue
+        ranges += 1
+        live_replicas = sum(n in live for n in desc.replicas)
+        unavailable += live_replicas < quorum(len(desc.replicas))
+        underreplicated += live_replicas < want(desc)
+    return RangeCounts(replicas, leaseholders, ranges, unavailable, underreplicated)

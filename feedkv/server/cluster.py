@@ -80,10 +80,12 @@ from feedkv.kv.node_status import NodeInfo
 from feedkv.kv.placement import (
     AddVoter,
     NodeStates,
+    RangeCounts,
     ReplicationZones,
     choose_lease_target,
     choose_move,
     choose_replica_change,
+    range_counts,
 )
 from feedkv.kv.range_descriptor import RangeDescriptor, local_range_id_floor
 from feedkv.kv.range_id_alloc import (
@@ -676,6 +678,27 @@ class Cluster:
         with self._lock:
             zone = self._zone
         return ReplicationZones(zone.default_replicas or self.config.replicas, zone.tables)
+
+    def range_counts(self) -> RangeCounts:
+        """This node's replicas as CockroachDB's store metrics count them
+        (:func:`~feedkv.kv.placement.range_counts`)."""
+        me, loop = self.ident.node_id, self.store.replicas
+        now = time.monotonic_ns()
+        with self._lock:
+            live = frozenset(
+                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
+            )
+            claims = {r: d.replicas[0] for r, d in self.directory.lease_claims().items()}
+        zones = self.replication_zones()
+
+        def holds_lease(desc: RangeDescriptor) -> bool:
+            if loop is not None and loop.has(desc.range_id):
+                return loop.holds_lease(desc.range_id)
+            return desc.replicas == (me,)
+
+        return range_counts(
+            self.store.descriptors(), me, holds_lease, claims, live, zones.replicas_for
+        )
 
     def replicate_once(self) -> bool:
         """Make one membership change to one range this node leads (or holds alone), as

@@ -11,7 +11,12 @@ from its parts at each scrape:
   own);
 - ``capacity_used`` and ``storage_lmdb_map_used_bytes``: the bytes of the LMDB map in
   use; ``storage_lmdb_map_size_bytes``: the map's size now (it doubles when full);
-- ``sql_conns``: open connections to its SQL port.
+- ``sql_conns``: open connections to its SQL port;
+- ``replicas``, ``replicas_leaseholders``, ``ranges``, ``ranges_unavailable``,
+  ``ranges_underreplicated``: its replicas, as CockroachDB's store metrics count them
+  (:func:`feedkv.kv.placement.range_counts`; a node of its own holds each of its ranges
+  alone, and none is unavailable or under-replicated);
+- ``sys_uptime``: seconds since the node's metrics were made (its start).
 
 The HTTP port serves them (:mod:`feedkv.server.http`).
 """
@@ -19,10 +24,12 @@ The HTTP port serves them (:mod:`feedkv.server.http`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from feedkv.changefeed.metrics import ChangefeedMetrics
 from feedkv.kv.metrics import TxnMetrics
+from feedkv.kv.placement import RangeCounts
 from feedkv.kv.store import Store
 from feedkv.pgwire.server import PGServer
 from feedkv.rangefeed.store_feeds import StoreFeeds
@@ -103,11 +110,49 @@ class NodeMetrics:
         )
         if r.enabled:
             node.store.engine.on_commit = fsync.observe
+        for name, help_text, field in _RANGE_METRICS:
+            r.sampled(name, help_text, _range_count(node, field))
+        started = time.monotonic()
+        r.sampled(
+            "sys_uptime",
+            "Process uptime",
+            lambda: time.monotonic() - started,
+            kind="counter",
+        )
         r.sampled(
             "sql_conns",
             "Number of open SQL connections",
             lambda: node.sql_server.connections if node.sql_server is not None else 0,
         )
+
+
+# CockroachDB's name, its help text, the RangeCounts field
+_RANGE_METRICS = (
+    ("replicas", "Number of replicas", "replicas"),
+    ("replicas_leaseholders", "Number of lease holders", "leaseholders"),
+    ("ranges", "Number of ranges", "ranges"),
+    (
+        "ranges_unavailable",
+        "Number of ranges with fewer live replicas than needed for quorum",
+        "unavailable",
+    ),
+    (
+        "ranges_underreplicated",
+        "Number of ranges with fewer live replicas than the replication target",
+        "underreplicated",
+    ),
+)
+
+
+def _range_count(node: NodeParts, field: str) -> Callable[[], float]:
+    return lambda: float(getattr(_range_counts(node), field))
+
+
+def _range_counts(node: NodeParts) -> RangeCounts:
+    if node.cluster is not None:
+        return node.cluster.range_counts()
+    held = len(node.store.descriptors())
+    return RangeCounts(replicas=held, leaseholders=held, ranges=held)
 
 
 def _live_nodes(node: NodeParts) -> float:

@@ -8,7 +8,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from feedkv.db import DB
 from feedkv.errors import AmbiguousResultError, InvalidArgumentError
@@ -185,11 +187,48 @@ def test_sql_tables_split_across_replicated_ranges_and_outlive_a_node(
     assert len(ranges) >= 2 and all(len(r.replicas) == 3 for r in ranges)
     with pytest.raises(InvalidArgumentError, match=r"is replicated on n\d, n\d, n\d:"):
         db.relocate(ranges[-1].span.start, 4)  # no replica there (its lease may move)
+    # CockroachDB's store metrics: every node holds a replica of each range, and each
+    # range is counted once, by its lease holder
+    total = len(ranges)
+    wait_until(
+        lambda: _range_metrics(cluster, [0, 1, 2]) == (3 * total, total, total, 0, 0),
+        timeout_s=DEADLINE_S,
+        what="each range counted once",
+    )
     cluster.kill(2)
     db.sql("INSERT INTO orders VALUES (3, 'jam')")
     rows = db.sql("SELECT id, item FROM orders ORDER BY id").rows
     assert [tuple(r) for r in rows] == [(1, "tea"), (2, "cake"), (3, "jam")]
+    # once n3 is seen dead, each range has two live replicas of three: under-replicated
+    # (none is added: no node is left to take one), available
+    wait_until(
+        lambda: _range_metrics(cluster, [0, 1])[2:] == (total, 0, total),
+        timeout_s=DEADLINE_S,
+        what="the survivors' ranges under-replicated",
+    )
     db.close()
+
+
+def _range_metrics(cluster: LocalCluster, nodes: list[int]) -> tuple[int, ...]:
+    """replicas, replicas_leaseholders, ranges, ranges_unavailable and
+    ranges_underreplicated, summed over ``nodes``' /_status/vars."""
+    names = (
+        "replicas",
+        "replicas_leaseholders",
+        "ranges",
+        "ranges_unavailable",
+        "ranges_underreplicated",
+    )
+    sums = dict.fromkeys(names, 0)
+    for index in nodes:
+        node = cluster.processes[index]
+        assert node is not None
+        response = httpx.get(node.http_url + "/_status/vars", verify=node.http_verify, timeout=10)
+        assert response.status_code == 200
+        for family in text_string_to_metric_families(response.text):
+            if family.name in sums:
+                sums[family.name] += int(family.samples[0].value)
+    return tuple(sums[name] for name in names)
 
 
 @pytest.mark.slow(40)

@@ -64,6 +64,12 @@ EXPECTED = {
     "txn_aborts": "counter",
     "txn_restarts": "histogram",
     "liveness_livenodes": "gauge",
+    "replicas": "gauge",
+    "replicas_leaseholders": "gauge",
+    "ranges": "gauge",
+    "ranges_unavailable": "gauge",
+    "ranges_underreplicated": "gauge",
+    "sys_uptime": "counter",
     "capacity_used": "gauge",
     "storage_lmdb_map_used_bytes": "gauge",
     "storage_lmdb_map_size_bytes": "gauge",
@@ -128,6 +134,14 @@ def test_status_vars_has_cockroachdbs_names_and_types(db: DB) -> None:
     assert {name: found[name][0] for name in EXPECTED if name in found} == EXPECTED
     assert set(scrape(db, "/metrics")) == set(found)
     assert found["liveness_livenodes"][1] == {"liveness_livenodes": 1.0}
+    # a node of its own holds each of its ranges alone
+    held = len(db.ranges())
+    assert held > 0
+    for name in ("replicas", "replicas_leaseholders", "ranges"):
+        assert found[name][1] == {name: float(held)}
+    for name in ("ranges_unavailable", "ranges_underreplicated"):
+        assert found[name][1] == {name: 0.0}
+    assert found["sys_uptime"][1]["sys_uptime"] > 0
     used = found["storage_lmdb_map_used_bytes"][1]["storage_lmdb_map_used_bytes"]
     assert 0 < used <= found["storage_lmdb_map_size_bytes"][1]["storage_lmdb_map_size_bytes"]
     missing = httpx.get(url(db) + "/nothing", timeout=10)

@@ -855,10 +855,18 @@ def check_assigned(kind: Kind | None, column: Column) -> None:
     cast from a string but to string types, a typed STRING (a column, a cast; not a
     string literal, which takes the column's type) goes into a string column only. NB:
     checked when the statement is planned, so an empty table refuses it as a full one."""
-    if kind is Kind.STRING and column.type.kind is not Kind.STRING:
+    if kind is None:
+        return
+    target = column.type.kind
+    # NB: nor is there one to JSONB from anything but JSONB (a number or a BOOL is not
+    # a JSON document; its text is: '1')
+    if (kind is Kind.STRING and target is not Kind.STRING) or (
+        target is Kind.JSONB and kind is not Kind.JSONB
+    ):
         raise SQLError(
             "42804",
-            f'value type string doesn\'t match type {column.type.sql()} of column "{column.name}"',
+            f"value type {kind_name(kind)} doesn't match type {column.type.sql()} "
+            f'of column "{column.name}"',
         )
 
 

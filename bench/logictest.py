@@ -17,7 +17,7 @@ record (a ``statement`` or a ``query``) ends as one of:
 - ``skip``: a ``skipif``/``onlyif`` for another configuration, or a directive this
   runner does not run (``statement async``, ``repeat``...).
 - ``outdated``: the file's expectation is an older CockroachDB's, and feedkv gives what
-  today's CockroachDB does (``bench/logictest_modern.py`` lists each such record, with
+  today's CockroachDB does (``bench/_logictest_modern.py`` lists each such record, with
   today's expectation and what changed; a record there that differs from today's
   expectation too keeps its outcome). Counted as ran, not as passed.
 
@@ -399,11 +399,11 @@ def _close(got: str, want: str) -> bool:
 
 def modernize(file: str, record: Record) -> tuple[Record, str] | None:
     """``record`` with today's CockroachDB's expectation, and what changed, when the
-    file's expectation is an older CockroachDB's (``bench/logictest_modern.py``); else
+    file's expectation is an older CockroachDB's (``bench/_logictest_modern.py``); else
     None."""
     from feedkv.testing.benches import bench_module
 
-    modern = bench_module("logictest_modern")
+    modern = bench_module("_logictest_modern")
     same_sql = " ".join(record.sql.split())
     for entry in modern.RECORDS:
         if (entry.file, entry.line) == (file, record.line) and entry.sql == same_sql:
@@ -710,7 +710,7 @@ def main(argv: list[str]) -> int:
         "wrong": wrong[: args.wrong],
         "crashes": crashes[: args.wrong],
         # Records whose file expects an older CockroachDB's answer, where feedkv gives
-        # today's (bench/logictest_modern.py says what changed).
+        # today's (bench/_logictest_modern.py says what changed).
         "outdated": outdated,
     }
     print(json.dumps(result, indent=2))

@@ -215,7 +215,7 @@ def test_main_prints_per_file_rates_and_lists_wrong_answers(
 
 
 def test_a_record_an_older_cockroachdb_wrote_is_checked_against_todays_answer() -> None:
-    # Lines 2 and 5 are listed in bench/logictest_modern.py for a file named "update":
+    # Lines 2 and 5 are listed in bench/_logictest_modern.py for a file named "update":
     # the file expects the refusal an older CockroachDB gave, and RETURNING's old names.
     text = (
         "\n"
@@ -257,7 +257,7 @@ def _at_lines(blocks: dict[int, str]) -> str:
 def test_run_file_counts_todays_answer_as_outdated_and_a_difference_from_it_as_wrong(
     tmp_path: Path,
 ) -> None:
-    # Records at the lines bench/logictest_modern.py lists for CockroachDB's "update".
+    # Records at the lines bench/_logictest_modern.py lists for CockroachDB's "update".
     setup = (
         "statement ok\nCREATE TABLE kv (k INT PRIMARY KEY, v INT)\n\n"
         "statement ok\nCREATE TABLE abc (a INT PRIMARY KEY, b INT, c INT)"

@@ -375,6 +375,13 @@ class _Planner:
                 read = _scan(desc, index.name, spans)
                 node = Node("index join", [f"table: {desc.name}@{desc.name}_pkey"], [read])
                 return Node("filter", [filtered], [node]) if selection.test else node
+        keys = selection.key_list(context) if selection.key_list is not None else None
+        if keys is not None:
+            if not keys:
+                return Node("norows")
+            points = (f"/{literal_text(key)}" for key in keys)
+            node = _scan(desc, f"{desc.name}_pkey", " ".join(f"[{p} - {p}]" for p in points))
+            return Node("filter", [filtered], [node])
         span, exact = selection.span(context)
         text = "FULL SCAN"
         if span != table_span(desc.id) and constraint is not None and constraint[0] is None:

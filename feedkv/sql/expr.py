@@ -76,6 +76,7 @@ __all__ = [
     "contains_aggregate",
     "expression_name",
     "is_constant",
+    "is_fixed_value",
     "outer_nodes",
     "qualifier_of",
     "refuse_aggregates",
@@ -730,7 +731,7 @@ class _Compiler:
             type(node) is exp.EQ
             and not every
             and not isinstance(quantifier.this, exp.Subquery | exp.Select)
-            and _is_fixed_value(quantifier.this)
+            and is_fixed_value(quantifier.this)
         )
         key = _value_set_key()
 
@@ -918,7 +919,7 @@ class _Compiler:
             options.append(compiled)
             numbers.append(_is_number_constant(option))
         # A list of values fixed for the statement is a hash set, made at its first row.
-        fixed = all(_is_fixed_value(option) for option in node.expressions)
+        fixed = all(is_fixed_value(option) for option in node.expressions)
         key = _value_set_key()
 
         def in_(row: Env, ctx: Context) -> Any:
@@ -2152,7 +2153,7 @@ def _value_set_key() -> str:
     return f"#{next(_value_set_keys)}"
 
 
-def _is_fixed_value(node: exp.Expr) -> bool:
+def is_fixed_value(node: exp.Expr) -> bool:
     """Whether ``node`` has one value for a whole run of its statement: constants and
     placeholders, cast or in an ARRAY, with no column, subquery or function (which may
     be volatile: random())."""

@@ -9,6 +9,7 @@ then applied to every row read (unless the span holds exactly the rows it select
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import Grouping, group_key
+from feedkv.sql.arrays import Array
 from feedkv.sql.computed import refuse_writes
 from feedkv.sql.descriptor import (
     Column,
@@ -35,6 +37,7 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    is_fixed_value,
     outer_nodes,
     qualifier_of,
     refuse_aggregates,
@@ -233,6 +236,11 @@ class Selection:
     # columns: the span of the index's entries to read (None for a run whose values do
     # not fit the columns: then the table is read); ``test`` filters the rows found.
     index_span: Callable[[Context], Span | None] | None = None
+    # When WHERE constrains no primary key column but holds ``k IN (values...)`` or
+    # ``k = ANY (array)`` for the key's first column ``k``: the distinct non-NULL values
+    # in key order, each a span to read (None for a run whose values do not keep their
+    # type as the column's: then the table is read); ``test`` filters the rows found.
+    key_list: Callable[[Context], list[Any] | None] | None = None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
@@ -244,22 +252,98 @@ class Selection:
         point = None
         if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
             point = _point(desc, plan)
-        by_index = None
-        if where is not None and plan is None and desc.indexes:
-            by_index = _index_plan(desc, where, scope)
-        return cls(_span_plan(desc, where, plan), test, point, by_index)
+        by_index = key_list = None
+        if where is not None and plan is None:
+            key_list = _key_list(desc, where, scope)
+            if key_list is None and desc.indexes:
+                by_index = _index_plan(desc, where, scope)
+        return cls(_span_plan(desc, where, plan), test, point, by_index, key_list)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
     """A constant as the column's type, and whether it kept its value."""
-    raw = compiled((), context)
+    return _as_column(compiled((), context), column)
+
+
+def _as_column(raw: Any, column: Column) -> tuple[Any, bool]:
     value = coerce(raw, column.type, column.name)
     return value, type(value) is type(raw) and value == raw
+
+
+def _as_key(raw: Any, column: Column) -> tuple[Any, bool]:
+    """A listed value as the key column's type, and whether a key equal to it is that
+    value: a number of another kind that keeps its value (k IN (2.0) for an INT k, not
+    2.5), a string read as an INT, an enum label, a time... (as IN reads a string
+    constant as its column's type)."""
+    value = coerce(raw, column.type, column.name)
+    if isinstance(raw, str):
+        return value, (type(value) is str and value == raw) or column.type.kind in _READ_AS_KEY
+    numbers = all(isinstance(v, int | float | decimal.Decimal) for v in (raw, value))
+    same = type(value) is type(raw) or (numbers and not isinstance(raw, bool))
+    return value, same and value == raw
+
+
+def _key_list(
+    desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> Callable[[Context], list[Any] | None] | None:
+    """The values of the key's first column a conjunct of ``where`` lists (see
+    :attr:`Selection.key_list`), as ORMs write a batch of lookups."""
+    column = desc.key_columns[0]
+    for conjunct in flatten_and(where):
+        listed = _listed(conjunct, column, scope)
+        if listed is not None:
+            break
+    else:
+        return None
+    empty = Scope(outer=scope.outer)
+    compiled = [compile_expr(node, empty) for node in listed]
+    array = isinstance(conjunct, exp.EQ)
+    array_type = ColumnType(Kind.ARRAY, element=column.type)
+
+    def values(context: Context) -> list[Any] | None:
+        raw = [c((), context) for c in compiled]
+        try:
+            if array:
+                (found,) = raw
+                if isinstance(found, str):
+                    found = coerce(found, array_type, column.name)
+                raw = list(found) if isinstance(found, Array) else []  # NB: ANY (NULL)
+            keys: dict[bytes, Any] = {}
+            for value, kept in (_as_key(r, column) for r in raw if r is not None):
+                if not kept:
+                    return None  # k IN (1.5) for an INT k: the filter decides
+                keys[row_prefix(desc, [value])] = value
+        except SQLError:
+            return None  # NB: the WHERE clause reports it
+        return [keys[k] for k in sorted(keys)]
+
+    return values
+
+
+def _listed(node: exp.Expr, column: Column, scope: Scope) -> list[exp.Expr] | None:
+    """The nodes of ``column IN (...)`` or ``column = ANY (array)`` when each has one
+    value for the run (the array as one node); else None."""
+    if isinstance(node, exp.In) and node.args.get("query") is None:
+        this, listed = node.this, list(node.expressions)
+    elif isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+        this, listed = node.this, [_unparen(node.expression.this)]
+        if isinstance(listed[0], exp.Subquery | exp.Select):
+            return None
+    else:
+        return None
+    if (
+        not isinstance(this, exp.Column)
+        or this.name.lower() != column.name
+        or not _own(this, scope)
+    ):
+        return None
+    return listed if listed and all(is_fixed_value(n) for n in listed) else None
 
 
 _READ_EXACTLY = frozenset(
     {Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE, Kind.BIT, Kind.VARBIT}
 )
+_READ_AS_KEY = _READ_EXACTLY | {Kind.INT}
 
 
 def _index_bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
-import itertools
 import json
 import math
 import operator
@@ -137,7 +136,8 @@ class Context:
         # The rows of the queries around the one being evaluated, innermost last: a
         # correlated subquery's reference to a column n levels out reads outer[-n].
         self.outer: list[Env] = []
-        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet).
+        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet);
+        # IN (values) and = ANY (array) fixed for the run: their rows, as a set.
         self.value_sets: dict[str, tuple[list[tuple[Any, ...]], _ValueSet | None]] = {}
 
     @property
@@ -733,7 +733,7 @@ class _Compiler:
             and not isinstance(quantifier.this, exp.Subquery | exp.Select)
             and is_fixed_value(quantifier.this)
         )
-        key = _value_set_key()
+        key = _value_set_key(quantifier.this, None)
 
         def quantified(row: Env, ctx: Context) -> Any:
             if hashed:
@@ -920,7 +920,7 @@ class _Compiler:
             numbers.append(_is_number_constant(option))
         # A list of values fixed for the statement is a hash set, made at its first row.
         fixed = all(is_fixed_value(option) for option in node.expressions)
-        key = _value_set_key()
+        key = _value_set_key(node, target_type)
 
         def in_(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
@@ -2145,12 +2145,11 @@ def _set_member(
     return _member(value, (c for (c,) in found))
 
 
-_value_set_keys = itertools.count()
-
-
-def _value_set_key() -> str:
-    """A key of its own in :attr:`Context.value_sets` for one compiled IN or ANY."""
-    return f"#{next(_value_set_keys)}"
+def _value_set_key(node: exp.Expr, target: ColumnType | None) -> str:
+    """What names the set of an IN list (its values read as ``target``) or an ANY's
+    array in :attr:`Context.value_sets`: its text, the same for each compile of one
+    statement's subquery (made anew for each outer row), so they share one set."""
+    return f"{target!r}:{node.sql(dialect='postgres')}"
 
 
 def is_fixed_value(node: exp.Expr) -> bool:

@@ -98,3 +98,13 @@ def test_any_of_an_empty_or_null_array(t: DB) -> None:
 def test_a_list_naming_the_row_is_read_for_each_row(t: DB) -> None:
     assert _keys(t, "k IN (1, d, f)") == [1, 4]
     assert _keys(t, "4 = ANY (ARRAY[k, 0])") == [4]
+
+
+def test_a_correlated_subquery_list_reads_its_own_column_type(t: DB) -> None:
+    t.sql("CREATE TABLE u (id INT PRIMARY KEY, k STRING)")
+    t.sql("INSERT INTO u VALUES (1, '1'), (2, '01'), (3, '4')")
+    rows = t.sql(
+        "SELECT k, (SELECT count(*) FROM u WHERE u.id = t.k AND k IN ('1', '4')) FROM t"
+        " WHERE k IN ('1', '4') OR k = 2 ORDER BY k"
+    ).rows
+    assert rows == [(1, 1), (2, 0), (4, 0)]

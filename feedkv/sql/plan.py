@@ -3,8 +3,10 @@ per session (``Session.plan``), so a statement run again goes straight to its ro
 
 Rows are read by scanning the narrowest key span the WHERE clause allows: equality on
 every primary key column is a point lookup; equality on a leading part plus a range on
-the next column is a key range; anything else scans the table. The full WHERE clause is
-then applied to every row read (unless the span holds exactly the rows it selects).
+the next column is a key range; ``k IN (values)`` or ``k = ANY (array)`` on the key's
+first column (an ORM's batch of lookups) is a span per listed key; anything else scans
+the table. The full WHERE clause is then applied to every row read (unless the span
+holds exactly the rows it selects).
 """
 
 from __future__ import annotations

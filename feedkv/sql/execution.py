@@ -497,16 +497,18 @@ class Execution:
         self,
         desc: TableDescriptor,
         selection: Selection,
-        entries: Span,
+        entries: list[Span],
         lock: RowLocking | None,
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
-        """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
+        """The rows whose index entries are in the ``entries`` spans that the WHERE clause keeps,
         in primary key order (as a scan of the table gives them): one read of the
         entries, then one of each row they name (with ``lock``, the rows are locked,
         not the entries: a writer of the row writes both)."""
-        found = []
-        for kv in self.read_source.scan(entries.start, entries.end):
-            found.append(row_span(desc, primary_key_of(desc, kv.value)))
+        found = [
+            row_span(desc, primary_key_of(desc, kv.value))
+            for span in entries
+            for kv in self.read_source.scan(span.start, span.end)
+        ]
         found.sort(key=lambda span: span.start)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:

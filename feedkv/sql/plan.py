@@ -14,6 +14,7 @@ from __future__ import annotations
 import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlglot import exp
@@ -45,7 +46,7 @@ from feedkv.sql.expr import (
     refuse_aggregates,
     static_kind,
 )
-from feedkv.sql.indexes import index_span, values_prefix
+from feedkv.sql.indexes import values_prefix
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -235,14 +236,17 @@ class Selection:
     # values change type or are NULL, it returns None).
     point: Callable[[Context], list[Any] | None] | None
     # When WHERE constrains no primary key column but a secondary index's leading
-    # columns: the span of the index's entries to read (None for a run whose values do
+    # columns: the spans of the index's entries to read (None for a run whose values do
     # not fit the columns: then the table is read); ``test`` filters the rows found.
-    index_span: Callable[[Context], Span | None] | None = None
+    index_span: Callable[[Context], list[Span] | None] | None = None
     # When WHERE constrains no primary key column but holds ``k IN (values...)`` or
     # ``k = ANY (array)`` for the key's first column ``k``: the distinct non-NULL values
     # in key order, each a span to read (None for a run whose values do not keep their
     # type as the column's: then the table is read); ``test`` filters the rows found.
     key_list: Callable[[Context], list[Any] | None] | None = None
+    # As ``key_list``, for a secondary index's first column (when WHERE lists no key
+    # column's values): the index and its listed values, whose spans ``index_span`` reads.
+    listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
@@ -254,12 +258,18 @@ class Selection:
         point = None
         if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
             point = _point(desc, plan)
-        by_index = key_list = None
+        by_index = key_list = listed_index = None
         if where is not None and plan is None:
-            key_list = _key_list(desc, where, scope)
+            first = desc.key_columns[0]
+            key_list = _key_list(where, scope, first, lambda v: row_prefix(desc, [v]))
             if key_list is None and desc.indexes:
-                by_index = _index_plan(desc, where, scope)
-        return cls(_span_plan(desc, where, plan), test, point, by_index, key_list)
+                listed_index = _index_key_list(desc, where, scope)
+                if listed_index is not None:
+                    by_index = _index_spans(desc, *listed_index)
+                else:
+                    by_index = _index_plan(desc, where, scope)
+        span = _span_plan(desc, where, plan)
+        return cls(span, test, point, by_index, key_list, listed_index)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -285,12 +295,43 @@ def _as_key(raw: Any, column: Column) -> tuple[Any, bool]:
     return value, same and value == raw
 
 
-def _key_list(
+def _index_key_list(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> tuple[Index, Callable[[Context], list[Any] | None]] | None:
+    """The first secondary index whose first column ``where`` lists values of."""
+    for index in desc.indexes:
+        column = desc.column_by_id(index.column_ids[0])
+        if column is None:
+            continue
+        keys = _key_list(where, scope, column, partial(_entry_prefix, desc, index))
+        if keys is not None:
+            return index, keys
+    return None
+
+
+def _entry_prefix(desc: TableDescriptor, index: Index, value: Any) -> bytes:
+    return values_prefix(desc, index, [value])
+
+
+def _index_spans(
+    desc: TableDescriptor, index: Index, keys: Callable[[Context], list[Any] | None]
+) -> Callable[[Context], list[Span] | None]:
+    def spans(context: Context) -> list[Span] | None:
+        values = keys(context)
+        if values is None:
+            return None
+        prefixes = (values_prefix(desc, index, [v]) for v in values)
+        return [Span(p, prefix_end(p)) for p in prefixes]
+
+    return spans
+
+
+def _key_list(
+    where: exp.Expr, scope: Scope, column: Column, prefix: Callable[[Any], bytes]
 ) -> Callable[[Context], list[Any] | None] | None:
-    """The values of the key's first column a conjunct of ``where`` lists (see
-    :attr:`Selection.key_list`), as ORMs write a batch of lookups."""
-    column = desc.key_columns[0]
+    """The values of ``column`` a conjunct of ``where`` lists (see
+    :attr:`Selection.key_list`), as ORMs write a batch of lookups, in the order of
+    their keys' ``prefix``."""
     for conjunct in flatten_and(where):
         listed = _listed(conjunct, column, scope)
         if listed is not None:
@@ -314,7 +355,7 @@ def _key_list(
             for value, kept in (_as_key(r, column) for r in raw if r is not None):
                 if not kept:
                     return None  # k IN (1.5) for an INT k: the filter decides
-                keys[row_prefix(desc, [value])] = value
+                keys[prefix(value)] = value
         except SQLError:
             return None  # NB: the WHERE clause reports it
         return [keys[k] for k in sorted(keys)]
@@ -414,7 +455,7 @@ def key_constraint(
 
 def _index_plan(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
-) -> Callable[[Context], Span | None] | None:
+) -> Callable[[Context], list[Span] | None] | None:
     """The span of the best secondary index for ``where``: the one whose leading
     columns it fixes most (equalities, then a range on the next column); a unique
     index all of whose columns are fixed wins."""
@@ -423,9 +464,8 @@ def _index_plan(
         return None
     index, plan = best
     columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
-    entries = index_span(desc.id, index.id)
 
-    def span(context: Context) -> Span | None:
+    def span(context: Context) -> list[Span] | None:
         try:
             equal = []
             for compiled, column in zip(plan.equal, columns, strict=False):
@@ -434,7 +474,7 @@ def _index_plan(
                     return None  # k = 1.5 for an INT k: the filter decides
                 equal.append(value)
             if any(v is None for v in equal):
-                return Span(entries.start, entries.start + b"\x00")  # = NULL matches nothing
+                return []  # = NULL matches nothing
             prefix = values_prefix(desc, index, equal)
             start, end = prefix, prefix_end(prefix)
             if len(equal) < len(columns):
@@ -456,8 +496,8 @@ def _index_plan(
         except SQLError:
             return None
         if end <= start:
-            return Span(start, start + b"\x00")  # nothing: an empty range
-        return Span(start, end)
+            return []  # nothing: an empty range
+        return [Span(start, end)]
 
     return span
 

@@ -76,3 +76,26 @@ def test_writes_and_locking_reads_use_the_listed_keys(t: DB) -> None:
     assert t.sql("SELECT * FROM t").rows == [(1, "a"), (2, "x"), (3, "x"), (5, "e")]
     assert t.sql("SELECT * FROM u").rows == [(3, 3, 3), (2, 1, 3)]
     assert t.sql("SELECT k FROM t WHERE k IN (5, 1) FOR UPDATE").rows == [(1,), (5,)]
+
+
+def test_an_indexed_columns_list_is_read_through_the_index(t: DB) -> None:
+    t.sql("CREATE TABLE w (id INT PRIMARY KEY, v INT, n INT, INDEX (v), INDEX (n))")
+    t.sql("INSERT INTO w VALUES (1, 30, 1), (2, 10, 2), (3, 30, 3), (4, NULL, 4), (5, 20, 5)")
+    statement = "SELECT id FROM w WHERE v IN (30, 10, NULL, 99) AND n > 1"
+    lines = [line for (line,) in t.sql(f"EXPLAIN {statement}").rows]
+    assert lines[3:] == [
+        "• filter",
+        f"│ filter: {statement.split('WHERE ')[1]}",
+        "│",
+        "└── • index join",
+        "    │ table: w@w_pkey",
+        "    │",
+        "    └── • scan",
+        "          missing stats",
+        "          table: w@w_v_idx",
+        "          spans: [/10 - /10] [/30 - /30] [/99 - /99]",
+    ]
+    assert t.sql(statement).rows == [(2,), (3,)]
+    assert t.sql("SELECT id FROM w WHERE v = ANY ($1)", "{20,30}").rows == [(1,), (3,), (5,)]
+    t.sql("DELETE FROM w WHERE v IN (30)")
+    assert t.sql("SELECT id FROM w").rows == [(2,), (4,), (5,)]

@@ -99,3 +99,21 @@ def test_an_indexed_columns_list_is_read_through_the_index(t: DB) -> None:
     assert t.sql("SELECT id FROM w WHERE v = ANY ($1)", "{20,30}").rows == [(1,), (3,), (5,)]
     t.sql("DELETE FROM w WHERE v IN (30)")
     assert t.sql("SELECT id FROM w").rows == [(2,), (4,), (5,)]
+
+
+def test_decimal_and_float_keys_are_found_whatever_their_scale_or_zero_sign(t: DB) -> None:
+    t.sql("CREATE TABLE d (k DECIMAL PRIMARY KEY)")
+    t.sql("CREATE TABLE f (k FLOAT PRIMARY KEY)")
+    t.sql("INSERT INTO d VALUES (1.00), (2.5), (-0)")
+    t.sql("INSERT INTO f VALUES (1.0), (-0.0), ('NaN')")
+    assert (
+        spans(t, "SELECT k FROM d WHERE k IN (1, 2.50, 0)") == "[/0 - /0] [/1 - /1] [/2.50 - /2.50]"
+    )
+    assert [str(k) for (k,) in t.sql("SELECT k FROM d WHERE k IN (1, 2.50, 0)").rows] == [
+        "0",
+        "1.00",
+        "2.5",
+    ]
+    assert spans(t, "SELECT k FROM f WHERE k IN (1, -0.0)") == "[/0 - /0] [/1 - /1]"
+    assert t.sql("SELECT k FROM f WHERE k IN (1, -0.0)").rows == [(0.0,), (1.0,)]
+    assert t.sql("SELECT count(*) FROM f WHERE k = ANY ('{1,0,NaN}')").rows == [(3,)]

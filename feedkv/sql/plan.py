@@ -320,7 +320,7 @@ def _index_spans(
         values = keys(context)
         if values is None:
             return None
-        prefixes = (values_prefix(desc, index, [v]) for v in values)
+        prefixes = (_entry_prefix(desc, index, v) for v in values)
         return [Span(p, prefix_end(p)) for p in prefixes]
 
     return spans

@@ -446,11 +446,28 @@ class Execution:
         if selection.index_span is not None:
             return (env for _row, _pairs, env in self.matching(desc, selection, lock=lock))
         context = self.context
+        spans = self._key_list_spans(desc, selection)
+        if spans is not None:
+            test = selection.test
+            return (
+                env
+                for span in spans
+                for env in self.envs(desc, span, lock=lock)
+                if test is None or holds(test(env, context))
+            )
         span, exact = selection.span(context)
         test = None if exact else selection.test
         if test is None:
             return self.envs(desc, span, lock=lock)
         return (env for env in self.envs(desc, span, lock=lock) if holds(test(env, context)))
+
+    def _key_list_spans(self, desc: TableDescriptor, selection: Selection) -> list[Span] | None:
+        """The spans of the keys ``selection`` lists (in key order, as a scan gives the
+        rows), or None when it lists none for this run (see Selection.key_list)."""
+        if selection.key_list is None:
+            return None
+        keys = selection.key_list(self.context)
+        return None if keys is None else [row_span(desc, [key]) for key in keys]
 
     def matching(
         self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
@@ -463,27 +480,35 @@ class Execution:
                 return
         span, exact = selection.span(context)
         test = None if exact else selection.test
+        spans = self._key_list_spans(desc, selection)
+        if spans is None:
+            spans = [span]
+        else:
+            test = selection.test
         ids = [c.id for c in desc.columns]
-        for row, pairs in self.rows(desc, span, lock=lock):
-            env = tuple(row[i] for i in ids)
-            if test is not None and not holds(test(env, context)):
-                continue
-            yield row, pairs, env
+        for span in spans:
+            for row, pairs in self.rows(desc, span, lock=lock):
+                env = tuple(row[i] for i in ids)
+                if test is not None and not holds(test(env, context)):
+                    continue
+                yield row, pairs, env
 
     def _matching_by_index(
         self,
         desc: TableDescriptor,
         selection: Selection,
-        entries: Span,
+        entries: list[Span],
         lock: RowLocking | None,
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
-        """The rows whose index entries are in ``entries`` that the WHERE clause keeps,
+        """The rows whose index entries are in the ``entries`` spans that the WHERE clause keeps,
         in primary key order (as a scan of the table gives them): one read of the
         entries, then one of each row they name (with ``lock``, the rows are locked,
         not the entries: a writer of the row writes both)."""
-        found = []
-        for kv in self.read_source.scan(entries.start, entries.end):
-            found.append(row_span(desc, primary_key_of(desc, kv.value)))
+        found = [
+            row_span(desc, primary_key_of(desc, kv.value))
+            for span in entries
+            for kv in self.read_source.scan(span.start, span.end)
+        ]
         found.sort(key=lambda span: span.start)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:

@@ -359,6 +359,9 @@ class _Planner:
         """The read ``selection`` makes of ``desc``, with the filter after it."""
         context = self.ex.context
         filtered = f"filter: {_sql(where)}" if where is not None else ""
+        listed = _listed_read(desc, selection, context)
+        if listed is not None:
+            return Node("filter", [filtered], [listed]) if listed.name != "norows" else listed
         constraint = key_constraint(desc, where, scope)
         index = constraint[0] if constraint is not None else None
         if selection.index_span is not None and constraint is not None and index is not None:
@@ -366,7 +369,7 @@ class _Planner:
             descending = index.is_descending(len(plan.equal))
             spans = (
                 _spans(columns, plan, context, descending)
-                if selection.index_span(context)
+                if selection.index_span(context) is not None
                 else None
             )
             if spans == _NOTHING:
@@ -387,6 +390,27 @@ class _Planner:
         if selection.test is not None and not exact:
             node = Node("filter", [filtered], [node])
         return node
+
+
+def _listed_read(desc: TableDescriptor, selection: Selection, context: Any) -> Node | None:
+    """The read of the keys a WHERE clause lists (k IN (...), k = ANY (...)): a span
+    per key of the primary key or a secondary index (then an index join)."""
+    index, keys = None, None
+    if selection.key_list is not None:
+        keys = selection.key_list(context)
+    elif selection.listed_index is not None:
+        index, listed = selection.listed_index
+        keys = listed(context)
+    if keys is None:
+        return None
+    if not keys:
+        return Node("norows")
+    points = (f"/{literal_text(key)}" for key in keys)
+    spans = " ".join(f"[{p} - {p}]" for p in points)
+    if index is None:
+        return _scan(desc, f"{desc.name}_pkey", spans)
+    read = _scan(desc, index.name, spans)
+    return Node("index join", [f"table: {desc.name}@{desc.name}_pkey"], [read])
 
 
 def _scan(desc: TableDescriptor, index: str, spans: str) -> Node:

@@ -74,6 +74,7 @@ __all__ = [
     "contains_aggregate",
     "expression_name",
     "is_constant",
+    "is_fixed_value",
     "outer_nodes",
     "qualifier_of",
     "refuse_aggregates",
@@ -134,7 +135,8 @@ class Context:
         # The rows of the queries around the one being evaluated, innermost last: a
         # correlated subquery's reference to a column n levels out reads outer[-n].
         self.outer: list[Env] = []
-        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet).
+        # IN (subquery): the last rows each subquery gave, as a set (see _ValueSet);
+        # IN (values) and = ANY (array) fixed for the run: their rows, as a set.
         self.value_sets: dict[str, tuple[list[tuple[Any, ...]], _ValueSet | None]] = {}
 
     @property
@@ -722,12 +724,37 @@ class _Compiler:
         constants = isinstance(array, exp.Array) and all(
             _is_number_constant(e) for e in array.expressions
         )
+        # x = ANY (an array fixed for the statement): a hash set, made at its first row
+        # (for each type of x: a string is read as an array of x's type)
+        hashed = (
+            type(node) is exp.EQ
+            and not every
+            and not isinstance(quantifier.this, exp.Subquery | exp.Select)
+            and is_fixed_value(quantifier.this)
+        )
+        key = _value_set_key(quantifier.this, None)
 
         def quantified(row: Env, ctx: Context) -> Any:
+            if hashed:
+                value = inner(row, ctx)
+                kind_key = f"{key}:{kind_of_value(value)}"
+                cached = ctx.value_sets.get(kind_key)
+                if cached is None:
+                    elements = rows(row, ctx)
+                    cached = ctx.value_sets[kind_key] = (elements, _ValueSet.of(elements))
+                if not cached[0]:
+                    return every
+                if value is None:
+                    return None
+                if not (constants and isinstance(value, float)):
+                    return _set_member(value, cached)
+                return compared(value, cached[0])
             found = rows(row, ctx)
             if not found:
                 return every
-            value = inner(row, ctx)
+            return compared(inner(row, ctx), found)
+
+        def compared(value: Any, found: Sequence[tuple[Any, ...]]) -> Any:
             unknown = False
             for (candidate,) in found:
                 if value is None or candidate is None:
@@ -890,6 +917,9 @@ class _Compiler:
                 compiled = _converted(compiled, target_type)
             options.append(compiled)
             numbers.append(_is_number_constant(option))
+        # A list of values fixed for the statement is a hash set, made at its first row.
+        fixed = all(is_fixed_value(option) for option in node.expressions)
+        key = _value_set_key(node, target_type)
 
         def in_(row: Env, ctx: Context) -> Any:
             value = inner(row, ctx)
@@ -904,6 +934,12 @@ class _Compiler:
                         for v, number in zip(found, numbers, strict=True)
                     ),
                 )
+            if fixed:
+                cached = ctx.value_sets.get(key)
+                if cached is None:
+                    rows = [(o(row, ctx),) for o in options]
+                    cached = ctx.value_sets[key] = (rows, _ValueSet.of(rows))
+                return _set_member(value, cached)
             return _member(value, (o(row, ctx) for o in options))
 
         return in_
@@ -944,10 +980,7 @@ class _Compiler:
             cached = ctx.value_sets.get(key)
             if cached is None or cached[0] is not found:
                 cached = ctx.value_sets[key] = (found, _ValueSet.of(found))
-            values = cached[1]
-            if values is not None and _family(value) == values.family:
-                return True if value in values.values else (None if values.null else False)
-            return _member(value, (c for (c,) in found))
+            return _set_member(value, cached)
 
         return in_
 
@@ -2079,19 +2112,52 @@ class _ValueSet:
 
 
 def _family(value: object) -> str | None:
-    """The family of values whose equality and hash agree with SQL's ``=``: numbers
-    (INT, FLOAT but NaN, finite DECIMAL), strings, bytes, bools, UUIDs; else None."""
+    """The family of values whose equality and hash agree with SQL's ``=``: exact
+    numbers (INT, finite DECIMAL: 1.0 = 1.00 = 1 in both), FLOATs but NaN (-0.0 = 0.0
+    in both), strings, bytes, bools, UUIDs; else None. NB: a FLOAT is not an exact
+    number's kin: SQL compares 0.1::FLOAT with a DECIMAL by its shortest text, Python
+    by its binary value."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "number"
+        return "exact"
     if isinstance(value, float):
-        return "number" if value == value and abs(value) != float("inf") else None
+        return "float" if value == value and abs(value) != float("inf") else None
     if isinstance(value, decimal.Decimal):
-        return "number" if value.is_finite() else None
+        return "exact" if value.is_finite() else None
     if isinstance(value, str | bytes | uuid.UUID):
         return type(value).__name__
     return None
+
+
+def _set_member(
+    value: Any, cached: tuple[Sequence[tuple[Any, ...]], _ValueSet | None]
+) -> bool | None:
+    """``value IN`` the rows ``cached`` holds with their set (see :class:`_ValueSet`),
+    for a non-NULL value: looked up when it is of the set's family, else compared one
+    by one."""
+    found, values = cached
+    if values is not None and _family(value) == values.family:
+        return True if value in values.values else (None if values.null else False)
+    return _member(value, (c for (c,) in found))
+
+
+def _value_set_key(node: exp.Expr, target: ColumnType | None) -> str:
+    """What names the set of an IN list (its values read as ``target``) or an ANY's
+    array in :attr:`Context.value_sets`: its text, the same for each compile of one
+    statement's subquery (made anew for each outer row), so they share one set."""
+    return f"{target!r}:{node.sql(dialect='postgres')}"
+
+
+def is_fixed_value(node: exp.Expr) -> bool:
+    """Whether ``node`` has one value for a whole run of its statement: constants and
+    placeholders, cast or in an ARRAY, with no column, subquery or function (which may
+    be volatile: random())."""
+    return is_constant(node) and all(
+        not isinstance(n, exp.Func | exp.Query | exp.Exists | exp.Any | exp.All)
+        or isinstance(n, exp.Cast | exp.Array)
+        for n in node.walk()
+    )
 
 
 def _member(value: Any, candidates: Iterable[Any]) -> bool | None:

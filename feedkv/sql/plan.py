@@ -3,14 +3,18 @@ per session (``Session.plan``), so a statement run again goes straight to its ro
 
 Rows are read by scanning the narrowest key span the WHERE clause allows: equality on
 every primary key column is a point lookup; equality on a leading part plus a range on
-the next column is a key range; anything else scans the table. The full WHERE clause is
-then applied to every row read (unless the span holds exactly the rows it selects).
+the next column is a key range; ``k IN (values)`` or ``k = ANY (array)`` on the key's
+first column (an ORM's batch of lookups) is a span per listed key; anything else scans
+the table. The full WHERE clause is then applied to every row read (unless the span
+holds exactly the rows it selects).
 """
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlglot import exp
@@ -20,6 +24,7 @@ from feedkv.errors import (
 )
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import Grouping, group_key
+from feedkv.sql.arrays import Array
 from feedkv.sql.computed import refuse_writes
 from feedkv.sql.descriptor import (
     Column,
@@ -35,12 +40,13 @@ from feedkv.sql.expr import (
     contains_aggregate,
     expression_name,
     is_constant,
+    is_fixed_value,
     outer_nodes,
     qualifier_of,
     refuse_aggregates,
     static_kind,
 )
-from feedkv.sql.indexes import index_span, values_prefix
+from feedkv.sql.indexes import values_prefix
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -232,9 +238,17 @@ class Selection:
     # values change type or are NULL, it returns None).
     point: Callable[[Context], list[Any] | None] | None
     # When WHERE constrains no primary key column but a secondary index's leading
-    # columns: the span of the index's entries to read (None for a run whose values do
+    # columns: the spans of the index's entries to read (None for a run whose values do
     # not fit the columns: then the table is read); ``test`` filters the rows found.
-    index_span: Callable[[Context], Span | None] | None = None
+    index_span: Callable[[Context], list[Span] | None] | None = None
+    # When WHERE constrains no primary key column but holds ``k IN (values...)`` or
+    # ``k = ANY (array)`` for the key's first column ``k``: the distinct non-NULL values
+    # in key order, each a span to read (None for a run whose values do not keep their
+    # type as the column's: then the table is read); ``test`` filters the rows found.
+    key_list: Callable[[Context], list[Any] | None] | None = None
+    # As ``key_list``, for a secondary index's first column (when WHERE lists no key
+    # column's values): the index and its listed values, whose spans ``index_span`` reads.
+    listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
 
     @classmethod
     def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
@@ -246,22 +260,135 @@ class Selection:
         point = None
         if plan is not None and plan.complete and len(plan.equal) == len(desc.key_columns):
             point = _point(desc, plan)
-        by_index = None
-        if where is not None and plan is None and desc.indexes:
-            by_index = _index_plan(desc, where, scope)
-        return cls(_span_plan(desc, where, plan), test, point, by_index)
+        by_index = key_list = listed_index = None
+        if where is not None and plan is None:
+            first = desc.key_columns[0]
+            key_list = _key_list(where, scope, first, lambda v: row_prefix(desc, [v]))
+            if key_list is None and desc.indexes:
+                listed_index = _index_key_list(desc, where, scope)
+                if listed_index is not None:
+                    by_index = _index_spans(desc, *listed_index)
+                else:
+                    by_index = _index_plan(desc, where, scope)
+        span = _span_plan(desc, where, plan)
+        return cls(span, test, point, by_index, key_list, listed_index)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
     """A constant as the column's type, and whether it kept its value."""
-    raw = compiled((), context)
+    return _as_column(compiled((), context), column)
+
+
+def _as_column(raw: Any, column: Column) -> tuple[Any, bool]:
     value = coerce(raw, column.type, column.name)
     return value, type(value) is type(raw) and value == raw
+
+
+def _as_key(raw: Any, column: Column) -> tuple[Any, bool]:
+    """A listed value as the key column's type, and whether a key equal to it is that
+    value: a number of another kind that keeps its value (k IN (2.0) for an INT k, not
+    2.5), a string read as an INT, an enum label, a time... (as IN reads a string
+    constant as its column's type)."""
+    value = coerce(raw, column.type, column.name)
+    if isinstance(raw, str):
+        return value, (type(value) is str and value == raw) or column.type.kind in _READ_AS_KEY
+    numbers = all(isinstance(v, int | float | decimal.Decimal) for v in (raw, value))
+    same = type(value) is type(raw) or (numbers and not isinstance(raw, bool))
+    return value, same and value == raw
+
+
+def _index_key_list(
+    desc: TableDescriptor, where: exp.Expr, scope: Scope
+) -> tuple[Index, Callable[[Context], list[Any] | None]] | None:
+    """The first secondary index whose first column ``where`` lists values of."""
+    for index in desc.indexes:
+        column = desc.column_by_id(index.column_ids[0])
+        if column is None:
+            continue
+        keys = _key_list(where, scope, column, partial(_entry_prefix, desc, index))
+        if keys is not None:
+            return index, keys
+    return None
+
+
+def _entry_prefix(desc: TableDescriptor, index: Index, value: Any) -> bytes:
+    return values_prefix(desc, index, [value])
+
+
+def _index_spans(
+    desc: TableDescriptor, index: Index, keys: Callable[[Context], list[Any] | None]
+) -> Callable[[Context], list[Span] | None]:
+    def spans(context: Context) -> list[Span] | None:
+        values = keys(context)
+        if values is None:
+            return None
+        prefixes = (_entry_prefix(desc, index, v) for v in values)
+        return [Span(p, prefix_end(p)) for p in prefixes]
+
+    return spans
+
+
+def _key_list(
+    where: exp.Expr, scope: Scope, column: Column, prefix: Callable[[Any], bytes]
+) -> Callable[[Context], list[Any] | None] | None:
+    """The values of ``column`` a conjunct of ``where`` lists (see
+    :attr:`Selection.key_list`), as ORMs write a batch of lookups, in the order of
+    their keys' ``prefix``."""
+    for conjunct in flatten_and(where):
+        listed = _listed(conjunct, column, scope)
+        if listed is not None:
+            break
+    else:
+        return None
+    empty = Scope(outer=scope.outer)
+    compiled = [compile_expr(node, empty) for node in listed]
+    array = isinstance(conjunct, exp.EQ)
+    array_type = ColumnType(Kind.ARRAY, element=column.type)
+
+    def values(context: Context) -> list[Any] | None:
+        raw = [c((), context) for c in compiled]
+        try:
+            if array:
+                (found,) = raw
+                if isinstance(found, str):
+                    found = coerce(found, array_type, column.name)
+                raw = list(found) if isinstance(found, Array) else []  # NB: ANY (NULL)
+            keys: dict[bytes, Any] = {}
+            for value, kept in (_as_key(r, column) for r in raw if r is not None):
+                if not kept:
+                    return None  # k IN (1.5) for an INT k: the filter decides
+                keys[prefix(value)] = value
+        except SQLError:
+            return None  # NB: the WHERE clause reports it
+        return [keys[k] for k in sorted(keys)]
+
+    return values
+
+
+def _listed(node: exp.Expr, column: Column, scope: Scope) -> list[exp.Expr] | None:
+    """The nodes of ``column IN (...)`` or ``column = ANY (array)`` when each has one
+    value for the run (the array as one node); else None."""
+    if isinstance(node, exp.In) and node.args.get("query") is None:
+        this, listed = node.this, list(node.expressions)
+    elif isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+        this, listed = node.this, [_unparen(node.expression.this)]
+        if isinstance(listed[0], exp.Subquery | exp.Select):
+            return None
+    else:
+        return None
+    if (
+        not isinstance(this, exp.Column)
+        or this.name.lower() != column.name
+        or not _own(this, scope)
+    ):
+        return None
+    return listed if listed and all(is_fixed_value(n) for n in listed) else None
 
 
 _READ_EXACTLY = frozenset(
     {Kind.TIME, Kind.INTERVAL, Kind.INET, Kind.ENUM, Kind.UUID, Kind.DATE, Kind.BIT, Kind.VARBIT}
 )
+_READ_AS_KEY = _READ_EXACTLY | {Kind.INT}
 
 
 def _index_bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -330,7 +457,7 @@ def key_constraint(
 
 def _index_plan(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
-) -> Callable[[Context], Span | None] | None:
+) -> Callable[[Context], list[Span] | None] | None:
     """The span of the best secondary index for ``where``: the one whose leading
     columns it fixes most (equalities, then a range on the next column); a unique
     index all of whose columns are fixed wins."""
@@ -339,9 +466,8 @@ def _index_plan(
         return None
     index, plan = best
     columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
-    entries = index_span(desc.id, index.id)
 
-    def span(context: Context) -> Span | None:
+    def span(context: Context) -> list[Span] | None:
         try:
             equal = []
             for compiled, column in zip(plan.equal, columns, strict=False):
@@ -350,7 +476,7 @@ def _index_plan(
                     return None  # k = 1.5 for an INT k: the filter decides
                 equal.append(value)
             if any(v is None for v in equal):
-                return Span(entries.start, entries.start + b"\x00")  # = NULL matches nothing
+                return []  # = NULL matches nothing
             prefix = values_prefix(desc, index, equal)
             start, end = prefix, prefix_end(prefix)
             if len(equal) < len(columns):
@@ -372,8 +498,8 @@ def _index_plan(
         except SQLError:
             return None
         if end <= start:
-            return Span(start, start + b"\x00")  # nothing: an empty range
-        return Span(start, end)
+            return []  # nothing: an empty range
+        return [Span(start, end)]
 
     return span
 

@@ -201,6 +201,15 @@ def _source(
         if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
             raise _Undescribed
         return Relation.of(source.alias, [source.column], [_INT], [])
+    if isinstance(source, st.Unnest):
+        elements = []
+        for arg in source.args:
+            _params_in(arg, Scope(), params)  # ``unnest($1::INT[])``: $1 an INT[]
+            array = type_of(arg, Scope(), params)
+            if array is None or array.kind is not Kind.ARRAY or array.element is None:
+                raise _Undescribed
+            elements.append(array.element)
+        return Relation.of(source.alias, list(source.columns), elements, [])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
     return resolve(_table(source))

@@ -274,7 +274,7 @@ class _Planner:
         ex = self.ex
         if isinstance(source, st.Derived):
             return self.query(source.query)
-        if isinstance(source, st.Series):
+        if isinstance(source, st.Series | st.Unnest):
             return Node("project set", [], [Node("emptyrow")])
         if isinstance(source, st.StatementSource):
             inner = source.statement

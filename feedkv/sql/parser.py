@@ -3531,6 +3531,8 @@ class _Converter:
                 series.args[k] for k in ("start", "end", "step") if series.args.get(k) is not None
             )
             return st.Series(args, name or "generate_series", column), None, name or None
+        if isinstance(node, exp.Unnest):
+            return _unnest(node), None, None
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
@@ -3961,18 +3963,44 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
     return None, source.alias
 
 
+def _unnest(node: exp.Unnest) -> st.Unnest:
+    """``unnest(a [, b...]) [AS alias [(columns)]]``: its columns are named by the
+    alias's column list, else (one array) by the alias, else ``unnest``, as PostgreSQL's."""
+    _refuse_unhandled(node, {"expressions", "alias", "offset"})
+    if node.args.get("offset"):
+        raise SQLError("0A000", "unnest ... WITH ORDINALITY is not supported")
+    args = tuple(node.expressions)
+    alias = node.args.get("alias")
+    name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+    named = [_ident(c) for c in alias.columns] if alias is not None else []
+    if len(named) > len(args):
+        raise SQLError(
+            "42P10",
+            f'table "{name}" has {len(args)} columns available but {len(named)} columns specified',
+        )
+    default = name if name and len(args) == 1 else "unnest"
+    columns = tuple(named + [default] * (len(args) - len(named)))
+    return st.Unnest(args, name or "unnest", columns)
+
+
 def _series_as_source(node: exp.Select) -> None:
-    """``SELECT generate_series(a, b) [AS x]`` (the only item of a SELECT without FROM)
-    as ``SELECT x FROM generate_series(a, b) AS x``: its rows, as PostgreSQL's
-    set-returning function gives them."""
+    """``SELECT generate_series(a, b) [AS x]`` or ``SELECT unnest(a) [AS x]`` (the only
+    item of a SELECT without FROM) as ``SELECT x FROM generate_series(a, b) AS x``
+    (``unnest(a) AS x``): its rows, as PostgreSQL's set-returning function gives them."""
     if node.args.get("from_") or node.args.get("from") or len(node.expressions) != 1:
         return
     item = node.expressions[0]
     call = item.this if isinstance(item, exp.Alias) else item
-    if not isinstance(call, exp.ExplodingGenerateSeries):
+    if isinstance(call, exp.Explode) and not call.expressions:  # unnest(a), to sqlglot
+        name = item.alias if isinstance(item, exp.Alias) else "unnest"
+        source: exp.Expr = exp.Unnest(
+            expressions=[call.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name))
+        )
+    elif isinstance(call, exp.ExplodingGenerateSeries):
+        name = item.alias if isinstance(item, exp.Alias) else "generate_series"
+        source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
+    else:
         return
-    name = item.alias if isinstance(item, exp.Alias) else "generate_series"
-    source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
     node.set("expressions", [exp.column(name)])
     node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
 

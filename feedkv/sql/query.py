@@ -23,7 +23,9 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import analytic, catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
+from feedkv.sql.arrays import Array
 from feedkv.sql.crdb_internal import is_virtual, virtual_table
+from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -40,7 +42,15 @@ from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
-from feedkv.sql.types import ColumnType, Kind, coerce, logical_decimal, timestamp_of
+from feedkv.sql.types import (
+    ColumnType,
+    Kind,
+    coerce,
+    kind_name,
+    kind_of_value,
+    logical_decimal,
+    timestamp_of,
+)
 from feedkv.sql.views import view_query
 from feedkv.util.keys import prefix_end
 
@@ -329,6 +339,28 @@ def series(ex: Execution, source: st.Series) -> Relation:
     return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], rows)
 
 
+def unnest(ex: Execution, source: st.Unnest) -> Relation:
+    """The rows of ``unnest(a [, b...])``: the arrays' elements side by side, the
+    shorter arrays padded with NULLs, none for a NULL array (as PostgreSQL's); each
+    column of its array's element type."""
+    arrays: list[Array] = []
+    types: list[ColumnType] = []
+    for arg in source.args:
+        value = ex.constant(arg)
+        declared = type_of(arg, Scope())
+        if value is None:
+            value = Array((), declared.element if declared is not None else None)
+        if not isinstance(value, Array):
+            kind = kind_of_value(value)
+            raise SQLError(
+                "42883", f"unknown signature: unnest({kind_name(kind) if kind else 'unknown'})"
+            )
+        arrays.append(value)
+        types.append(value.element or ColumnType(Kind.STRING))
+    rows = list(itertools.zip_longest(*(a.values for a in arrays)))
+    return Relation.of(source.alias, list(source.columns), types, rows)
+
+
 def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
     """The rows of the statement ``source`` holds, run now in ``ex``'s transaction (a
     write in a read-only one is 25006, as the write alone would be)."""
@@ -364,8 +396,8 @@ def read_source(
         types = result.types or (None,) * len(result.columns)
         relation = Relation.of(source.alias, result.columns, types, result.rows)
         return relation, relation.rows, ex.session.database
-    if isinstance(source, st.Series):
-        relation = series(ex, source)
+    if isinstance(source, st.Series | st.Unnest):
+        relation = series(ex, source) if isinstance(source, st.Series) else unnest(ex, source)
         return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)

@@ -82,6 +82,7 @@ __all__ = [
     "Savepoint",
     "Select",
     "Series",
+    "Unnest",
     "SetOperation",
     "SessionVariable",
     "SetTransaction",
@@ -601,7 +602,19 @@ class Series:
     column: str
 
 
-Source = TableName | Derived | ShowSource | StatementSource | Series  # what FROM and JOIN read
+@dataclass(frozen=True, slots=True)
+class Unnest:
+    """``FROM unnest(array [, array...]) [AS alias [(columns)]]``: a column per array
+    (named by ``columns``), a row per element, the shorter arrays padded with NULLs, as
+    PostgreSQL's; its arguments are constants of the statement."""
+
+    args: tuple[exp.Expr, ...]
+    alias: str
+    columns: tuple[str, ...]
+
+
+# What FROM and JOIN read
+Source = TableName | Derived | ShowSource | StatementSource | Series | Unnest
 
 
 @dataclass(frozen=True, slots=True)

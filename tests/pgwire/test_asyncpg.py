@@ -178,6 +178,30 @@ def test_a_list_matches_through_any_and_all(pg_url: str) -> None:
     run(scenario())
 
 
+def test_a_bulk_insert_reads_its_columns_from_unnest(pg_url: str) -> None:
+    """asyncpg's bulk-insert pattern: ``INSERT ... SELECT * FROM unnest($1::INT[],
+    $2::STRING[])``, one array per column (the placeholders are described as arrays of
+    their casts' types, so the driver encodes the lists)."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE bulk (id INT PRIMARY KEY, name STRING)")
+            status = await conn.execute(
+                "INSERT INTO bulk SELECT * FROM unnest($1::INT[], $2::STRING[])",
+                [1, 2, 3],
+                ["a", "b", None],
+            )
+            assert status == "INSERT 0 3"
+            rows = await conn.fetch("SELECT id, name FROM bulk ORDER BY id")
+            assert [tuple(r) for r in rows] == [(1, "a"), (2, "b"), (3, None)]
+            assert await conn.fetch("SELECT unnest($1::INT[]) AS v", [5, 6]) == [(5,), (6,)]
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
 def test_a_cursor_moves_forward_over_its_portal(pg_url: str) -> None:
     """asyncpg's ``Cursor.forward`` sends ``MOVE FORWARD n <portal>`` for the portal its
     Bind made: PostgreSQL's portals and SQL cursors share one namespace."""

@@ -200,6 +200,11 @@ class JobRegistry:
             except ClientClosedError:
                 return  # NB: the node stops (its client closes before the registry)
             except FeedKVError as exc:  # the store is unreachable or shutting down: retry
+                if self._closed.is_set():
+                    # NB: closing, its reads and writes may fail (a cluster that lost its
+                    # quorum): nothing to tell; the jobs' next holders redo the work
+                    log.debug("job registry, closing: %s", exc)
+                    return
                 log.warning("job registry: %s", exc)
             except Exception:  # a bug; the registry must go on running the other jobs
                 log.exception("job registry: unexpected error")
@@ -360,7 +365,10 @@ class JobRegistry:
         except ClientClosedError as exc:  # the node stops without a quorum for the record
             log.info("changefeed job %d: its lease expires instead (%s)", job_id, exc)
         except FeedKVError as exc:  # the node is gone; the lease expires instead
-            log.warning("changefeed job %d: could not record its end: %s", job_id, exc)
+            # NB: a job stopped by its node's shutdown may find no quorum for its record
+            # (the other nodes stopped first): nothing is wrong
+            level = logging.INFO if runner.stopped.is_set() else logging.WARNING
+            log.log(level, "changefeed job %d: could not record its end: %s", job_id, exc)
         finally:
             with self._lock:
                 self._runners.pop(job_id, None)

@@ -46,9 +46,10 @@ def test_ready_turns_503_once_the_node_is_decommissioned(tmp_path: Path) -> None
             timeout_s=DEADLINE_S,
             what="node 2's /health?ready=1 to say it is not ready",
         )
-        assert not_ready.json() == {
-            "error": "node is not ready: node n2 is decommissioned: it left the cluster"
-        }
+        # NB: it learns so from its own read of the memberships ("it left the cluster")
+        # or from a node that turns its heartbeat away ("it may not rejoin"), either first
+        error = not_ready.json()["error"]
+        assert error.startswith("node is not ready: node n2 is decommissioned: "), error
         # the process still runs: plain /health (liveness) stays 200
         assert _get(leaving, "").status_code == 200
         staying = cluster.processes[0]

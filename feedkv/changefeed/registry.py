@@ -332,7 +332,10 @@ class JobRegistry:
                 with self.metrics.tracking(label, runner.job):
                     runner.job.run()
             except BaseException as exc:
-                log.warning("changefeed job %d failed: %s", job_id, exc)
+                # NB: one that ends as its node stops is no failure to warn of
+                stopping = runner.stopped.is_set() or isinstance(exc, ClientClosedError)
+                level = logging.INFO if stopping else logging.WARNING
+                log.log(level, "changefeed job %d failed: %s", job_id, exc)
                 error = exc
             if error is None or not _retryable(error) or runner.stopped.is_set():
                 break

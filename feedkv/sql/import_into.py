@@ -63,7 +63,6 @@ from urllib.parse import unquote, urlsplit
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
 from feedkv.security.external_io import confine
 from feedkv.sql import statements as st
-from feedkv.sql.analytic import warm_up
 from feedkv.sql.columnar import rows_before, rows_committed, rows_imported
 from feedkv.sql.computed import fill_computed, refuse_writes
 from feedkv.sql.descriptor import Column, TableDescriptor
@@ -140,9 +139,7 @@ def import_into(
         and read.columns is not None
         and rows_imported(db, online, highest, before, keys, read.columns, read.order)
     )
-    if handed:
-        warm_up()
-    else:
+    if not handed:
         rows_committed(db, desc.id, count)
     return Result(tag=f"IMPORT {count}")
 

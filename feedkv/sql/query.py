@@ -347,8 +347,8 @@ def unnest(ex: Execution, source: st.Unnest) -> Relation:
     types: list[ColumnType] = []
     for arg in source.args:
         value = ex.constant(arg)
-        declared = type_of(arg, Scope())
-        if value is None:
+        if value is None:  # NB: a NULL array's element type is its cast's, if any
+            declared = type_of(arg, Scope())
             value = Array((), declared.element if declared is not None else None)
         if not isinstance(value, Array):
             kind = kind_of_value(value)

@@ -152,9 +152,35 @@ class NodeProcess:
         return orphans
 
     def terminate(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM and wait: returns the exit code."""
+        """SIGTERM and wait: returns the exit code. A node still running after
+        ``timeout_s`` fails the caller with its threads' stacks (``feedkv start`` prints
+        them on SIGUSR1), then is killed."""
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout_s)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stacks = self.stacks()
+            self.kill_all()
+            raise AssertionError(
+                f"the node did not stop within {timeout_s:.0f} s of SIGTERM; its threads:\n"
+                + stacks
+            ) from None
+
+    def stacks(self, timeout_s: float = 10.0) -> str:
+        """Every thread's stack, as the running node prints it on SIGUSR1 (to :attr:`log`)."""
+        before = self.log.stat().st_size
+        self.process.send_signal(signal.SIGUSR1)
+        sizes = [before]
+
+        def printed() -> bool:  # NB: the dump is written at once; done once it stops growing
+            sizes.append(self.log.stat().st_size)
+            return sizes[-1] > before and sizes[-1] == sizes[-2]
+
+        with contextlib.suppress(TimeoutError):
+            wait_until(printed, timeout_s=timeout_s, poll_s=0.2, what="the node's stacks")
+        with self.log.open("rb") as log:
+            log.seek(before)
+            return log.read().decode(errors="replace")
 
 
 def _certs_dir(extra_args: tuple[str, ...]) -> Path | None:

@@ -7,7 +7,6 @@ and quietly: a request that waits for a range gives up at once when its node sto
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import pytest
@@ -38,9 +37,8 @@ def _warned_while_stopping(node: NodeProcess) -> list[str]:
 
 
 def _stop(node: NodeProcess) -> int:
-    node.process.send_signal(signal.SIGTERM)
-    # NB: a deadline only: a node that never exits fails here instead of hanging
-    return node.process.wait(timeout=2 * DEADLINE_S)
+    # NB: a deadline only: a node that never exits fails here, with its stacks
+    return node.terminate(timeout_s=2 * DEADLINE_S)
 
 
 @pytest.mark.slow(90)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -29,6 +31,27 @@ log = logging.getLogger("feedkv.node")
 
 
 MIN_RANGE_MAX_BYTES = 64 << 10  # as CockroachDB's zone configurations
+
+
+def _wait_for(stop: threading.Event) -> None:
+    """Return once a signal's handler set ``stop``.
+
+    NB: not ``stop.wait()``: Python runs a signal's handler on the main thread, between
+    its bytecodes, and the kernel may hand the signal to any thread of the process; a
+    main thread blocked on a lock is then not woken, and the handler waits for it (a node
+    ignored SIGTERM for minutes so). A signal also writes a byte to the wakeup fd, which
+    ends the select here; the handler runs as it returns."""
+    receive, send = socket.socketpair()
+    send.setblocking(False)
+    previous = signal.set_wakeup_fd(send.fileno(), warn_on_full_buffer=False)
+    try:
+        while not stop.is_set():
+            select.select([receive], [], [])
+            receive.recv(64)
+    finally:
+        signal.set_wakeup_fd(previous)
+        receive.close()
+        send.close()
 
 
 def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str) -> StoreConfig:
@@ -172,8 +195,7 @@ def run_node(
         # NB: once up: full collections then skip the heap a node keeps for its life
         frozen = freeze_startup_heap()
         log.debug("%d objects of the startup heap frozen for the garbage collector", frozen)
-        while not stop.wait(3600):
-            pass
+        _wait_for(stop)
         log.info("draining")
         print("feedkv node draining", file=sys.stderr, flush=True)
     finally:

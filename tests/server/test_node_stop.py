@@ -15,9 +15,8 @@ import feedkv
 from feedkv.kv.address import split_host_port
 from feedkv.kv.api import BatchRequest, BatchResponse, Header, Put, PutResponse
 from feedkv.kv.grpc_transport import GrpcTransport
-from feedkv.kv.store import StoreConfig
-from feedkv.server.cluster import ClusterConfig
 from feedkv.server.node import Node
+from feedkv.testing.node_cluster import await_replicas, node_cluster
 from feedkv.testing.waiting import wait_until
 
 DEADLINE_S = 60.0
@@ -27,28 +26,8 @@ WRITE = Put(b"slow", b"written while stopping")
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[list[Node]]:
-    config = StoreConfig(sync=False)
-    cluster = ClusterConfig(replicas=3, rebalance_interval_s=0)
-    first = Node(
-        tmp_path / "n1", listen="127.0.0.1:0", join=[], config=config, cluster_config=cluster
-    )
-    started = [first]
-    try:
-        address = first.url.removeprefix("feedkv://")
-        for name in ("n2", "n3"):
-            started.append(
-                Node(
-                    tmp_path / name,
-                    listen="127.0.0.1:0",
-                    join=[address],
-                    config=config,
-                    cluster_config=cluster,
-                )
-            )
+    with node_cluster(tmp_path) as started:
         yield started
-    finally:
-        for node in started:
-            node.stop(grace_s=0)
 
 
 @pytest.mark.slow(20)
@@ -62,11 +41,7 @@ def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raf
     member = node.cluster
     assert member is not None
     with feedkv.connect(nodes[0].url) as db:
-        wait_until(
-            lambda: all(len(r.replicas) == 3 for r in db.ranges()),
-            timeout_s=DEADLINE_S,
-            what="three replicas",
-        )
+        await_replicas(db, 3, timeout_s=DEADLINE_S)
         db.relocate(b"slow", 2)  # the lease of its range to n2
     # NB: n2 leads the range: n1 and n3 stream their answers to it
     wait_until(lambda: member.raft_streams_in > 0, timeout_s=DEADLINE_S, what="Raft streams")

@@ -18,10 +18,13 @@ as soon as it is applied, whatever the order.
 
 Stopping drains: a stream stops reading, answers every batch it read, and ends with
 status OK; a batch it never read was never applied, and the client reports it as such.
-The server refuses new calls and waits for those in flight, up to the grace; calls that
-last until told to end (``endless``: other nodes' Raft streams) are not waited for:
-once the others ended, the node ends them (``end_streams``), so a stop lasts as long as
-its slowest call in flight, not the whole grace.
+The server refuses new calls, before evaluating anything (a batch is answered with
+:class:`~feedkv.errors.NodeUnavailableError`, so its client sends it elsewhere rather
+than report it as ambiguous), and waits for those in flight, up to the grace; its port
+closes after them. Calls that last until told to end (``endless``: other nodes' Raft
+streams) are not waited for: once the others ended, the node ends them
+(``end_streams``), so a stop lasts as long as its slowest call in flight, not the whole
+grace.
 """
 
 from __future__ import annotations

@@ -116,8 +116,9 @@ class Node:
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
         (see :mod:`feedkv.server.cluster`); a new node whose ``join`` nodes know no
-        cluster yet serves ``listen`` and blocks until ``feedkv init`` (see
-        :mod:`feedkv.server.init_server`). ``None``: a node of its own."""
+        cluster yet serves ``listen`` (and ``http_addr``: its health) and blocks until
+        ``feedkv init`` (see :mod:`feedkv.server.init_server`). ``None``: a node of its
+        own."""
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)

@@ -32,11 +32,8 @@ import feedkv
 from feedkv.errors import FeedKVError
 from feedkv.kv.dialer import ClusterDialer
 from feedkv.kv.range_id_alloc import BLOCK_SIZE, RANGE_IDS_KEY
-from feedkv.kv.store import StoreConfig
-from feedkv.server.cluster import ClusterConfig
-from feedkv.server.node import Node
 from feedkv.testing.cluster import LocalCluster
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.node_cluster import await_replicas, node_cluster
 from feedkv.util.keys import Span
 
 
@@ -95,30 +92,10 @@ def stop(base: Path) -> dict[str, Any]:
 
 
 def split_counter_unavailable(base: Path) -> dict[str, Any]:
-    config = StoreConfig(sync=False)
-    replicated = ClusterConfig(replicas=3, rebalance_interval_s=0)
-    first = Node(
-        base / "n1", listen="127.0.0.1:0", join=[], config=config, cluster_config=replicated
-    )
-    nodes = [first]
-    try:
-        join = [first.url.removeprefix("feedkv://")]
-        for name in ("n2", "n3"):
-            nodes.append(
-                Node(
-                    base / name,
-                    listen="127.0.0.1:0",
-                    join=join,
-                    config=config,
-                    cluster_config=replicated,
-                )
-            )
+    with node_cluster(base) as nodes:
+        first = nodes[0]
         with feedkv.connect(first.url) as db:
-            wait_until(
-                lambda: all(len(r.replicas) == 3 for r in db.ranges()),
-                timeout_s=120,
-                what="three replicas",
-            )
+            await_replicas(db, 3, timeout_s=120)
             db.split(RANGE_IDS_KEY)
             db.split(RANGE_IDS_KEY + b"\x00")
             db.relocate(RANGE_IDS_KEY, 2)  # its lease to n2
@@ -132,9 +109,6 @@ def split_counter_unavailable(base: Path) -> dict[str, Any]:
             if error or held > 2 * BLOCK_SIZE:
                 break
             held += 1
-    finally:
-        for node in nodes:
-            node.stop(grace_s=0)
     return {"split_counter_unavailable_s": round(took, 3), "ids_first": held, "split_error": error}
 
 

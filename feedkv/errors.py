@@ -210,22 +210,33 @@ class RangeKeyMismatchError(RangeRoutingError, Generic[_D]):
         super().__init__(message)
 
 
-class RangeNotFoundError(RangeRoutingError):
-    """The range id is unknown to the node (merged away)."""
+class RangeNotFoundError(RangeRoutingError, Generic[_D]):
+    """The range id is unknown to the node (its replica there was removed, or the range
+    merged away). ``descriptor``: where the node knows the request's keys are now (the
+    range's current descriptor, or the range it merged into), newer than the request's,
+    so the client need not look it up; ``None`` when it knows nothing newer."""
 
-    def __init__(self, range_id: int) -> None:
+    def __init__(self, range_id: int, descriptor: _D | None = None) -> None:
         self.range_id = range_id
+        self.descriptor = descriptor
         super().__init__(f"range r{range_id} is not on this node (merged away?)")
 
 
-class NotLeaseHolderError(RangeRoutingError):
+class NotLeaseHolderError(RangeRoutingError, Generic[_D]):
     """The replica asked does not hold the range's lease (it is not its Raft leader, or
     has not yet applied what earlier leaders committed). ``lease_holder`` is the replica
-    id it believes leads, or 0 when it knows of none; the client resends there."""
+    id it believes leads, or 0 when it knows of none; the client resends there.
+    ``descriptor``: the range's descriptor as that replica holds it (its lease holder
+    first when known), as CockroachDB's error carries the lease and the descriptor, so
+    a client whose cache misses replicas the range gained learns them without a
+    lookup; ``None`` when not known."""
 
-    def __init__(self, range_id: int, replica_id: int, lease_holder: int) -> None:
+    def __init__(
+        self, range_id: int, replica_id: int, lease_holder: int, descriptor: _D | None = None
+    ) -> None:
         self.range_id = range_id
         self.lease_holder = lease_holder
+        self.descriptor = descriptor
         hint = f"; try replica {lease_holder}" if lease_holder else ""
         super().__init__(f"replica {replica_id} of range r{range_id} does not hold its lease{hint}")
 

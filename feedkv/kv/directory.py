@@ -17,8 +17,9 @@ successor's).
 
 This takes the place of CockroachDB's meta ranges. The answers may be stale for a
 heartbeat; that is safe, because a node refuses a request for a range it does not hold
-with a routing error (carrying the range's new descriptor when it moved the range away),
-and the client looks again. A dead node's last report stays, so its ranges are addressed
+with a routing error (carrying the range's new descriptor when it moved the range away,
+or when this directory holds one newer than the request's), and the client follows it
+or looks again. A dead node's last report stays, so its ranges are addressed
 to it and fail with an error naming it until it comes back.
 
 Pure: no I/O, no clock; the caller feeds reports in.

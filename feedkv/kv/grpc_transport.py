@@ -9,7 +9,8 @@ cost of each message.
 
 When the stream breaks, every batch waiting on it fails (a write as ambiguous: it may
 have been applied) and the next batch opens a new stream. When the node ends the stream
-itself, draining, the batches it did not answer were not applied.
+itself, draining, or the stream never connected, the batches it did not answer were not
+applied.
 """
 
 from __future__ import annotations
@@ -331,7 +332,11 @@ class _CallStream:
         except grpc.RpcError as exc:
             code = exc.code() if hasattr(exc, "code") else None
             denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
-            end = _StreamEnded(_details(exc), maybe_applied=not denied, denied=denied)
+            # NB: a stream that never connected (its node stopped listening: it drains,
+            # or died) carried none of its calls to the node
+            end = _StreamEnded(
+                _details(exc), maybe_applied=not (denied or _never_sent(exc)), denied=denied
+            )
         with self._lock:
             self._end = end
             waiting, self._waiting = self._waiting, {}

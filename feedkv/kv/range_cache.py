@@ -23,11 +23,14 @@ class RangeCache:
         self._lock = threading.Lock()
         self._starts: list[bytes] = []
         self._descs: list[RangeDescriptor] = []
+        self.lookups = 0  # the node was asked this many times (CockroachDB's range lookups)
 
     def get(self, key: bytes) -> RangeDescriptor:
         """The cached range holding ``key``, asking the node on a miss."""
         with self._lock:
             desc = self._find(key)
+            if desc is None:
+                self.lookups += 1
         if desc is not None:
             return desc
         fresh = self._lookup(key)

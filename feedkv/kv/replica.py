@@ -242,7 +242,7 @@ class Replica:
         """The node of the replica this one believes leads (0: none known)."""
         return self.node_of(self.raft.leader) if self.raft.leader else 0
 
-    def _not_lease_holder(self) -> NotLeaseHolderError:
+    def _not_lease_holder(self) -> NotLeaseHolderError[Any]:
         return NotLeaseHolderError(self.range_id, self.replica_id, self.leader_node)
 
     @staticmethod

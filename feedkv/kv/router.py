@@ -112,10 +112,14 @@ class Router:
         """Send an addressed batch to the node holding ``desc``'s range (its lease, when
         the range is replicated: a replica without it names the one it believes holds
         it, or the next replica is tried, as it is after a node that no longer holds a
-        replica; the cache learns where the lease was, and which nodes the range left)."""
+        replica; the cache learns where the lease was, and which nodes the range left).
+        A refusal that carries a descriptor newer than ``desc`` (the replicas the range
+        has now) is followed without a lookup; one naming another range (the keys
+        merged into it) is raised as a :class:`RangeKeyMismatchError` carrying it."""
         dialer = self._dialer
         if dialer is None:
             return self.transport.send(batch)
+        addressed = desc
         tried: list[int] = []
         answers: list[str] = []  # what each replica tried said, for the error
         live = False  # a replica tried answered (it did not hold the lease)
@@ -124,14 +128,20 @@ class Router:
         while True:
             try:
                 response = dialer.dial(node).send(batch)
-            except RangeNotFoundError:
-                # NB: the replica was moved off the node (or the range merged away); a
-                # node with no replica of the range hears where it went only by gossip,
-                # so the other replicas are asked now: one holds the lease, or names it
+            except RangeNotFoundError as exc:
+                # NB: the replica was moved off the node (or the range merged away); the
+                # node tells where the keys are when it heard, else the other replicas
+                # are asked now: one holds the lease, or names it
                 tried.append(node)
                 left.append(node)
                 answers.append(f"n{node}: no replica")
-                node = self._next_replica(desc, tried, 0)
+                fresh = _newer(desc, exc.descriptor)
+                if fresh is not None and fresh.range_id != desc.range_id:
+                    raise RangeKeyMismatchError(
+                        f"{desc} is not on n{node}: its keys are in {fresh}", [fresh]
+                    ) from exc
+                desc = self._learn(desc, fresh)
+                node = self._next_replica(desc, tried, desc.lease_holder if fresh else 0)
                 if not node:
                     raise
                 continue
@@ -140,11 +150,13 @@ class Router:
                 tried.append(node)
                 hint = f"n{exc.lease_holder}" if exc.lease_holder else "none known"
                 answers.append(f"n{node}: not the lease holder (it points to {hint})")
+                desc = self._learn(desc, _newer(desc, exc.descriptor))
                 node = self._next_replica(desc, tried, exc.lease_holder)
                 if not node:
-                    # NB: the cached replicas may be stale (the range gained replicas this
-                    # client never heard of): look the range up afresh next time
-                    self.ranges.evict(desc)
+                    if desc is addressed:
+                        # NB: the cached replicas may be stale (the range gained replicas
+                        # this client never heard of): look the range up afresh next time
+                        self.ranges.evict(desc)
                     raise RangeUnavailableError(
                         f"no replica of {desc} holds its lease: {'; '.join(answers)}"
                     ) from exc
@@ -173,10 +185,18 @@ class Router:
                     ) from None
                 self._unavailable(desc, dialer, tried)
                 raise
-            if node != desc.lease_holder or left:
+            if node != desc.lease_holder or left or desc is not addressed:
                 others = tuple(n for n in desc.replicas if n != node and n not in left)
                 self.ranges.insert([replace(desc, replicas=(node, *others))])
             return response
+
+    def _learn(self, desc: RangeDescriptor, fresh: RangeDescriptor | None) -> RangeDescriptor:
+        """``fresh`` (a refusal's news of ``desc``'s range), cached in its place; else
+        ``desc``."""
+        if fresh is None:
+            return desc
+        self.ranges.insert([fresh])
+        return fresh
 
     def _next_replica(self, desc: RangeDescriptor, tried: list[int], hint: int) -> int:
         """The replica to try next: the hinted lease holder, else one not tried (0:
@@ -402,6 +422,14 @@ class Router:
             parts.append((desc, part))
             start = part.end
         return parts
+
+
+def _newer(desc: RangeDescriptor, told: RangeDescriptor | None) -> RangeDescriptor | None:
+    """``told``, a refusal's descriptor, when it is news to a client that addressed
+    ``desc``: another range, or ``desc``'s at a higher generation."""
+    if told is None or (told.range_id == desc.range_id and told.generation <= desc.generation):
+        return None
+    return told
 
 
 def _no_news(desc: RangeDescriptor, exc: RangeRoutingError) -> bool:

@@ -18,10 +18,13 @@ as soon as it is applied, whatever the order.
 
 Stopping drains: a stream stops reading, answers every batch it read, and ends with
 status OK; a batch it never read was never applied, and the client reports it as such.
-The server refuses new calls and waits for those in flight, up to the grace; calls that
-last until told to end (``endless``: other nodes' Raft streams) are not waited for:
-once the others ended, the node ends them (``end_streams``), so a stop lasts as long as
-its slowest call in flight, not the whole grace.
+The server refuses new calls, before evaluating anything (a batch is answered with
+:class:`~feedkv.errors.NodeUnavailableError`, so its client sends it elsewhere rather
+than report it as ambiguous), and waits for those in flight, up to the grace; its port
+closes after them. Calls that last until told to end (``endless``: other nodes' Raft
+streams) are not waited for: once the others ended, the node ends them
+(``end_streams``), so a stop lasts as long as its slowest call in flight, not the whole
+grace.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ log = logging.getLogger(__name__)
 # A reply message holds the answers ready when it is sent, up to about this many bytes.
 MAX_REPLIES_BYTES = 4 << 20
 _POLL_S = 0.2
+DRAINING = "the node is draining (shutting down)"  # a call refused meanwhile is told so
+# NB: refused while draining by their handlers (a batch in its answer, a stream by its
+# clean end), which their clients read as nothing applied
+_BATCHES = frozenset({"Batch", "BatchStream"})
 # Checks a batch before it is applied (raises PermissionDeniedError); None: any batch.
 BatchCheck = Callable[[BatchRequest], None] | None
 
@@ -133,7 +140,7 @@ class NodeServer:
             users = USER_METHODS if access is not None else frozenset()
             handlers = guarded_handlers(handlers, tls, users)
         handlers = {
-            name: handler if name in endless else self._count(handler)
+            name: handler if name in endless else self._count(handler, refuse=name not in _BATCHES)
             for name, handler in handlers.items()
         }
         self._server.add_generic_rpc_handlers(
@@ -153,21 +160,30 @@ class NodeServer:
     def stop(self, grace_s: float = 10.0, *, end_streams: Callable[[], None] | None = None) -> None:
         """Refuse new calls, let calls in flight finish (up to ``grace_s``), then call
         ``end_streams()`` (it ends the calls of the ``endless`` methods) and return once
-        every call ended (those still running at the grace are cancelled)."""
+        every call ended (those still running at the grace are cancelled).
+
+        NB: the port stays open until the calls in flight end, and a call arriving
+        meanwhile is refused here, before anything is evaluated, in words its client
+        can act on: a batch as :class:`~feedkv.errors.NodeUnavailableError` (nothing
+        applied: send it elsewhere), a stream's batches by its clean end, another call
+        as ``UNAVAILABLE``. gRPC's own refusal of a call that races its stop is a
+        cancellation, which a client cannot tell from a write cut off mid-way
+        (ambiguous); only calls in that last moment still meet it."""
         self._draining.set()
-        stopped = self._server.stop(grace_s)
         deadline = time.monotonic() + grace_s
         with self._in_flight:
             while self._counted and (left := deadline - time.monotonic()) > 0:
                 self._in_flight.wait(left)
+        stopped = self._server.stop(max(0.0, deadline - time.monotonic()))
         if end_streams is not None:
             end_streams()
         stopped.wait()
         self._calls.shutdown(wait=True)
 
-    def _count(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def _count(self, handler: grpc.RpcMethodHandler, *, refuse: bool) -> grpc.RpcMethodHandler:
         """``handler`` with its calls counted from their start until gRPC ends them
-        (answered, failed or cancelled: a stop waits for them)."""
+        (answered, failed or cancelled: a stop waits for them); ``refuse``: a call that
+        arrives while the node drains is refused as ``UNAVAILABLE`` (see :meth:`stop`)."""
 
         def leave() -> None:
             with self._in_flight:
@@ -176,6 +192,8 @@ class NodeServer:
 
         def counted(behavior: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             def call(request: Any, context: Any) -> Any:
+                if refuse and self._draining.is_set():
+                    context.abort(grpc.StatusCode.UNAVAILABLE, DRAINING)
                 with self._in_flight:
                     self._counted += 1
                 # NB: by gRPC's callback, not a finally: a stream's generator left in a
@@ -222,6 +240,8 @@ class NodeServer:
         check = self._check(context)
 
         def send() -> BatchResponse:
+            if self._draining.is_set():
+                raise NodeUnavailableError(f"{DRAINING}: the batch was not applied")
             batch = batch_request_from_proto(parse_message(pb.BatchRequest, data))
             if check is not None:
                 check(batch)

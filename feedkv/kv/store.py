@@ -423,6 +423,11 @@ class ClusterSender(Protocol):
         """Resolve the intents of ``request.span`` on every range and node it covers."""
         ...
 
+    def locate(self, key: bytes) -> RangeDescriptor | None:
+        """The range holding ``key`` as the cluster's nodes last reported it (``None``:
+        no report names one); no I/O."""
+        ...
+
 
 class Store:
     def __init__(
@@ -551,6 +556,9 @@ class Store:
                     if _nowait(batch):
                         raise LockNotAvailableError(exc.key) from None
                     self._wait_for_lock(batch, exc.key, queued)
+                except (RangeNotFoundError, NotLeaseHolderError) as exc:
+                    self._describe_refusal(exc, batch)
+                    raise
                 finally:
                     # NB: an error leaving this frame holds it in its traceback, and
                     # ``attempt`` holds that error: a cycle only the cyclic GC could free.
@@ -561,6 +569,38 @@ class Store:
             if queued and txn is not None:
                 for key in queued:
                     self._ctx.locks.dequeue(key, txn.id)
+
+    def _describe_refusal(
+        self,
+        exc: RangeNotFoundError[RangeDescriptor] | NotLeaseHolderError[RangeDescriptor],
+        batch: BatchRequest,
+    ) -> None:
+        """Give a refusal of ``batch``'s range the range's descriptor as this node knows
+        it, so its client updates its cache from the answer rather than a lookup: a
+        replica without the lease, its own (the lease holder it knows first); a range
+        not here, where the cluster's reports put the batch's keys, when that is
+        newer than the batch's address (not the very range, at a generation the
+        client has: no news)."""
+        if exc.descriptor is not None:
+            return
+        if isinstance(exc, NotLeaseHolderError):
+            with self.engine.snapshot() as snap:
+                desc = descriptor_by_id(snap, exc.range_id)
+            holder = exc.lease_holder
+            if desc is not None and holder in desc.replicas:
+                desc = replace(desc, replicas=(holder, *(n for n in desc.replicas if n != holder)))
+            exc.descriptor = desc
+            return
+        try:
+            key = batch_key(batch)
+        except InvalidArgumentError:
+            return  # NB: a batch of no key: no range to tell of
+        desc = self.cluster.locate(key) if self.cluster is not None else None
+        header = batch.header
+        if desc is not None and (
+            desc.range_id != header.range_id or desc.generation > header.generation
+        ):
+            exc.descriptor = desc
 
     def descriptors(self) -> list[RangeDescriptor]:
         with self.engine.snapshot() as snap:

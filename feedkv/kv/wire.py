@@ -575,10 +575,11 @@ def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
     if isinstance(exc, errors.RangeKeyMismatchError):
         for desc in exc.descriptors:
             _desc_to(desc, out.descriptors.add())
-    if isinstance(exc, errors.RangeNotFoundError):
+    if isinstance(exc, errors.RangeNotFoundError | errors.NotLeaseHolderError):
         out.range_id = exc.range_id
+        if exc.descriptor is not None:
+            _desc_to(exc.descriptor, out.descriptors.add())
     if isinstance(exc, errors.NotLeaseHolderError):
-        out.range_id = exc.range_id
         out.lease_holder = exc.lease_holder
     if isinstance(exc, errors.TransactionRetryError):
         out.reason = exc.reason
@@ -601,10 +602,10 @@ def error_from_proto(msg: pb.Error) -> FeedKVError:
     Exception.__init__(exc, msg.message)
     if isinstance(exc, errors.RangeKeyMismatchError):
         exc.descriptors = [_desc_from(d) for d in msg.descriptors]
-    if isinstance(exc, errors.RangeNotFoundError):
+    if isinstance(exc, errors.RangeNotFoundError | errors.NotLeaseHolderError):
         exc.range_id = msg.range_id
+        exc.descriptor = _desc_from(msg.descriptors[0]) if msg.descriptors else None
     if isinstance(exc, errors.NotLeaseHolderError):
-        exc.range_id = msg.range_id
         exc.lease_holder = msg.lease_holder
     if isinstance(exc, errors.TransactionRetryError):
         exc.reason = msg.reason

@@ -264,10 +264,16 @@ class Relocator(Protocol):
 
 
 class _ClusterSender:
-    """Pushes and resolves through the node's router (the store's way to other nodes)."""
+    """Pushes and resolves through the node's router (the store's way to other nodes),
+    and where the node's directory puts a key."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, directory: RangeDirectory) -> None:
         self._router = router
+        self._directory = directory
+
+    def locate(self, key: bytes) -> RangeDescriptor | None:
+        found = self._directory.lookup(key)
+        return found[0] if found else None
 
     def push(self, request: PushTxn) -> PushTxnResponse:
         response = self._router.send_key(request.pushee.key, Header(), (request,))
@@ -410,7 +416,7 @@ class Cluster:
         )
         self._chunks = ChunkAssembler()
         self.report()
-        store.cluster = _ClusterSender(self.router)
+        store.cluster = _ClusterSender(self.router, self.directory)
         store.intercept = self._intercept
         # n1 sets the counter up, above the small ids it may have handed out itself
         floor = (

@@ -5,11 +5,12 @@ the admin page (:mod:`feedkv.server.admin`):
 - ``GET /``: the page, with ``/admin.js`` and ``/admin.css`` (files of this package: the
   page needs no internet access; its Content-Security-Policy allows nothing else);
 - ``GET /_admin/v1/overview``: the JSON the page polls;
-- ``GET /health``: 200 while the process serves (CockroachDB's liveness probe), and
+- ``GET /health``: 200 while the process serves (CockroachDB's liveness probe; also
+  while a new node waits for ``feedkv init``), and
   ``GET /health?ready=1``: 200 ``{}`` when the node takes clients, else 503 with why
-  (decommissioned, its clock too far off): what a load balancer asks, as of
-  CockroachDB's (a draining node closes the port first, which a balancer counts as
-  not ready too). Open, as the metrics are: it tells nothing about the data;
+  (waiting for ``feedkv init``, decommissioned, its clock too far off): what a load
+  balancer asks, as of CockroachDB's (a draining node closes the port first, which a
+  balancer counts as not ready too). Open, as the metrics are: it tells nothing about the data;
 - ``POST /_admin/v1/jobs/<id>/<pause|resume|cancel>``: a button. It must carry the
   header ``X-Feedkv-Admin: 1``, which a page of another origin cannot send without the
   browser asking this port first (a cross-site form cannot pause a job with the
@@ -255,7 +256,12 @@ class HTTPServer:
                 self._skip_body()
                 path, _, query = self.path.partition("?")
                 if path in METRICS_PATHS:
-                    self._answer(200, CONTENT_TYPE, exposition())
+                    try:
+                        body = exposition()
+                    except FeedKVError as exc:  # none yet: the node waits for its cluster
+                        self._error(503, f"the node cannot answer now: {exc}")
+                    else:
+                        self._answer(200, CONTENT_TYPE, body)
                 elif path == HEALTH_PATH:
                     self._json(*health(query, not_ready()))
                 elif path in STATIC or path == OVERVIEW_PATH:

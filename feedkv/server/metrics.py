@@ -57,15 +57,16 @@ class NodeMetrics:
         self.changefeeds = ChangefeedMetrics(r, gc_ttl_ns=node.store.config.gc_ttl_ns)
         self.sql = SQLMetrics(r)
         self.txn = TxnMetrics(r)
+        feeds = r.per_scrape(lambda: node.feeds.counts())
         r.sampled(
             "kv_rangefeed_processors",
             "Number of active RangeFeed processors",
-            lambda: node.feeds.counts()[0],
+            lambda: feeds()[0],
         )
         r.sampled(
             "kv_rangefeed_registrations",
             "Number of active RangeFeed registrations",
-            lambda: node.feeds.counts()[1],
+            lambda: feeds()[1],
         )
         r.sampled(
             "kv_rangefeed_catchup_scan_nanos",
@@ -110,8 +111,10 @@ class NodeMetrics:
         )
         if r.enabled:
             node.store.engine.on_commit = fsync.observe
+        # NB: the five range metrics share one walk of the store's ranges a scrape
+        counts = r.per_scrape(lambda: _range_counts(node))
         for name, help_text, field in _RANGE_METRICS:
-            r.sampled(name, help_text, _range_count(node, field))
+            r.sampled(name, help_text, _range_count(counts, field))
         started = time.monotonic()
         r.sampled(
             "sys_uptime",
@@ -144,8 +147,8 @@ _RANGE_METRICS = (
 )
 
 
-def _range_count(node: NodeParts, field: str) -> Callable[[], float]:
-    return lambda: float(getattr(_range_counts(node), field))
+def _range_count(counts: Callable[[], RangeCounts], field: str) -> Callable[[], float]:
+    return lambda: float(getattr(counts(), field))
 
 
 def _range_counts(node: NodeParts) -> RangeCounts:

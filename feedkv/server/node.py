@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from feedkv.changefeed.hold_calls import METHOD as HOLD_METHOD
 from feedkv.changefeed.node_buffers import NodeBuffers
-from feedkv.errors import InvalidArgumentError, InvariantViolation
+from feedkv.errors import InvalidArgumentError, InvariantViolation, NodeUnavailableError
 from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
 from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
@@ -116,8 +116,9 @@ class Node:
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
         (see :mod:`feedkv.server.cluster`); a new node whose ``join`` nodes know no
-        cluster yet serves ``listen`` and blocks until ``feedkv init`` (see
-        :mod:`feedkv.server.init_server`). ``None``: a node of its own."""
+        cluster yet serves ``listen`` (and ``http_addr``: its health) and blocks until
+        ``feedkv init`` (see :mod:`feedkv.server.init_server`). ``None``: a node of its
+        own."""
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
@@ -134,9 +135,18 @@ class Node:
             key_path = self.tls.certs.secrets_key
             self.sealer = Sealer(load_key(key_path), source=str(key_path))
         client_tls = self.tls.client() if self.tls is not None else None
+        self.server: NodeServer | None = None
+        self.cluster: Cluster | None = None
+        self.sql_server: PGServer | None = None
+        self.http_server: HTTPServer | None = None
+        self.admin: Admin | None = None  # the admin page's source, once attached
+        self._access: _TableReads | None = None  # what users may read, once serving
+        self._serve_lock = threading.Lock()
+        # why the node takes no clients yet (None: it does): it waits for its cluster
+        self._starting: str | None = "the node is starting"
         joined: tuple[str, int] | None = None
         if join and listen is not None and load_ident(self.path) is None:
-            listen, joined = self._await_cluster(listen, join, client_tls)
+            listen, joined = self._await_cluster(listen, join, client_tls, http_addr)
         ident, bootstraps = start_ident(self.path, joined) if join is not None else (None, True)
         node_id = ident.node_id if ident is not None else 1
         # it started a cluster now (so it writes the cluster's first default zone)
@@ -152,14 +162,8 @@ class Node:
             self.tls.verifier.audience = (
                 f"{ident.cluster_id}/n{node_id}" if ident is not None else self.node_id
             )
-        self.server: NodeServer | None = None
-        self.cluster: Cluster | None = None
-        self.sql_server: PGServer | None = None
-        self.http_server: HTTPServer | None = None
-        self.admin: Admin | None = None  # the admin page's source, once attached
-        self._access: _TableReads | None = None  # what users may read, once serving
-        self._serve_lock = threading.Lock()
         self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
+        self._starting = None
         self.changefeed_buffers = changefeed_buffers or NodeBuffers.of()
         # NB: shared with the node's other processes: a Spark job's sinks run in its
         # workers (feedkv.changefeed.buffer_ledger)
@@ -189,18 +193,29 @@ class Node:
             raise
 
     def _await_cluster(
-        self, listen: str, join: Sequence[str], tls: ClientTLS | None
+        self, listen: str, join: Sequence[str], tls: ClientTLS | None, http_addr: str | None
     ) -> tuple[str, tuple[str, int] | None]:
         """Serve ``listen`` while this new node waits to join the cluster of the nodes
         at ``join`` or for ``feedkv init`` to bootstrap one here
         (:mod:`feedkv.server.init_server`); returns the address it listened on (its
-        real server takes the same port) and what it joined (``None``: it bootstraps)."""
+        real server takes the same port) and what it joined (``None``: it bootstraps).
+        ``http_addr``: its HTTP port opens first, so that ``/health`` answers while it
+        waits (the process is up; ``?ready=1``: 503, waiting for init), as
+        CockroachDB's does before its cluster is initialized."""
         host, port = parse_listen(listen)
         waiting = InitServer(host, port, self.tls, join=join, store_dir=self.path, client_tls=tls)
         try:
+            self._starting = waiting.waiting()
+            if http_addr is not None:
+                self.serve_http(http_addr)
             joined = await_init(waiting, tls)
+        except BaseException:
+            if self.http_server is not None:
+                self.http_server.stop()
+            raise
         finally:
             waiting.stop()
+        self._starting = "the node is starting"
         return host_port(host, waiting.port), joined
 
     def _member(
@@ -328,12 +343,12 @@ class Node:
                 host, port = parse_listen(listen)
                 try:
                     server = HTTPServer(
-                        self.metrics.registry.exposition,
+                        self._exposition,
                         host,
                         port,
                         tls=self.tls.ssl_context(client_certs=False) if self.tls else None,
                         admin=lambda: self.admin,
-                        not_ready=lambda: self.cluster.refusal if self.cluster else None,
+                        not_ready=self._not_ready,
                     )
                 except OSError as exc:
                     raise InvalidArgumentError(
@@ -345,6 +360,19 @@ class Node:
                 if self.admin is not None:
                     self.admin.start()
         return self.http_url
+
+    def _exposition(self) -> bytes:
+        """The node's metrics (:class:`NodeUnavailableError` while it has none yet: it
+        waits for its cluster)."""
+        if self._starting is not None:
+            raise NodeUnavailableError(f"no metrics yet: {self._starting}")
+        return self.metrics.registry.exposition()
+
+    def _not_ready(self) -> str | None:
+        """Why the node takes no clients now (``None``: it does)."""
+        if self._starting is not None:
+            return self._starting
+        return self.cluster.refusal if self.cluster is not None else None
 
     def attach_admin(self, admin: Admin) -> None:
         """Serve ``admin`` as the admin page; it samples the changefeeds while the HTTP

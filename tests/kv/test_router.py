@@ -3,9 +3,16 @@ after the others (fake transports recording each dial)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from feedkv.errors import NodeUnavailableError, NotLeaseHolderError, RangeNotFoundError
+from feedkv.errors import (
+    NodeUnavailableError,
+    NotLeaseHolderError,
+    RangeKeyMismatchError,
+    RangeNotFoundError,
+)
 from feedkv.kv.api import BatchRequest, BatchResponse, Get, GetResponse, Header
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
@@ -24,10 +31,11 @@ class _Node:
     def send(self, batch: BatchRequest) -> BatchResponse:
         if self.node_id in self.cluster.down:
             raise NodeUnavailableError(f"n{self.node_id} is down")
+        told = self.cluster.told
         if self.node_id in self.cluster.left:
-            raise RangeNotFoundError(1)
+            raise RangeNotFoundError(1, told)
         if self.node_id != self.cluster.lease_holder:
-            raise NotLeaseHolderError(1, self.node_id, self.cluster.hint)
+            raise NotLeaseHolderError(1, self.node_id, self.cluster.hint, told)
         return BatchResponse((GetResponse(None),), Timestamp(1, 0))
 
     def now(self) -> Timestamp:
@@ -40,7 +48,8 @@ class _Node:
 class _Cluster:
     """A dialer of the nodes; ``down``: those that refuse; ``seen``: those that
     liveness sees dead; ``left``: those the range left (they answer RangeNotFound);
-    ``hint``: where the replicas without the lease point."""
+    ``hint``: where the replicas without the lease point; ``told``: the descriptor
+    their refusals carry."""
 
     def __init__(
         self,
@@ -50,8 +59,10 @@ class _Cluster:
         seen: set[int],
         hint: int,
         left: frozenset[int] = frozenset(),
+        told: RangeDescriptor | None = None,
     ) -> None:
         self.lease_holder = lease_holder
+        self.told = told
         self.left = left
         self.down = down
         self.seen = seen
@@ -125,3 +136,46 @@ def test_a_range_no_replica_holds_any_more_is_not_found() -> None:
     with pytest.raises(RangeNotFoundError):
         _route(cluster)
     assert cluster.dials == [1, 2, 3]
+
+
+def test_a_refusal_carrying_the_ranges_new_replicas_is_followed_without_a_lookup() -> None:
+    """The range moved to n4 and n5 (a newer generation); n1, which the range left,
+    says so: the batch goes to n4, the lease holder it names, and the cache learns the
+    new replicas (a lookup would fail: the fake answers none)."""
+    moved = replace(RANGE, generation=3, replicas=(4, 5))
+    cluster = _Cluster(4, down=set(), seen=set(), hint=4, left=frozenset({1, 2, 3}), told=moved)
+    router = Router(cluster)
+    router.ranges.insert([RANGE])
+    router.send_key(b"k", Header(), (Get(b"k"),))
+    assert cluster.dials == [1, 4]
+    assert router.ranges.get(b"k") == moved
+    assert router.ranges.lookups == 0
+
+
+def test_a_replica_without_the_lease_tells_the_replicas_the_cache_lacks() -> None:
+    """The range gained n4, which holds its lease; the client's cache names n1-n3
+    only: n1's refusal carries the descriptor with n4, so the batch goes there."""
+    grown = replace(RANGE, generation=2, replicas=(4, 1, 2, 3))
+    cluster = _Cluster(4, down=set(), seen=set(), hint=4, told=grown)
+    router = Router(cluster)
+    router.ranges.insert([RANGE])
+    router.send_key(b"k", Header(), (Get(b"k"),))
+    assert cluster.dials == [1, 4]
+    assert router.ranges.get(b"k").replicas == (4, 1, 2, 3)
+
+
+def test_a_refusal_naming_an_older_or_the_same_descriptor_is_no_news() -> None:
+    """A replica that lags behind the client's cache: its descriptor is not followed,
+    the other replicas are asked as before."""
+    older = replace(RANGE, generation=0, replicas=(1, 9))
+    cluster = _Cluster(3, down=set(), seen=set(), hint=0, left=frozenset({1}), told=older)
+    assert _route(cluster) == [1, 2, 3]
+
+
+def test_a_refusal_naming_the_range_the_keys_merged_into_is_a_key_mismatch() -> None:
+    merged = RangeDescriptor(7, Span(KEY_MIN, KEY_MAX), 5, replicas=(2, 3))
+    cluster = _Cluster(1, down=set(), seen=set(), hint=0, left=frozenset({1, 2, 3}), told=merged)
+    with pytest.raises(RangeKeyMismatchError) as raised:
+        _route(cluster)
+    assert raised.value.descriptors == [merged]
+    assert cluster.dials == [1]

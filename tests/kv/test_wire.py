@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from feedkv.errors import InvalidArgumentError, LockNotAvailableError
+from feedkv.errors import (
+    InvalidArgumentError,
+    LockNotAvailableError,
+    NotLeaseHolderError,
+    RangeNotFoundError,
+)
 from feedkv.kv import api
 from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.wire import (
     batch_request_from_proto,
     batch_request_to_proto,
@@ -120,3 +126,27 @@ def test_a_nowait_reads_lock_error_crosses_the_wire_with_its_key() -> None:
     assert isinstance(back, LockNotAvailableError)
     assert back.key == b"row\x00"
     assert str(back) == str(LockNotAvailableError(b"row\x00"))
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        NotLeaseHolderError(3, 2, 4, RangeDescriptor(3, Span(b"a", b"m"), 7, replicas=(4, 2))),
+        NotLeaseHolderError(3, 2, 0),
+        RangeNotFoundError(3, RangeDescriptor(3, Span(b"a", b"m"), 7, replicas=(5,))),
+        RangeNotFoundError(3),
+    ],
+    ids=["not-lease-holder", "not-lease-holder-bare", "not-found", "not-found-bare"],
+)
+def test_a_range_refusal_crosses_the_wire_with_the_descriptor_it_carries(
+    refusal: NotLeaseHolderError[RangeDescriptor] | RangeNotFoundError[RangeDescriptor],
+) -> None:
+    out = pb.Error()
+    error_to_proto(refusal, out)
+    back = error_from_proto(pb.Error.FromString(out.SerializeToString()))
+    assert type(back) is type(refusal) and str(back) == str(refusal)
+    assert isinstance(back, NotLeaseHolderError | RangeNotFoundError)
+    assert (back.range_id, back.descriptor) == (refusal.range_id, refusal.descriptor)
+    if isinstance(refusal, NotLeaseHolderError):
+        assert isinstance(back, NotLeaseHolderError)
+        assert back.lease_holder == refusal.lease_holder

@@ -4,6 +4,7 @@ with httpx, parsed with prometheus_client's parser."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,9 @@ import feedkv
 from feedkv import DB
 from feedkv.cli.main import _parser
 from feedkv.errors import SQLError
+from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.store import StoreConfig
+from feedkv.server.node import Node
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 
@@ -273,3 +276,32 @@ def test_feedkv_start_serves_its_metrics_on_http_addr(tmp_path: Path) -> None:
         assert live.value == 1
     finally:
         assert node.terminate() == 0
+
+
+def test_a_scrape_walks_the_stores_ranges_once_for_its_five_range_metrics(
+    tmp_path: Path,
+) -> None:
+    """``replicas``, ``replicas_leaseholders``, ``ranges``, ``ranges_unavailable`` and
+    ``ranges_underreplicated`` of a cluster's node come from one walk of its store's
+    descriptors a scrape, not one each (the walks counted on the scraping thread: the
+    node's own loops walk them too)."""
+    with Node(tmp_path / "n1", listen="127.0.0.1:0", join=[], config=CONFIG) as node:
+        assert node.cluster is not None
+        scraper = threading.get_ident()
+        walks = [0]
+        descriptors = node.store.descriptors
+
+        def counted() -> list[RangeDescriptor]:
+            walks[0] += threading.get_ident() == scraper
+            return descriptors()
+
+        node.store.descriptors = counted  # type: ignore[method-assign]
+        for scrapes in (1, 2):
+            text = node.metrics.registry.exposition().decode()
+            assert walks[0] == scrapes
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        ranges = len(descriptors())
+        assert families["replicas"].samples[0].value == ranges
+        assert families["replicas_leaseholders"].samples[0].value == ranges
+        assert families["ranges"].samples[0].value == ranges
+        assert families["ranges_unavailable"].samples[0].value == 0

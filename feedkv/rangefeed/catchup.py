@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 
 from feedkv.rangefeed.event import Value, ValueColumns
-from feedkv.rangefeed.registration import event_size, values_size
+from feedkv.rangefeed.registration import columns_size, event_size
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.storage.engine import Reader
 from feedkv.storage.export import cheaper_by_key, export_pages, span_pages
@@ -65,8 +65,8 @@ def catch_up(
         page_bytes=page_bytes,
     )
     for page in pages:
-        values = ValueColumns(page.keys, page.values, page.timestamps, page.prev_values)
-        size = values_size(values)
+        size = columns_size(page.keys, page.value_bytes, page.prev_values)
+        values = ValueColumns(page.keys, page.values, page.timestamps, page.prev_values, size=size)
         if size <= page_bytes:
             # NB: in timestamp order a page's last value is its newest
             newest = max(page.timestamps) if by_key else page.timestamps[-1]

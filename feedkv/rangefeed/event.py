@@ -104,13 +104,15 @@ class ValueColumns(Sequence[Value]):
         values: list[bytes | None],
         timestamps: list[Timestamp],
         prev_values: list[bytes | None] | None = None,
+        *,
+        size: int | None = None,  # the budget's bytes, when the maker knows them
     ) -> None:
         self.keys = keys
         self.values = values
         self.timestamps = timestamps
         self.prev_values = prev_values
         self._made: list[Value] | None = None
-        self.size: int | None = None
+        self.size = size
 
     def made(self) -> list[Value]:
         """The values, made once."""

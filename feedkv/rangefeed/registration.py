@@ -44,6 +44,7 @@ __all__ = [
     "EVENT_OVERHEAD",
     "LogOwner",
     "Registration",
+    "columns_size",
     "event_size",
     "value_size",
     "values_size",
@@ -71,24 +72,30 @@ def values_size(values: Sequence[Value]) -> int:
     is worked out once: a catch-up page is sized for the budget, then for the wire)."""
     if isinstance(values, ValueColumns):
         if values.size is None:
-            prevs = values.prev_values or ()
-            values.size = _columns_size(len(values), values.keys, values.values, prevs)
+            value_bytes = _bytes_of(values.values)
+            values.size = columns_size(values.keys, value_bytes, values.prev_values)
         return values.size
-    rows = map(_KEY, values), map(_VALUE, values), map(_PREV_VALUE, values)
-    return _columns_size(len(values), *rows)
+    keys, value_bytes = map(_KEY, values), _bytes_of(map(_VALUE, values))
+    return _size(len(values), keys, value_bytes, _bytes_of(map(_PREV_VALUE, values)))
 
 
-def _columns_size(
-    count: int, keys: Iterable[bytes], values: Iterable[bytes | None], prevs: Iterable[bytes | None]
+def columns_size(
+    keys: list[bytes], value_bytes: int, prev_values: list[bytes | None] | None
 ) -> int:
+    """:func:`values_size` of columns whose values are ``value_bytes`` long together
+    (which a scan knows from its read, with no pass over them)."""
+    prev_bytes = 0 if prev_values is None else _bytes_of(prev_values)
+    return _size(len(keys), keys, value_bytes, prev_bytes)
+
+
+def _size(count: int, keys: Iterable[bytes], value_bytes: int, prev_bytes: int) -> int:
     # NB: the keys' length joined, not summed: a copy of short keys costs half the
     # calls of len
-    return (
-        EVENT_OVERHEAD * count
-        + len(b"".join(keys))
-        + sum(map(len, filter(None, values)))
-        + sum(map(len, filter(None, prevs)))
-    )
+    return EVENT_OVERHEAD * count + len(b"".join(keys)) + value_bytes + prev_bytes
+
+
+def _bytes_of(values: Iterable[bytes | None]) -> int:
+    return sum(map(len, filter(None, values)))
 
 
 class LogOwner(Protocol):

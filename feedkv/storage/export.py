@@ -42,6 +42,7 @@ from feedkv.storage.mvcc_key import (
     decode_version_value,
     encode_change_key,
     encode_ts,
+    encode_version_value,
     escaped_keys,
     key_versions_start,
     version_suffix,
@@ -82,18 +83,23 @@ class ExportResult:
 
 PAGE_ENTRIES = 1024  # index entries read for a page of export_pages, at most
 PAGE_BYTES = 1 << 20  # about this many bytes of them
-_CHUNK = 64  # entries read at once while a page fills
+# Entries read at once while a page fills (a chunk's pairs live until it is split: kept
+# under the cyclic GC's first threshold of 700 new objects, they set off no collection).
+_CHUNK = 256
 
 
 @dataclass(frozen=True, slots=True)
 class ExportPage:
     """Consecutive exported versions as columns, row ``i`` being ``(keys[i],
     timestamps[i], values[i], prev_values[i])``; ``prev_values`` is ``None`` without
-    ``with_diff``. Versions written together share one ``Timestamp`` object."""
+    ``with_diff``. Versions written together share one ``Timestamp`` object.
+    ``value_bytes`` is the length of the values together (what a memory budget charges
+    for them, known from the read without a pass over them)."""
 
     keys: list[bytes]
     timestamps: list[Timestamp]
     values: list[bytes | None]  # None: a deletion
+    value_bytes: int
     prev_values: list[bytes | None] | None = None
 
 
@@ -148,28 +154,26 @@ def export_pages(
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
     entries = reader.scan(CHANGES, index_start, index_end)
     while True:
-        items = _read_page(entries, page_size, page_bytes)
-        if not items:
+        raws, raw_values, raw_bytes = _read_page(entries, page_size, page_bytes)
+        if not raws:
             return
-        keys, timestamps = decode_change_keys(list(map(_first, items)))
-        if min(keys) < span.start or max(keys) >= span.end:
+        keys, timestamps = decode_change_keys(raws)
+        if (span.start and min(keys) < span.start) or max(keys) >= span.end:
             inside = list(map(and_, map(span.start.__le__, keys), map(span.end.__gt__, keys)))
             keys = list(compress(keys, inside))
             if not keys:
                 continue
             timestamps = list(compress(timestamps, inside))
-            items = list(compress(items, inside))
-        raw_values = list(map(_second, items))
-        values: list[bytes | None] = list(map(_value_of_change, raw_values))
-        if TOMBSTONE in raw_values:
-            values = [v if raw else None for v, raw in zip(values, raw_values, strict=True)]
+            raw_values = list(compress(raw_values, inside))
+            raw_bytes = sum(map(len, raw_values))
+        values, value_bytes = _decode_values(raw_values, raw_bytes)
         prev_values = None
         if with_diff:
             prev_values = [
                 _value_of(version_at(reader, key, ts.prev()))
                 for key, ts in zip(keys, timestamps, strict=True)
             ]
-        yield ExportPage(keys, timestamps, values, prev_values)
+        yield ExportPage(keys, timestamps, values, value_bytes, prev_values)
 
 
 def span_pages(
@@ -198,14 +202,15 @@ def span_pages(
     up_to_hi = None if hi == MAX_TIMESTAMP else version_suffix(hi)
     before: tuple[bytes, bytes] | None = None  # with_diff: the last entry of the last page
     while True:
-        items = _read_page(entries, page_size, page_bytes)
-        ended = not items or items[-1][0] < first
+        raws, raw_values, raw_bytes = _read_page(entries, page_size, page_bytes)
+        ended = not raws or raws[-1] < first
         if ended:  # NB: descending, so the entries below the span are a tail
-            items = items[: bisect_left(items, True, key=partial(_below, first))]
-        if not items:
+            inside = bisect_left(raws, True, key=first.__gt__)
+            if inside < len(raws):
+                raws, raw_values = raws[:inside], raw_values[:inside]
+                raw_bytes = sum(map(len, raw_values))
+        if not raws:
             return
-        raws = list(map(_first, items))
-        raw_values = list(map(_second, items))
         prev_values = None
         if with_diff:
             prev_values, before = _previous_values(raws, raw_values, before)
@@ -216,21 +221,16 @@ def span_pages(
                 keep = list(map(and_, keep, map(up_to_hi.__le__, suffixes)))
             raws = list(compress(raws, keep))
             raw_values = list(compress(raw_values, keep))
+            raw_bytes = sum(map(len, raw_values))
             suffixes = list(compress(suffixes, keep))
             if prev_values is not None:
                 prev_values = list(compress(prev_values, keep))
         if raws:
             keys, timestamps = decode_version_keys(raws, suffixes)
-            values: list[bytes | None] = list(map(_value_of_change, raw_values))
-            if TOMBSTONE in raw_values:
-                values = [v if raw else None for v, raw in zip(values, raw_values, strict=True)]
-            yield ExportPage(keys, timestamps, values, prev_values)
+            values, value_bytes = _decode_values(raw_values, raw_bytes)
+            yield ExportPage(keys, timestamps, values, value_bytes, prev_values)
         if ended:
             return
-
-
-def _below(first: bytes, item: tuple[bytes, bytes]) -> bool:
-    return item[0] < first
 
 
 def _previous_values(
@@ -307,29 +307,45 @@ def _check_export(
 
 def _read_page(
     entries: Iterator[tuple[bytes, bytes]], page_size: int, page_bytes: int
-) -> list[tuple[bytes, bytes]]:
-    """Up to ``page_size`` entries and about ``page_bytes`` of values, read in chunks of
-    as many entries of the largest value size seen in the page as still fit (one while no
-    size is known), so a run of big values is read a few at a time."""
-    items: list[tuple[bytes, bytes]] = []
+) -> tuple[list[bytes], list[bytes], int]:
+    """Up to ``page_size`` entries and about ``page_bytes`` of values, as a column of
+    keys, one of values and the values' length together, read in chunks of as many
+    entries of the largest value size seen in the page as still fit (one while no size is
+    known), so a run of big values is read a few at a time."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
     size = largest = 0
-    while len(items) < page_size and size < page_bytes:
-        room = page_size - len(items)
+    while len(keys) < page_size and size < page_bytes:
+        room = page_size - len(keys)
         room = min(room, _CHUNK, max(1, (page_bytes - size) // largest)) if largest else 1
         chunk = list(islice(entries, room))
         if not chunk:
             break
-        lengths = list(map(len, map(_second, chunk)))
-        largest = max(largest, 1, *lengths)  # NB: at least 1, for runs of deletions
+        # NB: a chunk's pairs split into columns in C as it is read, each column then
+        # extended once: no pass per column over a page of pairs kept for it
+        chunk_keys, chunk_values = zip(*chunk, strict=True)
+        lengths = list(map(len, chunk_values))
+        largest = max(largest, 1, max(lengths))  # NB: at least 1, for runs of deletions
         size += sum(lengths)
-        items += chunk
-    return items
+        keys += chunk_keys
+        values += chunk_values
+    return keys, values, size
+
+
+def _decode_values(raw_values: list[bytes], raw_bytes: int) -> tuple[list[bytes | None], int]:
+    """Version values as stored (``raw_bytes`` long together) decoded, and their length
+    together: a value less its tag, a deletion none."""
+    values: list[bytes | None] = list(map(_value_of_change, raw_values))
+    deletions = 0
+    if TOMBSTONE in raw_values:
+        values = [v if raw else None for v, raw in zip(values, raw_values, strict=True)]
+        deletions = raw_values.count(TOMBSTONE)
+    return values, raw_bytes - _TAG_BYTES * (len(raw_values) - deletions)
 
 
 _new_version = partial(tuple.__new__, ExportedVersion)
-_first = itemgetter(0)
-_second = itemgetter(1)
 _value_of_change = itemgetter(slice(1, None))
+_TAG_BYTES = len(encode_version_value(b""))  # what a stored value adds to the value
 
 
 def _value_of(version: tuple[Timestamp, bytes | None] | None) -> bytes | None:

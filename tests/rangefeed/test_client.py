@@ -203,6 +203,29 @@ def test_a_piece_that_folded_its_kept_values_still_repeats_nothing_after_a_resta
     assert all(stamps == sorted(stamps) for stamps in got.values())
 
 
+def test_a_piece_keeps_the_keys_not_the_values_of_catch_up_pages_it_yielded(
+    tmp_path: Path, store_config: StoreConfig
+) -> None:
+    # Catch-up pages of 4 values, read for two pages: the catch-up has a third, so no
+    # checkpoint has come; however few values the piece kept, each page it yielded is
+    # folded at once (its own key and timestamp lists), so its values are let go.
+    config = FeedConfig(catchup_page_values=4)
+    with feedkv.connect(tmp_path / "s", config=store_config, feed_config=config) as db:
+        written = [db.put(b"key%02d" % i, b"%d" % i) for i in range(12)]
+        with db.rangefeed(EVERYTHING, ZERO) as feed:
+            events = read_until(feed, lambda got: len(got) >= 8)
+            (piece,) = feed._pieces.values()
+            folded = [
+                (k, ts)
+                for _newest, keys, stamps in piece.folded
+                for k, ts in zip(keys, stamps, strict=True)
+            ]
+    assert piece.recent == [] and piece.recent_values == 0
+    assert piece.folded_values == len(folded) >= 8
+    assert folded[:8] == [(e.key, e.ts) for e in events if isinstance(e, Value)]
+    assert [ts for _k, ts in folded] == written[: len(folded)]
+
+
 def test_a_piece_folding_live_values_drops_its_folds_as_checkpoints_pass_them(
     tmp_path: Path, store_config: StoreConfig
 ) -> None:

@@ -1235,9 +1235,11 @@ class Connection:
     def _join_implicit(self, portal: _Portal, out: bytearray) -> None:
         """Before ``portal``'s statement runs at an Execute: it joins the implicit
         transaction when it reads or writes rows; a COMMIT or ROLLBACK ends it, as in
-        PostgreSQL (the writes before a ROLLBACK are undone, not committed), and a plain
-        BEGIN makes it explicit, answered without running (the writes before it are
-        then the explicit transaction's, as in PostgreSQL and CockroachDB); any other
+        PostgreSQL (the writes before a ROLLBACK are undone, not committed), and a BEGIN
+        makes it explicit, answered without running (the writes before it are then the
+        explicit transaction's, as in PostgreSQL and CockroachDB), its modes set on it as
+        SET TRANSACTION sets them (a change SET TRANSACTION refuses fails the BEGIN, and
+        the implicit transaction rolls back at the Sync, as CockroachDB's); any other
         statement ends it first, committing, and runs as it would alone. Outside a transaction,
         one begins unless the Sync that ends this Execute's batch is already here with
         no other Execute before it: the Executes of one batch (asyncpg's executemany, a
@@ -1251,7 +1253,10 @@ class Connection:
         if self._implicit and isinstance(statement, st.Commit | st.Rollback):
             self._implicit = False  # NB: the statement ends the transaction itself
             return
-        if self._implicit and _is_plain_begin(statement):
+        if self._implicit and isinstance(statement, st.Begin):
+            modes = _transaction_modes(statement)
+            if modes:  # NB: as CockroachDB, set on the transaction made explicit (or refused)
+                self._sql.execute_all(f"SET TRANSACTION {modes}")
             self._implicit = False
             portal.result = Result(tag="BEGIN")
             return
@@ -1356,11 +1361,15 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
     return [type_of_param(oid) for oid in oids]
 
 
-def _is_plain_begin(statement: st.Statement | None) -> bool:
-    """Whether ``statement`` is a BEGIN with no transaction modes."""
-    return isinstance(statement, st.Begin) and (
-        statement.priority is None and statement.isolation is None and statement.read_only is None
-    )
+def _transaction_modes(begin: st.Begin) -> str:
+    """The transaction modes ``begin`` gives, as SET TRANSACTION takes them ('' for
+    none)."""
+    modes = [
+        f"PRIORITY {begin.priority}" if begin.priority is not None else "",
+        f"ISOLATION LEVEL {begin.isolation}" if begin.isolation is not None else "",
+        {None: "", True: "READ ONLY", False: "READ WRITE"}[begin.read_only],
+    ]
+    return ", ".join(mode for mode in modes if mode)
 
 
 def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:

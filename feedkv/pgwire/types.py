@@ -108,6 +108,7 @@ class OID:
     INET: Final = 869
     BIT: Final = 1560
     VARBIT: Final = 1562
+    VOID: Final = 2278  # accepted only to refuse it (see connection._refuse_void)
 
 
 _OID_OF_KIND: dict[Kind, int] = {

@@ -188,3 +188,18 @@ def test_a_table_created_in_the_open_transaction_is_described(session: Any) -> N
     session.execute("CREATE TABLE fresh (k STRING PRIMARY KEY)")
     assert columns(session.describe("SELECT * FROM fresh")) == [("k", STRING)]
     session.execute("ROLLBACK")
+
+
+def test_a_selects_columns_read_from_tables_have_their_table_and_attnum(session: Any) -> None:
+    ids = {desc.name: desc.id for _db, tables in session.schema() for desc in tables}
+    t_id, u_id = ids["t"], ids["u"]
+    description = session.describe(
+        "SELECT u.name, x.s, x.id + 1, u.* FROM t AS x JOIN u ON u.t_id = x.id WHERE x.id = $1"
+    )
+    assert description.origins == ((u_id, 3), (t_id, 2), (0, 0), (u_id, 1), (u_id, 2), (u_id, 3))
+    alone = session.describe("SELECT d, f AS g FROM t")
+    assert alone.origins == ((t_id, 4), (t_id, 3))
+    # NB: a derived table's, a CTE's and a set operation's columns are not told
+    derived = session.describe("WITH c AS (SELECT id FROM t) SELECT id FROM c")
+    assert derived.origins == ((0, 0),)
+    assert session.describe("SELECT id FROM t UNION SELECT id FROM u").origins == ()

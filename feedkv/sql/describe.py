@@ -212,7 +212,8 @@ def _source(
                 _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
         if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
             raise _Undescribed
-        return Relation.of(source.alias, [source.column], [_INT], [])
+        extra, extra_types = _ordinality(source)
+        return Relation.of(source.alias, [source.column, *extra], [_INT, *extra_types], [])
     if isinstance(source, st.Unnest):
         elements = []
         for arg in source.args:
@@ -221,10 +222,16 @@ def _source(
             if array is None or array.kind is not Kind.ARRAY or array.element is None:
                 raise _Undescribed
             elements.append(array.element)
-        return Relation.of(source.alias, list(source.columns), elements, [])
+        extra, extra_types = _ordinality(source)
+        return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
     return resolve(_table(source))
+
+
+def _ordinality(source: st.Series | st.Unnest) -> tuple[list[str], list[ColumnType]]:
+    """The column WITH ORDINALITY adds, if it was asked: its name and type."""
+    return ([], []) if source.ordinality is None else ([source.ordinality], [_INT])
 
 
 def _table(name: st.Source) -> st.TableName:

@@ -514,6 +514,7 @@ _FUNCTIONS = {
     "cluster_logical_timestamp": _DECIMAL,
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
+    "pg_typeof": _STRING,
 }
 
 

@@ -73,6 +73,7 @@ __all__ = [
     "kind_of_value",
     "logical_decimal",
     "parse_type_name",
+    "standard_name",
     "timestamp_of",
     "type_of_value",
     "value_primitive",
@@ -363,6 +364,37 @@ _KIND_BY_NAME = {
     "inet": Kind.INET,
     "varbit": Kind.VARBIT,
 }
+
+
+# Each kind's SQL standard name, as pg_typeof and format_type print it.
+_STANDARD_NAMES = {
+    Kind.INT: "bigint",
+    Kind.FLOAT: "double precision",
+    Kind.DECIMAL: "numeric",
+    Kind.STRING: "text",
+    Kind.BYTES: "bytea",
+    Kind.BOOL: "boolean",
+    Kind.DATE: "date",
+    Kind.TIMESTAMP: "timestamp without time zone",
+    Kind.TIMESTAMPTZ: "timestamp with time zone",
+    Kind.UUID: "uuid",
+    Kind.JSONB: "jsonb",
+    Kind.TIME: "time without time zone",
+    Kind.INTERVAL: "interval",
+    Kind.INET: "inet",
+    Kind.BIT: "bit",
+    Kind.VARBIT: "bit varying",
+}
+
+
+def standard_name(ctype: ColumnType) -> str:
+    """``ctype``'s SQL standard name (``bigint``, ``timestamp with time zone``,
+    ``text[]``; an enum's is its own name)."""
+    if ctype.kind is Kind.ARRAY:
+        return standard_name(ctype.element or ColumnType(Kind.STRING)) + "[]"
+    if ctype.kind is Kind.ENUM:
+        return str(ctype.type_name)
+    return _STANDARD_NAMES[ctype.kind]
 
 
 def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:

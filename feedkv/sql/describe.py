@@ -226,7 +226,12 @@ def _source(
         return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
-    return resolve(_table(source))
+    try:
+        return resolve(_table(source))
+    except SQLError as exc:
+        if exc.code == "42809":  # a view or a sequence: its columns are known as it runs
+            raise _Undescribed from None
+        raise
 
 
 def _ordinality(source: st.Series | st.Unnest) -> tuple[list[str], list[ColumnType]]:
@@ -260,11 +265,8 @@ def _select(
         databases = [_database(source, database) for source in sources]
         plan = JoinPlan.of(descs, s, databases)
         names = plan.result.names
-        scope = Scope(database=databases[0])
+        scope = plan.scope  # NB: with the columns JOIN ... USING merges
         for table in plan.tables:
-            for i, column in zip(table.columns, table.desc.columns, strict=True):
-                if not column.adding:
-                    scope.add(["", *table.names], column.name, i, column.type)
             read.update(_read_origins(table.desc, table.offset))
         for join in s.joins:
             if join.on is not None:
@@ -283,6 +285,8 @@ def _select(
     for count in (s.limit, s.offset):
         if isinstance(count, exp.Parameter):
             _param(count, _INT, params)
+    if any(j.using or j.natural for j in s.joins) and any(_is_star(i) for i in s.items):
+        raise _Undescribed  # NB: ``*`` shows the columns USING merges once, as it runs
     aliases = [s.alias, *(join.alias for join in s.joins)]
     tables = [(alias or desc.name, desc) for alias, desc in zip(aliases, descs, strict=False)]
     types = _item_types(s.items, scope, tables, params)

@@ -144,10 +144,21 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
         "SELECT n FROM r",
         "SELECT * FROM crdb_internal.jobs",
+        # a view's (its query's columns), and what ``*`` shows of a USING join
+        "SELECT * FROM vw WHERE id = $1",
+        "SELECT * FROM t JOIN u USING (id)",
+        "SELECT * FROM t NATURAL JOIN u",
     ],
 )
 def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:
+    session.execute("CREATE VIEW vw AS SELECT id, s FROM t")
     assert session.describe(text).columns is None
+
+
+def test_a_using_joins_merged_column_is_named_unqualified(session: Any) -> None:
+    description = session.describe("SELECT id, name FROM t JOIN u USING (id) WHERE id = $1")
+    assert columns(description) == [("id", INT), ("name", STRING)]
+    assert kinds(description.params) == [INT]
 
 
 def test_an_empty_table_still_describes_its_columns_and_nothing_is_run(session: Any) -> None:

@@ -41,7 +41,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.session_vars import CLUSTER_VERSION
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, infinity_of
 from feedkv.sql.types import (
     DECIMAL_NAN,
     DECIMAL_QUOTIENT,
@@ -2318,6 +2318,8 @@ def _interval_arithmetic(op: type, a: Any, b: Any) -> Any:
         if isinstance(a, datetime.time):
             moment = datetime.datetime.combine(EPOCH_DATE, a)
             return (moment + datetime.timedelta(microseconds=step.micros)).time()
+        if isinstance(a, datetime.datetime) and infinity_of(a):
+            return a  # NB: as PostgreSQL's and CockroachDB's, infinity stays
         if isinstance(a, datetime.date):
             try:
                 return step.added_to(a)

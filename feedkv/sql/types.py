@@ -42,7 +42,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, is_json
-from feedkv.sql.time_zone import current_zone, timestamp_text
+from feedkv.sql.time_zone import current_zone, infinite_timestamp, infinity_of, timestamp_text
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -642,6 +642,8 @@ def _to_bool(value: object, ctype: ColumnType) -> bool:
 
 
 def _to_date(value: object, ctype: ColumnType) -> datetime.date:
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        raise SQLError("22008", f"date out of range: a DATE cannot be {infinity_of(value)}")
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:  # the day in the session's zone
             value = value.astimezone(current_zone())
@@ -660,6 +662,9 @@ def _to_date(value: object, ctype: ColumnType) -> datetime.date:
 
 
 def _parse_datetime(value: str, ctype: ColumnType) -> datetime.datetime:
+    infinite = infinite_timestamp(value, aware=False)
+    if infinite is not None:
+        return infinite
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -672,6 +677,8 @@ def _parse_datetime(value: str, ctype: ColumnType) -> datetime.datetime:
 def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        return value.replace(tzinfo=None)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:  # the wall time in the session's zone
             value = value.astimezone(current_zone()).replace(tzinfo=None)
@@ -684,6 +691,8 @@ def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
 def _to_timestamptz(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        return value.replace(tzinfo=UTC)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:  # a wall time in the session's zone
             return value.replace(tzinfo=current_zone()).astimezone(UTC)

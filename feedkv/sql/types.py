@@ -641,10 +641,16 @@ def _to_bool(value: object, ctype: ColumnType) -> bool:
     raise _Mismatch
 
 
+def _refuse_infinite(value: datetime.datetime, what: str) -> None:
+    """22008 for an infinite timestamp cast to ``what``, which has no such value here."""
+    infinity = infinity_of(value)
+    if infinity is not None:
+        raise SQLError("22008", f"{what} out of range: a {what} cannot be {infinity}")
+
+
 def _to_date(value: object, ctype: ColumnType) -> datetime.date:
-    if isinstance(value, datetime.datetime) and infinity_of(value):
-        raise SQLError("22008", f"date out of range: a DATE cannot be {infinity_of(value)}")
     if isinstance(value, datetime.datetime):
+        _refuse_infinite(value, "DATE")
         if value.tzinfo is not None:  # the day in the session's zone
             value = value.astimezone(current_zone())
         return value.date()
@@ -741,6 +747,7 @@ def _to_time(value: object, ctype: ColumnType) -> datetime.time:
             raise _Mismatch
         return value
     if isinstance(value, datetime.datetime):
+        _refuse_infinite(value, "TIME")
         return value.time()
     if isinstance(value, str):
         text = value.strip()

@@ -3500,6 +3500,19 @@ class _Converter:
             ctes.append(st.Cte(name, query, columns, recursive))
         return tuple(ctes)
 
+    def _scalar_source(self, node: exp.Table) -> tuple[st.Source, str | None, str | None]:
+        """``FROM f(args) [AS alias [(column)]]`` of a scalar function, as CockroachDB
+        reads it (pgjdbc's ``{call f(?)}`` sends ``select * from f($1) as result``): one
+        row of its value, in a column named by the alias's column list, else the alias,
+        else as the SELECT item ``f(args)`` would be (a derived table of that SELECT)."""
+        _refuse_unhandled(node, {"this", "alias"})
+        alias = node.args.get("alias")
+        name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+        columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+        item = node.this.copy()
+        query = self._query(exp.select(exp.alias_(item, name) if name and not columns else item))
+        return st.Derived(query, name, columns), None, name or None
+
     def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
         """A FROM or JOIN source, its index hint and its alias: a table (or a CTE's
         name) or a subquery in parentheses."""
@@ -3537,6 +3550,8 @@ class _Converter:
             return source, None, name or None
         if isinstance(node, exp.Unnest):
             return _unnest(node), None, None
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
+            return self._scalar_source(node)
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)

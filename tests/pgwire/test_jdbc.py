@@ -5,7 +5,8 @@ getTables, getColumns and getPrimaryKeys (which read pg_catalog); then batches r
 into one INSERT (reWriteBatchedInserts), generated keys, dates, times and arrays as the
 driver sends them, a fetch size in a transaction, and getIndexInfo, getImportedKeys,
 getSchemas and getTypeInfo. A second program (testdata/JdbcResultProbe.java) reads a
-result's columns' tables through ResultSetMetaData and tries a ``{? = call f(?)}`` escape.
+result's columns' tables through ResultSetMetaData and calls builtins through
+CallableStatement escapes.
 
 The driver's jar is looked for in $FEEDKV_PGJDBC_JAR, Debian's libpostgresql-jdbc-java
 and the local Maven repository; without a jar or a ``java`` the test is skipped."""
@@ -107,16 +108,18 @@ def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_pat
 
 
 @pytest.mark.skipif(NO_JAVA, reason="no JDBC jar or java")
-def test_the_jdbc_driver_finds_a_result_columns_table_and_refuses_a_call_escape(
+def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(
     pg_url: str, tmp_path: Path
 ) -> None:
     """RowDescription names the table and column a result column is read from, which
-    the driver looks up in pg_catalog (a computed column has none); ``{? = call f(?)}``
-    sends its return value's placeholder typed VOID, refused as CockroachDB does."""
+    the driver looks up in pg_catalog (a computed column has none). ``{call f(?)}``
+    reads ``select * from f($1) as result``; ``{? = call f(?)}`` sends its return
+    value's placeholder typed VOID, refused as CockroachDB does."""
     assert _run_probe(RESULT_PROBE, pg_url, tmp_path) == [
         "column name table 'r' base 'public.r.name' nullable 0",
         "column more table '' base '..' nullable 2",
         "column score table 'r' base 'public.r.score' nullable 1",
         "column id table 'r' base 'public.r.id' nullable 0",
+        "call result ABC",
         "call refused 42883 ERROR: unknown signature: upper(void, string)",
     ]

@@ -3,7 +3,7 @@ import org.postgresql.PGResultSetMetaData;
 
 // What pgjdbc reads from a result's RowDescription past names and types: each column's
 // table and column number, which its ResultSetMetaData resolves through pg_catalog
-// (getTableName, getBaseColumnName, isNullable); then a {? = call f(?)} escape.
+// (getTableName, getBaseColumnName, isNullable); then {call f(?)} and {? = call f(?)}.
 public class JdbcResultProbe {
     public static void main(String[] args) throws Exception {
         try (Connection c = DriverManager.getConnection(args[0])) {
@@ -21,6 +21,13 @@ public class JdbcResultProbe {
                             + "' base '" + pg.getBaseSchemaName(i) + "." + pg.getBaseTableName(i) + "." + pg.getBaseColumnName(i)
                             + "' nullable " + md.isNullable(i));
                     }
+                }
+            }
+            try (CallableStatement call = c.prepareCall("{call upper(?)}")) {
+                call.setString(1, "abc");
+                try (ResultSet r = call.executeQuery()) {
+                    r.next();
+                    System.out.println("call result " + r.getString(1));
                 }
             }
             try (CallableStatement call = c.prepareCall("{? = call upper(?)}")) {

@@ -50,6 +50,7 @@ from feedkv.changefeed.rows import RowEvent
 from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.jsonb import JSON_NULL, is_json
+from feedkv.sql.time_zone import infinity_of
 from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
@@ -147,12 +148,17 @@ def _iso(value: datetime.date) -> str:
 
 
 def _json_timestamp(value: datetime.datetime) -> str:
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return f'"{infinity}"'
     if value.tzinfo is not None:
         value = value.astimezone(datetime.UTC).replace(tzinfo=None)
     return '"' + _iso(value) + '"'
 
 
 def _json_timestamptz(value: datetime.datetime) -> str:
+    if infinity_of(value) is not None:
+        return _json_timestamp(value)
     return '"' + _iso(value.astimezone(datetime.UTC).replace(tzinfo=None)) + 'Z"'
 
 

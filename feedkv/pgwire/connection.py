@@ -111,7 +111,7 @@ from feedkv.pgwire.types import (
 from feedkv.sql import statements as st
 from feedkv.sql.catalog import User
 from feedkv.sql.cursors import Cursors
-from feedkv.sql.describe import Description
+from feedkv.sql.describe import Description, Origin
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
     SequenceDescriptor,
@@ -124,7 +124,7 @@ from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.interrupt import Interrupt
 from feedkv.sql.session import prepare
 from feedkv.sql.time_zone import statement_zone
-from feedkv.sql.types import ColumnType, Kind, coerce
+from feedkv.sql.types import ColumnType, Kind, coerce, kind_name
 
 __all__ = [
     "MAX_COPY_BYTES",
@@ -592,8 +592,10 @@ class Connection:
                 results = self._sql.execute_each(text)
                 for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
-                    types = self._result_types(result, self._described_after(statement, result))
-                    self._send_result(result, types, (), out, describe=True)
+                    description = self._described_after(statement, result)
+                    types = self._result_types(result, description)
+                    origins = () if description is None else description.origins
+                    self._send_result(result, types, (), out, describe=True, origins=origins)
         except _ClientGone:
             raise
         except Exception as exc:
@@ -961,11 +963,12 @@ class Connection:
         out: bytearray,
         *,
         describe: bool,
+        origins: Sequence[Origin] = (),
     ) -> None:
         if result.columns or result.rows:
             codes = _formats(formats, len(types))
             if describe:
-                out += m.row_description(_fields(result.columns, types, codes))
+                out += m.row_description(_fields(result.columns, types, codes, origins))
             if isinstance(result, FeedResult):
                 self._stream(result, types, codes, out)
                 return
@@ -1023,6 +1026,7 @@ class Connection:
             self._statements[message.name] = _Prepared(message.text, None, oids, None, True)
             out += m.parse_complete()
             return
+        _refuse_void(message.text, message.param_oids)
         prepared = prepare(message.text)
         if len(prepared) > 1:
             raise SQLError("42601", "cannot insert multiple commands into a prepared statement")
@@ -1107,9 +1111,11 @@ class Connection:
             if description is None or description.columns == ():
                 out += m.no_data()
                 return
+            origins: Sequence[Origin] = ()
             if description.columns is not None:
                 shown = [name for name, _ in description.columns]
                 types = [_declared_type(ctype) for _name, ctype in description.columns]
+                origins = description.origins
             elif isinstance(prepared.statement, _SHOWS) and not prepared.param_oids:
                 result = self._sql.execute_all(prepared.text)[-1]  # it only reads
                 shown, types = list(result.columns), self._result_types(result, None)
@@ -1120,7 +1126,7 @@ class Connection:
                     "it and describe the portal",
                 )
             prepared.sent_types = types
-            out += m.row_description(_fields(shown, types, [0] * len(types)))
+            out += m.row_description(_fields(shown, types, [0] * len(types), origins))
             return
         if message.name and message.name not in self._portals:
             # NB: a SQL cursor is a portal too (psycopg describes its named cursors so)
@@ -1149,7 +1155,8 @@ class Connection:
                 types = [_declared_type(ctype) for _name, ctype in description.columns]
                 codes = _formats(portal.result_formats, len(types))
                 names = [name for name, _ in description.columns]
-                known = (types, m.row_description(_fields(names, types, codes)))
+                fields = _fields(names, types, codes, description.origins)
+                known = (types, m.row_description(fields))
                 if prepared.description is description:
                     prepared.rows_described[portal.result_formats] = known
             portal.types = list(known[0])
@@ -1235,9 +1242,11 @@ class Connection:
     def _join_implicit(self, portal: _Portal, out: bytearray) -> None:
         """Before ``portal``'s statement runs at an Execute: it joins the implicit
         transaction when it reads or writes rows; a COMMIT or ROLLBACK ends it, as in
-        PostgreSQL (the writes before a ROLLBACK are undone, not committed), and a plain
-        BEGIN makes it explicit, answered without running (the writes before it are
-        then the explicit transaction's, as in PostgreSQL and CockroachDB); any other
+        PostgreSQL (the writes before a ROLLBACK are undone, not committed), and a BEGIN
+        makes it explicit, answered without running (the writes before it are then the
+        explicit transaction's, as in PostgreSQL and CockroachDB), its modes set on it as
+        SET TRANSACTION sets them (a change SET TRANSACTION refuses fails the BEGIN, and
+        the implicit transaction rolls back at the Sync, as CockroachDB's); any other
         statement ends it first, committing, and runs as it would alone. Outside a transaction,
         one begins unless the Sync that ends this Execute's batch is already here with
         no other Execute before it: the Executes of one batch (asyncpg's executemany, a
@@ -1251,7 +1260,10 @@ class Connection:
         if self._implicit and isinstance(statement, st.Commit | st.Rollback):
             self._implicit = False  # NB: the statement ends the transaction itself
             return
-        if self._implicit and _is_plain_begin(statement):
+        if self._implicit and isinstance(statement, st.Begin):
+            modes = _transaction_modes(statement)
+            if modes:  # NB: as CockroachDB, set on the transaction made explicit (or refused)
+                self._sql.execute_all(f"SET TRANSACTION {modes}")
             self._implicit = False
             portal.result = Result(tag="BEGIN")
             return
@@ -1356,11 +1368,42 @@ def _param_types(oids: Sequence[int]) -> list[ColumnType | None]:
     return [type_of_param(oid) for oid in oids]
 
 
-def _is_plain_begin(statement: st.Statement | None) -> bool:
-    """Whether ``statement`` is a BEGIN with no transaction modes."""
-    return isinstance(statement, st.Begin) and (
-        statement.priority is None and statement.isolation is None and statement.read_only is None
-    )
+# A call and its arguments, none of them a call: ``f($1, $2, 'x')``.
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(([^()]*)\)")
+_ARGUMENT_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def _refuse_void(text: str, oids: Sequence[int]) -> None:
+    """42883 for a call with an argument the client typed VOID, as CockroachDB refuses
+    it (it reads the placeholder as a VOID, which no builtin takes). It is pgjdbc's
+    ``{? = call f(?)}`` escape: the driver sends ``select * from f($1, $2) as result``
+    with $1, the return value's, typed VOID (PostgreSQL drops such an argument;
+    CockroachDB does not)."""
+    if OID.VOID not in oids:
+        return
+    for call in _CALL.finditer(text):
+        names = []
+        for argument in filter(None, (a.strip() for a in call.group(2).split(","))):
+            found = _ARGUMENT_PLACEHOLDER.fullmatch(argument)
+            oid = oids[int(found.group(1)) - 1] if found and int(found.group(1)) <= len(oids) else 0
+            ctype = type_of_param(oid)
+            names.append(
+                "void" if oid == OID.VOID else kind_name(ctype.kind) if ctype else "unknown"
+            )
+        if "void" in names:
+            signature = f"{call.group(1).lower()}({', '.join(names)})"
+            raise SQLError("42883", f"unknown signature: {signature}")
+
+
+def _transaction_modes(begin: st.Begin) -> str:
+    """The transaction modes ``begin`` gives, as SET TRANSACTION takes them ('' for
+    none)."""
+    modes = [
+        f"PRIORITY {begin.priority}" if begin.priority is not None else "",
+        f"ISOLATION LEVEL {begin.isolation}" if begin.isolation is not None else "",
+        {None: "", True: "READ ONLY", False: "READ WRITE"}[begin.read_only],
+    ]
+    return ", ".join(mode for mode in modes if mode)
 
 
 def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireType]:
@@ -1399,12 +1442,21 @@ def _formats(codes: Sequence[int], n: int, *, what: str = "result") -> list[int]
     return list(codes)
 
 
-def _fields(names: Sequence[str], types: list[WireType], codes: list[int]) -> list[m.Field]:
+def _fields(
+    names: Sequence[str],
+    types: list[WireType],
+    codes: list[int],
+    origins: Sequence[Origin] = (),
+) -> list[m.Field]:
+    """RowDescription's fields; ``origins``: each column's table OID and attnum, when
+    the statement's description told them."""
     if len(names) != len(types):
         names = [f"column{i + 1}" for i in range(len(types))]
+    if len(origins) != len(types):
+        origins = [(0, 0)] * len(types)
     return [
-        m.Field(name, wire.oid, type_size(wire.oid), code, type_modifier=wire.typmod)
-        for name, wire, code in zip(names, types, codes, strict=True)
+        m.Field(name, wire.oid, type_size(wire.oid), code, wire.typmod, table, attnum)
+        for name, wire, code, (table, attnum) in zip(names, types, codes, origins, strict=True)
     ]
 
 

@@ -44,7 +44,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, infinite_timestamp, infinity_of
 from feedkv.sql.types import (
     ColumnType,
     FixedChar,
@@ -108,6 +108,7 @@ class OID:
     INET: Final = 869
     BIT: Final = 1560
     VARBIT: Final = 1562
+    VOID: Final = 2278  # accepted only to refuse it (see connection._refuse_void)
 
 
 _OID_OF_KIND: dict[Kind, int] = {
@@ -473,7 +474,14 @@ def _numeric_binary(value: Any) -> bytes:
     return header + struct.pack(f"!{len(groups)}h", *groups)
 
 
+# A timestamp's binary ``infinity`` and ``-infinity``, as PostgreSQL's.
+_INFINITE_MICROS = {"infinity": 2**63 - 1, "-infinity": -(2**63)}
+
+
 def _micros_since(value: datetime.datetime) -> int:
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return _INFINITE_MICROS[infinity]
     delta = value - (_PG_EPOCH if value.tzinfo is None else _PG_EPOCH_TZ)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -645,6 +653,9 @@ def _date_text(text: str) -> datetime.date:
 def _timestamp_text(text: str) -> datetime.datetime:
     """A TIMESTAMP's text; a time zone in it is ignored, as by PostgreSQL's input (pgjdbc's
     setTimestamp sends one)."""
+    infinite = infinite_timestamp(text, aware=False)
+    if infinite is not None:
+        return infinite
     return datetime.datetime.fromisoformat(text).replace(tzinfo=None)
 
 
@@ -654,6 +665,9 @@ def _time_text(text: str) -> datetime.time:
 
 
 def _timestamptz_text(text: str) -> datetime.datetime:
+    infinite = infinite_timestamp(text, aware=True)
+    if infinite is not None:
+        return infinite
     value = datetime.datetime.fromisoformat(text)
     if value.tzinfo is None:  # a wall time in the session's time zone
         value = value.replace(tzinfo=current_zone())
@@ -694,11 +708,14 @@ def _date_binary(raw: bytes) -> datetime.date:
 
 
 def _timestamp_binary(raw: bytes) -> datetime.datetime:
-    return _PG_EPOCH + datetime.timedelta(microseconds=_exact(8, "!q")(raw))
+    micros = _exact(8, "!q")(raw)
+    if micros in (_INFINITE_MICROS["infinity"], _INFINITE_MICROS["-infinity"]):
+        return datetime.datetime.max if micros > 0 else datetime.datetime.min
+    return _PG_EPOCH + datetime.timedelta(microseconds=micros)
 
 
 def _timestamptz_binary(raw: bytes) -> datetime.datetime:
-    return _PG_EPOCH_TZ + datetime.timedelta(microseconds=_exact(8, "!q")(raw))
+    return _timestamp_binary(raw).replace(tzinfo=datetime.UTC)
 
 
 def _bool_binary(raw: bytes) -> bool:

@@ -29,7 +29,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, infinity_of
 from feedkv.sql.types import format_value, type_of_value
 
 __all__ = ["as_json"]
@@ -67,7 +67,11 @@ _AS_TEXT = (bytes, datetime.date, datetime.time, uuid.UUID, Interval, Inet, BitS
 
 def _rfc3339(value: datetime.datetime) -> str:
     """Go's ``time.RFC3339Nano`` (TIMESTAMPTZ, in the session's zone, ``Z`` for UTC)
-    or the same without the zone (TIMESTAMP)."""
+    or the same without the zone (TIMESTAMP); ``infinity`` and ``-infinity`` as those
+    words."""
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return infinity
     if value.tzinfo is not None:
         value = value.astimezone(current_zone())
     wall = value.replace(tzinfo=None).isoformat()

@@ -19,10 +19,11 @@ An unknown field or unit is 22023, naming it.
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, infinity_of
 
 __all__ = ["date_trunc", "extract"]
 
@@ -38,9 +39,20 @@ def _naive(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> dat
     return value.astimezone(zone or current_zone()).replace(tzinfo=None)
 
 
-def extract(field: str, value: Any) -> float:
+# The fields of an infinite timestamp that are infinite too (the others are NULL), as
+# PostgreSQL's.
+_INFINITE_FIELDS = frozenset(
+    {"epoch", "julian", "year", "isoyear", "decade", "century", "millennium"}
+)
+
+
+def extract(field: str, value: Any) -> float | None:
     """``EXTRACT(field FROM value)``."""
     name = field.lower()
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        if name not in _INFINITE_FIELDS:
+            return None
+        return -math.inf if infinity_of(value) == "-infinity" else math.inf
     if isinstance(value, datetime.time):
         if name not in _TIME_FIELDS:
             raise SQLError("22023", f"unsupported timespan: {name}")
@@ -109,6 +121,8 @@ def date_trunc(unit: str, value: Any) -> datetime.datetime:
         raise TypeError(value)
     if name not in _UNITS:
         raise SQLError("22023", f"unsupported timespan: {unit.lower()}")
+    if infinity_of(value):
+        return value
     tz = value.tzinfo
     moment = _naive(value)
     if name == "microseconds":

@@ -24,7 +24,7 @@ CTE is recursive, the statement's columns are known only when it runs).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -48,9 +48,10 @@ from feedkv.sql.plan import (
 from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["Description", "describe"]
+__all__ = ["Description", "Origin", "describe"]
 
 Column = tuple[str, ColumnType | None]
+Origin = tuple[int, int]  # (table OID, attnum); (0, 0): not a table's column
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +60,15 @@ class Description:
     known from the values); ``()`` for a statement that returns no rows; ``None`` when
     the result's shape is only known by running it (SHOW statements but SHOW of a
     session variable, which only read).
-    ``params``: one type per placeholder ``$1..$n`` (``None``: not known)."""
+    ``params``: one type per placeholder ``$1..$n`` (``None``: not known).
+    ``origins``: for each column of a SELECT, the table it reads as is (its descriptor
+    id, which is its pg_class OID) and that column's pg_attribute attnum, ``(0, 0)`` for
+    a column computed or read from a derived table; ``()`` when not told (as PostgreSQL's
+    RowDescription tells them)."""
 
     columns: tuple[Column, ...] | None
     params: tuple[ColumnType | None, ...]
+    origins: tuple[Origin, ...] = ()
 
 
 # Statements that never return rows.
@@ -96,6 +102,7 @@ def describe(
     ``param_types`` the placeholders' types the client gave (they are kept)."""
     params = [*param_types[:placeholders], *[None] * (placeholders - len(param_types))]
     columns: tuple[Column, ...] | None
+    origins: list[Origin] = []
     if isinstance(statement, _ROWLESS):
         columns = ()
     elif isinstance(statement, st.Query | st.Insert | st.Update | st.Delete):
@@ -103,7 +110,7 @@ def describe(
             columns = (
                 _mutation(statement, resolve, database, params)
                 if isinstance(statement, st.Insert | st.Update | st.Delete)
-                else _query_columns(statement, resolve, database, params, {})
+                else _query_columns(statement, resolve, database, params, {}, origins)
             )
         except _Undescribed:
             columns = None  # known once it runs, from its values
@@ -132,7 +139,7 @@ def describe(
         columns = (("job_id", _INT), ("job_description", _STRING))
     else:
         columns = None
-    return Description(columns, tuple(params))
+    return Description(columns, tuple(params), tuple(origins))
 
 
 class _Undescribed(FeedKVError):
@@ -146,10 +153,15 @@ Source = TableDescriptor | Relation
 
 
 def _query_columns(
-    q: st.Query, resolve: Resolve, database: str, params: list[ColumnType | None], ctes: Ctes
+    q: st.Query,
+    resolve: Resolve,
+    database: str,
+    params: list[ColumnType | None],
+    ctes: Ctes,
+    origins: list[Origin] | None = None,
 ) -> tuple[Column, ...]:
     """The columns of a query (a SELECT, a set operation or VALUES), its CTEs' and
-    ``ctes`` in scope."""
+    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given."""
     ctes = dict(ctes)
     for cte in q.ctes:
         if cte.recursive:
@@ -157,7 +169,7 @@ def _query_columns(
         described = _query_columns(cte.query, resolve, database, params, ctes)
         ctes[cte.name] = _relation(cte.name, described, cte.columns)
     if isinstance(q, st.Select):
-        return _select(q, resolve, database, params, ctes)
+        return _select(q, resolve, database, params, ctes, origins)
     if isinstance(q, st.Values):
         return tuple(
             (f"column{n}", _shared([_safe_type(row[n - 1], Scope()) for row in q.rows]))
@@ -200,7 +212,8 @@ def _source(
                 _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
         if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
             raise _Undescribed
-        return Relation.of(source.alias, [source.column], [_INT], [])
+        extra, extra_types = _ordinality(source)
+        return Relation.of(source.alias, [source.column, *extra], [_INT, *extra_types], [])
     if isinstance(source, st.Unnest):
         elements = []
         for arg in source.args:
@@ -209,10 +222,21 @@ def _source(
             if array is None or array.kind is not Kind.ARRAY or array.element is None:
                 raise _Undescribed
             elements.append(array.element)
-        return Relation.of(source.alias, list(source.columns), elements, [])
+        extra, extra_types = _ordinality(source)
+        return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
-    return resolve(_table(source))
+    try:
+        return resolve(_table(source))
+    except SQLError as exc:
+        if exc.code == "42809":  # a view or a sequence: its columns are known as it runs
+            raise _Undescribed from None
+        raise
+
+
+def _ordinality(source: st.Series | st.Unnest) -> tuple[list[str], list[ColumnType]]:
+    """The column WITH ORDINALITY adds, if it was asked: its name and type."""
+    return ([], []) if source.ordinality is None else ([source.ordinality], [_INT])
 
 
 def _table(name: st.Source) -> st.TableName:
@@ -222,12 +246,18 @@ def _table(name: st.Source) -> st.TableName:
 
 
 def _select(
-    s: st.Select, resolve: Resolve, database: str, params: list[ColumnType | None], ctes: Ctes
+    s: st.Select,
+    resolve: Resolve,
+    database: str,
+    params: list[ColumnType | None],
+    ctes: Ctes,
+    origins: list[Origin] | None = None,
 ) -> tuple[Column, ...]:
     for _node, inner in s.subqueries:
         _query_columns(inner, resolve, database, params, ctes)
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
     descs = [_source(source, resolve, database, params, ctes) for source in sources]
+    read: dict[int, Origin] = {}  # a row index -> the table column it holds
     if s.table is None:
         scope = Scope()
         names = ResultPlan.of([], scope, s).names
@@ -235,11 +265,9 @@ def _select(
         databases = [_database(source, database) for source in sources]
         plan = JoinPlan.of(descs, s, databases)
         names = plan.result.names
-        scope = Scope(database=databases[0])
+        scope = plan.scope  # NB: with the columns JOIN ... USING merges
         for table in plan.tables:
-            for i, column in zip(table.columns, table.desc.columns, strict=True):
-                if not column.adding:
-                    scope.add(["", *table.names], column.name, i, column.type)
+            read.update(_read_origins(table.desc, table.offset))
         for join in s.joins:
             if join.on is not None:
                 _params_in(join.on, scope, params)
@@ -249,6 +277,7 @@ def _select(
             raise _Undescribed
         plan_ = SelectPlan.of(desc, s, _database(s.table, database))
         names, scope = plan_.result.names, plan_.scope
+        read = _read_origins(desc, 0)
     for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
         _params_in(node, scope, params)
     for item in s.items:
@@ -256,10 +285,47 @@ def _select(
     for count in (s.limit, s.offset):
         if isinstance(count, exp.Parameter):
             _param(count, _INT, params)
+    if any(j.using or j.natural for j in s.joins) and any(_is_star(i) for i in s.items):
+        raise _Undescribed  # NB: ``*`` shows the columns USING merges once, as it runs
     aliases = [s.alias, *(join.alias for join in s.joins)]
     tables = [(alias or desc.name, desc) for alias, desc in zip(aliases, descs, strict=False)]
     types = _item_types(s.items, scope, tables, params)
+    if origins is not None:
+        origins.extend(_item_origins(s.items, scope, tables, read))
     return tuple(zip(names, types, strict=True))
+
+
+def _read_origins(desc: Source, offset: int) -> dict[int, Origin]:
+    """Where ``desc``'s columns are in the rows a SELECT reads from ``offset`` on, to
+    their table and attnum (numbered as :mod:`feedkv.pgwire.catalog`'s pg_attribute:
+    the public columns, hidden ones too, from 1); none for a derived table's."""
+    if not isinstance(desc, TableDescriptor):
+        return {}
+    public = [i for i, column in enumerate(desc.columns) if not column.adding]
+    return {offset + i: (desc.id, n) for n, i in enumerate(public, start=1)}
+
+
+def _item_origins(
+    items: Sequence[exp.Expr],
+    scope: Scope,
+    tables: Sequence[tuple[str, Source]],
+    read: dict[int, Origin],
+) -> list[Origin]:
+    """The origin of each result column ``items`` make (``*`` expanded as in
+    :func:`_item_types`): a bare column's, from ``read``; ``(0, 0)`` for any other."""
+    found: list[Origin] = []
+    for item in items:
+        node = unalias(item)
+        if _is_star(node):
+            for desc in _starred(node, tables):
+                numbers = _read_origins(desc, 0)
+                shown = [i for i, c in enumerate(desc.columns) if c.shown]
+                found.extend(numbers.get(i, (0, 0)) for i in shown)
+        elif isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+            found.append(read.get(scope.lookup(node)[0], (0, 0)))
+        else:
+            found.append((0, 0))
+    return found
 
 
 def _database(source: st.Source, database: str) -> str:
@@ -280,12 +346,15 @@ def _item_types(
         if not _is_star(item):
             types.append(type_of(unalias(item), scope, params))
             continue
-        qualifier = item.table if isinstance(item, exp.Column) else ""
-        for name, desc in tables:
-            if qualifier and qualifier != name:
-                continue
+        for desc in _starred(item, tables):
             types.extend(c.type for c in desc.columns if c.shown)
     return types
+
+
+def _starred(star: exp.Expr, tables: Sequence[tuple[str, Source]]) -> Iterator[Source]:
+    """The tables whose columns ``*`` or ``t.*`` stands for."""
+    qualifier = star.table if isinstance(star, exp.Column) else ""
+    return (desc for name, desc in tables if not qualifier or qualifier == name)
 
 
 def _mutation(
@@ -449,6 +518,7 @@ _FUNCTIONS = {
     "cluster_logical_timestamp": _DECIMAL,
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
+    "pg_typeof": _STRING,
 }
 
 

@@ -41,7 +41,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.session_vars import CLUSTER_VERSION
-from feedkv.sql.time_zone import current_zone
+from feedkv.sql.time_zone import current_zone, infinity_of
 from feedkv.sql.types import (
     DECIMAL_NAN,
     DECIMAL_QUOTIENT,
@@ -59,6 +59,7 @@ from feedkv.sql.types import (
     format_value,
     is_nan,
     kind_of_value,
+    standard_name,
     type_of_value,
 )
 
@@ -1630,6 +1631,8 @@ class _Compiler:
             return self.call(name, node.expressions)
         if name == "pg_sleep":
             return self._pg_sleep(node)
+        if name == "pg_typeof":
+            return self._pg_typeof(node)
         if node.expressions:
             raise SQLError("42883", f"unknown signature: {name}() with arguments")
         if name == "cluster_logical_timestamp":
@@ -1653,6 +1656,28 @@ class _Compiler:
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
             return self.current_timestamp(node)
         raise SQLError("42883", f"unknown function: {name}()")
+
+    def _pg_typeof(self, node: exp.Anonymous) -> Compiled:
+        """pg_typeof(x): the SQL standard name of the type of x's value (``bigint``,
+        ``text``, ``timestamp with time zone``), as CockroachDB's, which names the type of
+        the value it gets (an INT4 column's is ``bigint``, a NULL's ``unknown``)."""
+        if len(node.expressions) != 1:
+            raise SQLError("42883", "unknown signature: pg_typeof() takes exactly one argument")
+        target = self.compile(node.expressions[0])
+        json = static_kind(node.expressions[0], self.scope) is Kind.JSONB
+
+        def pg_typeof(row: Env, ctx: Context) -> Any:
+            value = target(row, ctx)
+            if value is None:
+                return "unknown"
+            if isinstance(value, Array):
+                return standard_name(ColumnType(Kind.ARRAY, element=value.element))
+            if isinstance(value, EnumValue):
+                return value.type_name
+            kind = None if json else kind_of_value(value)
+            return standard_name(ColumnType(kind or Kind.JSONB))  # NB: None: a JSON document
+
+        return pg_typeof
 
     def _sequence_function(self, name: str, node: exp.Anonymous) -> Compiled:
         args = [self.compile(arg) for arg in node.expressions]
@@ -2293,6 +2318,8 @@ def _interval_arithmetic(op: type, a: Any, b: Any) -> Any:
         if isinstance(a, datetime.time):
             moment = datetime.datetime.combine(EPOCH_DATE, a)
             return (moment + datetime.timedelta(microseconds=step.micros)).time()
+        if isinstance(a, datetime.datetime) and infinity_of(a):
+            return a  # NB: as PostgreSQL's and CockroachDB's, infinity stays
         if isinstance(a, datetime.date):
             try:
                 return step.added_to(a)

@@ -3500,6 +3500,19 @@ class _Converter:
             ctes.append(st.Cte(name, query, columns, recursive))
         return tuple(ctes)
 
+    def _scalar_source(self, node: exp.Table) -> tuple[st.Source, str | None, str | None]:
+        """``FROM f(args) [AS alias [(column)]]`` of a scalar function, as CockroachDB
+        reads it (pgjdbc's ``{call f(?)}`` sends ``select * from f($1) as result``): one
+        row of its value, in a column named by the alias's column list, else the alias,
+        else as the SELECT item ``f(args)`` would be (a derived table of that SELECT)."""
+        _refuse_unhandled(node, {"this", "alias"})
+        alias = node.args.get("alias")
+        name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+        columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+        item = node.this.copy()
+        query = self._query(exp.select(exp.alias_(item, name) if name and not columns else item))
+        return st.Derived(query, name, columns), None, name or None
+
     def _source(self, node: exp.Expr) -> tuple[st.Source, str | None, str | None]:
         """A FROM or JOIN source, its index hint and its alias: a table (or a CTE's
         name) or a subquery in parentheses."""
@@ -3521,18 +3534,24 @@ class _Converter:
             alias = node.args.get("alias")
             name = _ident(alias.this) if alias is not None and alias.this is not None else ""
             named = [_ident(c) for c in alias.columns] if alias is not None else []
-            if len(named) > 1:
+            ordinal = bool(node.args.get("ordinality"))
+            if len(named) > 1 + ordinal:
                 raise SQLError(
                     "42P10",
-                    f'table "{name}" has 1 columns available but {len(named)} columns specified',
+                    f'table "{name}" has {1 + ordinal} columns available but {len(named)} '
+                    "columns specified",
                 )
             column = named[0] if named else name or "generate_series"
+            ordinality = (named[1] if len(named) > 1 else "ordinality") if ordinal else None
             args = tuple(
                 series.args[k] for k in ("start", "end", "step") if series.args.get(k) is not None
             )
-            return st.Series(args, name or "generate_series", column), None, name or None
+            source = st.Series(args, name or "generate_series", column, ordinality)
+            return source, None, name or None
         if isinstance(node, exp.Unnest):
             return _unnest(node), None, None
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
+            return self._scalar_source(node)
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")
         index, alias = _index_and_alias(node)
@@ -3964,23 +3983,28 @@ def _index_and_alias(source: exp.Table) -> tuple[str | None, str | None]:
 
 
 def _unnest(node: exp.Unnest) -> st.Unnest:
-    """``unnest(a [, b...]) [AS alias [(columns)]]``: its columns are named by the
-    alias's column list, else (one array) by the alias, else ``unnest``, as PostgreSQL's."""
+    """``unnest(a [, b...]) [WITH ORDINALITY] [AS alias [(columns)]]``: its columns are
+    named by the alias's column list, else (one array) by the alias, else ``unnest``,
+    and the ordinality's column by the list's name past the arrays', else
+    ``ordinality``, as PostgreSQL's (sqlglot holds that name, or True, as ``offset``)."""
     _refuse_unhandled(node, {"expressions", "alias", "offset"})
-    if node.args.get("offset"):
-        raise SQLError("0A000", "unnest ... WITH ORDINALITY is not supported")
+    offset = node.args.get("offset")
+    ordinality = (
+        (_ident(offset) if isinstance(offset, exp.Identifier) else "ordinality") if offset else None
+    )
     args = tuple(node.expressions)
     alias = node.args.get("alias")
     name = _ident(alias.this) if alias is not None and alias.this is not None else ""
     named = [_ident(c) for c in alias.columns] if alias is not None else []
     if len(named) > len(args):
+        available, given = len(args) + bool(offset), len(named) + isinstance(offset, exp.Identifier)
         raise SQLError(
             "42P10",
-            f'table "{name}" has {len(args)} columns available but {len(named)} columns specified',
+            f'table "{name}" has {available} columns available but {given} columns specified',
         )
     default = name if name and len(args) == 1 else "unnest"
     columns = tuple(named + [default] * (len(args) - len(named)))
-    return st.Unnest(args, name or "unnest", columns)
+    return st.Unnest(args, name or "unnest", columns, ordinality)
 
 
 def _series_as_source(node: exp.Select) -> None:

@@ -327,7 +327,7 @@ def series(ex: Execution, source: st.Series) -> Relation:
         ):
             value = int(value)
         if value is None:
-            return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], [])
+            return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], [], source)
         if not isinstance(value, int) or isinstance(value, bool):
             raise SQLError("42883", "unknown signature: generate_series() takes INT arguments here")
         values.append(value)
@@ -336,7 +336,7 @@ def series(ex: Execution, source: st.Series) -> Relation:
     if step == 0:
         raise SQLError("22023", "step cannot be 0")
     rows: list[tuple[Any, ...]] = [(v,) for v in range(start, stop + (1 if step > 0 else -1), step)]
-    return Relation.of(source.alias, [source.column], [ColumnType(Kind.INT)], rows)
+    return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], rows, source)
 
 
 def unnest(ex: Execution, source: st.Unnest) -> Relation:
@@ -358,7 +358,22 @@ def unnest(ex: Execution, source: st.Unnest) -> Relation:
         arrays.append(value)
         types.append(value.element or ColumnType(Kind.STRING))
     rows = list(itertools.zip_longest(*(a.values for a in arrays)))
-    return Relation.of(source.alias, list(source.columns), types, rows)
+    return _numbered(source.alias, list(source.columns), types, rows, source)
+
+
+def _numbered(
+    alias: str,
+    names: list[str],
+    types: list[ColumnType],
+    rows: list[tuple[Any, ...]],
+    source: st.Series | st.Unnest,
+) -> Relation:
+    """A set-returning function's rows, each with its number (from 1) in a last column
+    when it was asked WITH ORDINALITY."""
+    if source.ordinality is not None:
+        names, types = [*names, source.ordinality], [*types, ColumnType(Kind.INT)]
+        rows = [(*row, n) for n, row in enumerate(rows, start=1)]
+    return Relation.of(alias, names, types, rows)
 
 
 def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:

@@ -83,7 +83,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
-from feedkv.sql.time_zone import ZONE, statement_zone, zone_named
+from feedkv.sql.time_zone import ZONE, infinity_of, statement_zone, zone_named
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -713,7 +713,7 @@ class Session:
         rows = [
             tuple(
                 v.astimezone(zone)
-                if isinstance(v, datetime.datetime) and v.tzinfo is not None
+                if isinstance(v, datetime.datetime) and v.tzinfo is not None and not infinity_of(v)
                 else v
                 for v in row
             )

@@ -595,22 +595,26 @@ class StatementSource:
 class Series:
     """``FROM generate_series(start, stop [, step]) [AS alias [(column)]]``: one column
     (named ``column``) of the numbers from ``start`` to ``stop``, both included, ``step``
-    apart; its arguments are constants of the statement."""
+    apart; its arguments are constants of the statement. ``ordinality``: the name of
+    the column WITH ORDINALITY adds (each row's number, from 1), if asked."""
 
     args: tuple[exp.Expr, ...]
     alias: str
     column: str
+    ordinality: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Unnest:
     """``FROM unnest(array [, array...]) [AS alias [(columns)]]``: a column per array
     (named by ``columns``), a row per element, the shorter arrays padded with NULLs, as
-    PostgreSQL's; its arguments are constants of the statement."""
+    PostgreSQL's; its arguments are constants of the statement. ``ordinality``: as
+    :class:`Series`'s."""
 
     args: tuple[exp.Expr, ...]
     alias: str
     columns: tuple[str, ...]
+    ordinality: str | None = None
 
 
 # What FROM and JOIN read

@@ -10,6 +10,12 @@ The zone of the statement running is a context variable the session sets around 
 statement (:func:`statement_zone`), so that the conversions deep in the type layer
 (:mod:`feedkv.sql.types`) follow it without threading a session through them; outside a
 session's statement (a changefeed decoding rows) it is UTC.
+
+TIMESTAMP and TIMESTAMPTZ have two more values, as in PostgreSQL (and CockroachDB since
+v24.3): ``infinity``, later than every other, and ``-infinity``, earlier. They are held
+as the latest and the earliest ``datetime`` (NB: so 9999-12-31 23:59:59.999999 is
+``infinity``), which order as they should; :func:`infinity_of` tells them, and they are
+written, read and cast as themselves, never shifted to a zone.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ __all__ = [
     "ZONE",
     "checked_zone",
     "current_zone",
+    "infinite_timestamp",
+    "infinity_of",
     "offset_text",
     "statement_zone",
     "timestamp_text",
@@ -128,10 +136,32 @@ def offset_text(value: datetime.datetime) -> str:
     return text
 
 
+def infinity_of(value: datetime.datetime) -> str | None:
+    """``'infinity'`` or ``'-infinity'`` for a timestamp that is one, else None."""
+    wall = value.replace(tzinfo=None)
+    if wall == datetime.datetime.max:
+        return "infinity"
+    return "-infinity" if wall == datetime.datetime.min else None
+
+
+def infinite_timestamp(text: str, aware: bool) -> datetime.datetime | None:
+    """The timestamp ``text`` names if it is ``infinity`` (or ``+infinity``) or
+    ``-infinity`` in any case, a TIMESTAMPTZ's (in UTC) if ``aware``; else None."""
+    word = text.strip().lower()
+    if word not in ("infinity", "+infinity", "-infinity"):
+        return None
+    value = datetime.datetime.min if word[0] == "-" else datetime.datetime.max
+    return value.replace(tzinfo=datetime.UTC) if aware else value
+
+
 def timestamp_text(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> str:
     """A TIMESTAMP or TIMESTAMPTZ as CockroachDB (and PostgreSQL) writes it as text:
     ``2024-06-01 12:00:00.5``, no trailing zeros in the fraction; an aware ``value`` in
-    ``zone`` (default :func:`current_zone`) with its offset, ``-04`` or ``+05:30``."""
+    ``zone`` (default :func:`current_zone`) with its offset, ``-04`` or ``+05:30``;
+    ``infinity`` and ``-infinity`` as those words."""
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return infinity
     if value.tzinfo is not None:
         local = value.astimezone(zone or current_zone())
         return timestamp_text(local.replace(tzinfo=None)) + offset_text(local)

@@ -42,7 +42,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, is_json
-from feedkv.sql.time_zone import current_zone, timestamp_text
+from feedkv.sql.time_zone import current_zone, infinite_timestamp, infinity_of, timestamp_text
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -73,6 +73,7 @@ __all__ = [
     "kind_of_value",
     "logical_decimal",
     "parse_type_name",
+    "standard_name",
     "timestamp_of",
     "type_of_value",
     "value_primitive",
@@ -365,6 +366,37 @@ _KIND_BY_NAME = {
 }
 
 
+# Each kind's SQL standard name, as pg_typeof and format_type print it.
+_STANDARD_NAMES = {
+    Kind.INT: "bigint",
+    Kind.FLOAT: "double precision",
+    Kind.DECIMAL: "numeric",
+    Kind.STRING: "text",
+    Kind.BYTES: "bytea",
+    Kind.BOOL: "boolean",
+    Kind.DATE: "date",
+    Kind.TIMESTAMP: "timestamp without time zone",
+    Kind.TIMESTAMPTZ: "timestamp with time zone",
+    Kind.UUID: "uuid",
+    Kind.JSONB: "jsonb",
+    Kind.TIME: "time without time zone",
+    Kind.INTERVAL: "interval",
+    Kind.INET: "inet",
+    Kind.BIT: "bit",
+    Kind.VARBIT: "bit varying",
+}
+
+
+def standard_name(ctype: ColumnType) -> str:
+    """``ctype``'s SQL standard name (``bigint``, ``timestamp with time zone``,
+    ``text[]``; an enum's is its own name)."""
+    if ctype.kind is Kind.ARRAY:
+        return standard_name(ctype.element or ColumnType(Kind.STRING)) + "[]"
+    if ctype.kind is Kind.ENUM:
+        return str(ctype.type_name)
+    return _STANDARD_NAMES[ctype.kind]
+
+
 def coerce(value: object, ctype: ColumnType, column: str | None) -> Any:
     """``value`` as a value of ``ctype`` for assignment to ``column`` (``None``: not a
     column, a comparison or cast), or an error that names the column and both types.
@@ -609,8 +641,16 @@ def _to_bool(value: object, ctype: ColumnType) -> bool:
     raise _Mismatch
 
 
+def _refuse_infinite(value: datetime.datetime, what: str) -> None:
+    """22008 for an infinite timestamp cast to ``what``, which has no such value here."""
+    infinity = infinity_of(value)
+    if infinity is not None:
+        raise SQLError("22008", f"{what} out of range: a {what} cannot be {infinity}")
+
+
 def _to_date(value: object, ctype: ColumnType) -> datetime.date:
     if isinstance(value, datetime.datetime):
+        _refuse_infinite(value, "DATE")
         if value.tzinfo is not None:  # the day in the session's zone
             value = value.astimezone(current_zone())
         return value.date()
@@ -628,6 +668,9 @@ def _to_date(value: object, ctype: ColumnType) -> datetime.date:
 
 
 def _parse_datetime(value: str, ctype: ColumnType) -> datetime.datetime:
+    infinite = infinite_timestamp(value, aware=False)
+    if infinite is not None:
+        return infinite
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -640,6 +683,8 @@ def _parse_datetime(value: str, ctype: ColumnType) -> datetime.datetime:
 def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        return value.replace(tzinfo=None)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:  # the wall time in the session's zone
             value = value.astimezone(current_zone()).replace(tzinfo=None)
@@ -652,6 +697,8 @@ def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
 def _to_timestamptz(value: object, ctype: ColumnType) -> datetime.datetime:
     if isinstance(value, str):
         value = _parse_datetime(value, ctype)
+    if isinstance(value, datetime.datetime) and infinity_of(value):
+        return value.replace(tzinfo=UTC)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:  # a wall time in the session's zone
             return value.replace(tzinfo=current_zone()).astimezone(UTC)
@@ -700,6 +747,7 @@ def _to_time(value: object, ctype: ColumnType) -> datetime.time:
             raise _Mismatch
         return value
     if isinstance(value, datetime.datetime):
+        _refuse_infinite(value, "TIME")
         return value.time()
     if isinstance(value, str):
         text = value.strip()

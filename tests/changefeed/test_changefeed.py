@@ -204,6 +204,14 @@ def test_every_type_in_cockroachdb_json_form(db: DB) -> None:
     assert json.loads(two)["after"]["f"] == "NaN"
 
 
+def test_infinite_timestamps_are_written_as_the_words(db: DB) -> None:
+    db.sql("CREATE TABLE ends (k INT PRIMARY KEY, at TIMESTAMP, atz TIMESTAMPTZ)")
+    db.sql("INSERT INTO ends VALUES (1, 'infinity', '-infinity')")
+    result = feed(db, "EXPERIMENTAL CHANGEFEED FOR ends WITH initial_scan='only'")
+    ((_t, _k, value),) = list(result)
+    assert json.loads(value)["after"] == {"k": 1, "at": "infinity", "atz": "-infinity"}
+
+
 def test_column_families_merge_into_whole_rows(db: DB) -> None:
     db.sql(
         "CREATE TABLE fam (k INT PRIMARY KEY, a STRING, b STRING, FAMILY f1 (k, a), FAMILY f2 (b))"

@@ -391,3 +391,13 @@ def test_a_newer_minor_version_or_pq_option_is_negotiated_down_to_3_0(db: DB) ->
     assert answers[0] == (b"v", struct.pack("!ii", 0, 1) + b"_pq_.feature\0")
     assert answers[1] == (b"R", struct.pack("!i", 0))
     assert answers[-1] == (b"Z", b"I")
+
+
+def test_a_call_with_a_placeholder_typed_void_is_refused_as_cockroachdb_does(wire: Wire) -> None:
+    """pgjdbc's ``{? = call upper(?)}``: the return value's placeholder comes typed VOID,
+    which CockroachDB keeps (PostgreSQL drops it), and no builtin takes a VOID."""
+    text = "select * from upper($1,$2) as result"
+    answers = wire.send(parse("", text, [OID.VOID, OID.VARCHAR]), SYNC)
+    assert [kind for kind, _ in answers] == [b"E", b"Z"]
+    fields = error_fields(answers[0][1])
+    assert (fields["C"], fields["M"]) == ("42883", "unknown signature: upper(void, string)")

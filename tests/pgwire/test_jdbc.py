@@ -4,7 +4,9 @@ statements with typed parameters, a rolled-back transaction and DatabaseMetaData
 getTables, getColumns and getPrimaryKeys (which read pg_catalog); then batches rewritten
 into one INSERT (reWriteBatchedInserts), generated keys, dates, times and arrays as the
 driver sends them, a fetch size in a transaction, and getIndexInfo, getImportedKeys,
-getSchemas and getTypeInfo.
+getSchemas and getTypeInfo. A second program (testdata/JdbcResultProbe.java) reads a
+result's columns' tables through ResultSetMetaData and calls builtins through
+CallableStatement escapes.
 
 The driver's jar is looked for in $FEEDKV_PGJDBC_JAR, Debian's libpostgresql-jdbc-java
 and the local Maven repository; without a jar or a ``java`` the test is skipped."""
@@ -22,6 +24,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 PROBE = Path(__file__).parent / "testdata" / "JdbcProbe.java"
+RESULT_PROBE = Path(__file__).parent / "testdata" / "JdbcResultProbe.java"
 
 
 def _jar() -> str | None:
@@ -58,20 +61,29 @@ def _jdbc_tls(pg_url: str, tmp_path: Path) -> str:
     return urlunsplit(urlsplit(pg_url)._replace(query=urlencode(query)))
 
 
-@pytest.mark.skipif(JAR is None or shutil.which("java") is None, reason="no JDBC jar or java")
-def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_path: Path) -> None:
+def _run_probe(probe: Path, pg_url: str, tmp_path: Path) -> list[str]:
+    """The lines ``probe`` (a Java program run with the driver) prints, connected to
+    ``pg_url`` as root."""
     assert JAR is not None
     jdbc = "jdbc:" + _jdbc_tls(pg_url, tmp_path).replace("postgresql://root@", "postgresql://")
     jdbc = jdbc.replace("?sslmode=", "?user=root&reWriteBatchedInserts=true&sslmode=")
     done = subprocess.run(
-        ["java", "-cp", JAR, str(PROBE), jdbc],
+        ["java", "-cp", JAR, str(probe), jdbc],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == [
+    return done.stdout.splitlines()
+
+
+NO_JAVA = JAR is None or shutil.which("java") is None
+
+
+@pytest.mark.skipif(NO_JAVA, reason="no JDBC jar or java")
+def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_path: Path) -> None:
+    assert _run_probe(PROBE, pg_url, tmp_path) == [
         "row 2 n2 2.5",
         "row 3 n3 3.5",
         "after rollback n1",
@@ -92,4 +104,22 @@ def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_pat
         "fk jid -> j.id j_pkey delete 0",
         "schemas information_schema pg_catalog public",
         "types int8 true _int8 true",
+    ]
+
+
+@pytest.mark.skipif(NO_JAVA, reason="no JDBC jar or java")
+def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """RowDescription names the table and column a result column is read from, which
+    the driver looks up in pg_catalog (a computed column has none). ``{call f(?)}``
+    reads ``select * from f($1) as result``; ``{? = call f(?)}`` sends its return
+    value's placeholder typed VOID, refused as CockroachDB does."""
+    assert _run_probe(RESULT_PROBE, pg_url, tmp_path) == [
+        "column name table 'r' base 'public.r.name' nullable 0",
+        "column more table '' base '..' nullable 2",
+        "column score table 'r' base 'public.r.score' nullable 1",
+        "column id table 'r' base 'public.r.id' nullable 0",
+        "call result ABC",
+        "call refused 42883 ERROR: unknown signature: upper(void, string)",
     ]

@@ -250,3 +250,20 @@ def test_an_unknown_user_or_database_is_refused_at_connect(pg_url: str) -> None:
         psycopg.connect(pg_url.replace("root@", "nobody@"))
     with pytest.raises(psycopg.OperationalError, match='database "nowhere" does not exist'):
         psycopg.connect(pg_url.replace("/defaultdb", "/nowhere"))
+
+
+def test_parameterized_reads_of_a_view_and_of_a_using_join(pg_url: str) -> None:
+    """Parse describes the statement: a view's columns and those of ``*`` over a USING
+    join are known once it runs, and a merged USING column is named bare."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE a (id INT PRIMARY KEY, x STRING)")
+        conn.execute("CREATE TABLE b (id INT PRIMARY KEY, y STRING)")
+        conn.execute("INSERT INTO a VALUES (1, 'x1'), (2, 'x2')")
+        conn.execute("INSERT INTO b VALUES (1, 'y1')")
+        conn.execute("CREATE VIEW v AS SELECT id, x FROM a")
+        assert conn.execute("SELECT * FROM v WHERE id = %s", [2]).fetchall() == [(2, "x2")]
+        joined = conn.execute("SELECT id, x, y FROM a JOIN b USING (id) WHERE id = %s", [1])
+        assert joined.fetchall() == [(1, "x1", "y1")]
+        assert conn.execute("SELECT * FROM a NATURAL JOIN b WHERE id = %s", [1]).fetchall() == [
+            (1, "x1", "y1")
+        ]

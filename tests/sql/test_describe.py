@@ -144,10 +144,21 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
         "SELECT n FROM r",
         "SELECT * FROM crdb_internal.jobs",
+        # a view's (its query's columns), and what ``*`` shows of a USING join
+        "SELECT * FROM vw WHERE id = $1",
+        "SELECT * FROM t JOIN u USING (id)",
+        "SELECT * FROM t NATURAL JOIN u",
     ],
 )
 def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:
+    session.execute("CREATE VIEW vw AS SELECT id, s FROM t")
     assert session.describe(text).columns is None
+
+
+def test_a_using_joins_merged_column_is_named_unqualified(session: Any) -> None:
+    description = session.describe("SELECT id, name FROM t JOIN u USING (id) WHERE id = $1")
+    assert columns(description) == [("id", INT), ("name", STRING)]
+    assert kinds(description.params) == [INT]
 
 
 def test_an_empty_table_still_describes_its_columns_and_nothing_is_run(session: Any) -> None:
@@ -188,3 +199,18 @@ def test_a_table_created_in_the_open_transaction_is_described(session: Any) -> N
     session.execute("CREATE TABLE fresh (k STRING PRIMARY KEY)")
     assert columns(session.describe("SELECT * FROM fresh")) == [("k", STRING)]
     session.execute("ROLLBACK")
+
+
+def test_a_selects_columns_read_from_tables_have_their_table_and_attnum(session: Any) -> None:
+    ids = {desc.name: desc.id for _db, tables in session.schema() for desc in tables}
+    t_id, u_id = ids["t"], ids["u"]
+    description = session.describe(
+        "SELECT u.name, x.s, x.id + 1, u.* FROM t AS x JOIN u ON u.t_id = x.id WHERE x.id = $1"
+    )
+    assert description.origins == ((u_id, 3), (t_id, 2), (0, 0), (u_id, 1), (u_id, 2), (u_id, 3))
+    alone = session.describe("SELECT d, f AS g FROM t")
+    assert alone.origins == ((t_id, 4), (t_id, 3))
+    # NB: a derived table's, a CTE's and a set operation's columns are not told
+    derived = session.describe("WITH c AS (SELECT id FROM t) SELECT id FROM c")
+    assert derived.origins == ((0, 0),)
+    assert session.describe("SELECT id FROM t UNION SELECT id FROM u").origins == ()

@@ -21,6 +21,12 @@ from feedkv.errors import SQLError
         ("SELECT generate_series(5, 1, -2) AS g", ("g",), [(5,), (3,), (1,)]),
         ("SELECT * FROM generate_series(3, 1)", ("generate_series",), []),
         ("SELECT i * 2 FROM generate_series(1, 2) AS s(i)", ("?column?",), [(2,), (4,)]),
+        (
+            "SELECT * FROM generate_series(5, 1, -2) WITH ORDINALITY",
+            ("generate_series", "ordinality"),
+            [(5, 1), (3, 2), (1, 3)],
+        ),
+        ("SELECT n FROM generate_series(7, 8) WITH ORDINALITY AS g(v, n)", ("n",), [(1,), (2,)]),
     ],
 )
 def test_the_series(db: DB, query: str, columns: tuple[str, ...], rows: list[tuple[int]]) -> None:

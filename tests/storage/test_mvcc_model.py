@@ -400,7 +400,7 @@ class MVCCMachine(RuleBasedStateMachine):
 
 
 MVCCMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=150,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

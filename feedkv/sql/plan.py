@@ -47,6 +47,7 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.indexes import values_prefix
+from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -249,9 +250,13 @@ class Selection:
     # As ``key_list``, for a secondary index's first column (when WHERE lists no key
     # column's values): the index and its listed values, whose spans ``index_span`` reads.
     listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
+    # Whether the rows read carry their MVCC timestamp last (feedkv.sql.mvcc_column).
+    mvcc: bool = False
 
     @classmethod
-    def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
+    def of(
+        cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope, mvcc: bool = False
+    ) -> Selection:
         if where is not None:
             refuse_aggregates(where, "WHERE")
             where = condition(where, scope)
@@ -271,7 +276,7 @@ class Selection:
                 else:
                     by_index = _index_plan(desc, where, scope)
         span = _span_plan(desc, where, plan)
-        return cls(span, test, point, by_index, key_list, listed_index)
+        return cls(span, test, point, by_index, key_list, listed_index, mvcc)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -727,8 +732,11 @@ class SelectPlan:
         cls, desc: TableDescriptor, s: st.Select, database: str, outer: Scope | None = None
     ) -> SelectPlan:
         check_index(desc, s.index)
+        mvcc = names_mvcc(s)
+        if mvcc:
+            desc = with_mvcc(desc)
         scope = table_scope(desc, database, s.alias, outer)
-        selection = Selection.of(desc, s.where, scope)
+        selection = Selection.of(desc, s.where, scope, mvcc)
         return cls(scope, selection, ResultPlan.of([FromTable.alone(desc, s.alias)], scope, s))
 
 

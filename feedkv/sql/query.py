@@ -36,6 +36,7 @@ from feedkv.sql.execution import Execution, Result, RowLocking
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
+from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows, unequal_values
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
@@ -377,11 +378,12 @@ def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
 
 
 def read_source(
-    ex: Execution, source: st.Source, lock: RowLocking | None = None
+    ex: Execution, source: st.Source, lock: RowLocking | None = None, mvcc: bool = False
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
     """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
     subquery's; its rows; the database that qualifies its columns. ``lock``: a table's
-    rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000)."""
+    rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000).
+    ``mvcc``: a table's rows carry their MVCC timestamp (:mod:`feedkv.sql.mvcc_column`)."""
     if lock is not None and not _is_table(ex, source):
         raise SQLError(
             "0A000",
@@ -421,8 +423,8 @@ def read_source(
     if isinstance(desc, SequenceDescriptor):
         sequence = _read_sequence(ex, desc)
         return sequence, sequence.rows, source.database or ex.session.database
-    rows = list(ex.envs(desc, table_span(desc.id), lock=lock))
-    return desc, rows, source.database or ex.session.database
+    rows = list(ex.envs(desc, table_span(desc.id), lock=lock, mvcc=mvcc))
+    return with_mvcc(desc) if mvcc else desc, rows, source.database or ex.session.database
 
 
 def _is_table(ex: Execution, source: st.Source) -> bool:
@@ -488,11 +490,12 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         if fast is not None:
             return fast
     locks = _source_locking(ex, s)
-    read = [read_source(ex, s.table, locks[0])]
+    mvcc = names_mvcc(s)
+    read = [read_source(ex, s.table, locks[0], mvcc)]
     for n, join in enumerate(s.joins):
         lock = locks[n + 1]
-        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 else None
-        read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock))
+        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 and not mvcc else None
+        read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))

@@ -609,34 +609,74 @@ class SequenceDescriptor:
 @dataclass(frozen=True, slots=True)
 class TypeDescriptor:
     """A user-defined type: an enum of ``labels``, in their order, and each label's code
-    (ascending with them; see :mod:`feedkv.sql.enums`)."""
+    (ascending with them; see :mod:`feedkv.sql.enums`).
+
+    ``adding``: the labels (with their codes) an explicit transaction added (ALTER TYPE
+    ... ADD VALUE) and has not committed: as CockroachDB's, no statement of that
+    transaction can use them (22023, "not yet public"); the commit makes them public
+    (:meth:`made_public`)."""
 
     id: int
     name: str
     database_id: int
     labels: tuple[str, ...]
     codes: tuple[bytes, ...] = ()
+    adding: tuple[tuple[str, bytes], ...] = ()
 
     def column_type(self) -> ColumnType:
         """The type of a column of this enum (a column keeps its labels and codes, and
         ALTER TYPE rewrites the columns that use it)."""
         return ColumnType(
-            Kind.ENUM, type_name=self.name, labels=self.labels, codes=self.codes, type_id=self.id
+            Kind.ENUM,
+            type_name=self.name,
+            labels=self.labels,
+            codes=self.codes,
+            type_id=self.id,
+            pending=tuple(label for label, _code in self.adding),
         )
 
+    def made_public(self) -> TypeDescriptor:
+        """This type with its ``adding`` labels public, each in its code's place."""
+        merged = sorted([*zip(self.labels, self.codes, strict=True), *self.adding], key=_code)
+        return replace(
+            self,
+            labels=tuple(label for label, _code in merged),
+            codes=tuple(code for _label, code in merged),
+            adding=(),
+        )
+
+    def retyped(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+        """``columns`` with those of this type (or arrays of it) of this version of it."""
+        ctype = self.column_type()
+
+        def retyped(column: Column) -> Column:
+            if self._is_of(column.type):
+                return replace(column, type=ctype)
+            element = column.type.element
+            if column.type.kind is Kind.ARRAY and element is not None and self._is_of(element):
+                return replace(column, type=replace(column.type, element=ctype))
+            return column
+
+        return tuple(retyped(c) for c in columns)
+
+    def _is_of(self, ctype: ColumnType) -> bool:
+        return ctype.kind is Kind.ENUM and ctype.type_name == self.name
+
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "type": {
-                    "id": self.id,
-                    "name": self.name,
-                    "database_id": self.database_id,
-                    "labels": list(self.labels),
-                    "codes": [code.hex() for code in self.codes],
-                }
-            },
-            separators=(",", ":"),
-        ).encode()
+        found: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "database_id": self.database_id,
+            "labels": list(self.labels),
+            "codes": [code.hex() for code in self.codes],
+        }
+        if self.adding:
+            found["adding"] = [[label, code.hex()] for label, code in self.adding]
+        return json.dumps({"type": found}, separators=(",", ":")).encode()
+
+
+def _code(entry: tuple[str, bytes]) -> bytes:
+    return entry[1]
 
 
 Descriptor = (
@@ -685,6 +725,7 @@ def decode_descriptor(raw: bytes) -> Descriptor:
             found["database_id"],
             tuple(found["labels"]),
             tuple(bytes.fromhex(code) for code in found["codes"]),
+            tuple((label, bytes.fromhex(code)) for label, code in found.get("adding", ())),
         )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])

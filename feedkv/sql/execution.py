@@ -178,6 +178,9 @@ class Execution:
         # Tables this statement added columns to that its transaction's commit makes
         # public (see Column.adding and publish_added_columns).
         self.adding: set[int] = set()
+        # The ids of the enum types whose labels it added in an explicit transaction:
+        # public once it commits (TypeDescriptor.adding, publish_added_labels).
+        self.added_labels: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name

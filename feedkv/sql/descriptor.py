@@ -57,7 +57,12 @@ class Column:
     An ``adding`` column is one an explicit transaction added (ALTER TABLE ... ADD
     COLUMN) and has not committed: as CockroachDB's column mutation, it is written
     (every row holds its default or computed value) but no statement of that
-    transaction can name it, and ``*`` leaves it out. The commit makes it public."""
+    transaction can name it, and ``*`` leaves it out. The commit makes it public.
+
+    An ``identity`` column (``ALWAYS`` or ``BY DEFAULT``, as GENERATED ... AS IDENTITY
+    says) takes its DEFAULT from a sequence of its own, made with it and dropped with
+    its table, as CockroachDB's; ``identity_options`` is its sequence options' text as
+    written, for SHOW CREATE TABLE."""
 
     id: int
     name: str
@@ -68,6 +73,8 @@ class Column:
     computed: str | None = None
     virtual: bool = False
     adding: bool = False
+    identity: str | None = None
+    identity_options: str = ""
 
     @property
     def shown(self) -> bool:
@@ -88,6 +95,10 @@ class Column:
             out["virtual"] = True
         if self.adding:
             out["adding"] = True
+        if self.identity is not None:
+            out["identity"] = self.identity
+        if self.identity_options:
+            out["identity_options"] = self.identity_options
         return out
 
     @classmethod
@@ -102,6 +113,8 @@ class Column:
             computed=data.get("computed"),
             virtual=data.get("virtual", False),
             adding=data.get("adding", False),
+            identity=data.get("identity"),
+            identity_options=data.get("identity_options", ""),
         )
 
 
@@ -387,12 +400,13 @@ class TableDescriptor:
     def create_statement(self, qualified_name: str | None = None) -> str:
         """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
         the name in its schema (``public.t``); each column with its type, ``NOT
-        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT or computed expression (the
-        implicit ``rowid`` key too); the primary key as ``CONSTRAINT t_pkey PRIMARY KEY
-        (a ASC)``; foreign keys, then indexes (``(c ASC)``, ``STORING``), then the
-        families (unless there is only one, called ``primary``), then CHECKs. feedkv's
-        parser reads it back into the same table. A column an open transaction is
-        adding is not shown (see Column)."""
+        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT (GENERATED ... AS IDENTITY for
+        an identity column) or computed expression (the implicit ``rowid`` key too);
+        the primary key as ``CONSTRAINT t_pkey PRIMARY KEY (a ASC)``; foreign keys,
+        then indexes (``(c ASC)``, ``STORING``), then the families (unless there is
+        only one, called ``primary``), then CHECKs. feedkv's parser reads it back into
+        the same table. A column an open transaction is adding is not shown (see
+        Column)."""
         lines = []
         for column in self.columns:
             if column.adding:
@@ -401,7 +415,11 @@ class TableDescriptor:
             if column.hidden:
                 line += " NOT VISIBLE"
             line += " NULL" if column.nullable else " NOT NULL"
-            if column.default is not None:
+            if column.identity is not None:
+                line += f" GENERATED {column.identity} AS IDENTITY"
+                if column.identity_options:
+                    line += f" ({column.identity_options})"
+            elif column.default is not None:
                 line += f" DEFAULT {column.default}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"

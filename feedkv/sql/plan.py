@@ -827,6 +827,9 @@ class InsertPlan:
     key_ids: frozenset[int] = frozenset()  # the primary key's columns
     # ON CONFLICT's: the row's columns, then excluded's; its subqueries may name them
     conflict_scope: Scope | None = None
+    # The GENERATED ALWAYS identity columns a SELECT's rows may not fill (none with
+    # OVERRIDING SYSTEM VALUE)
+    always: frozenset[int] = frozenset()
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -843,6 +846,9 @@ class InsertPlan:
                 f"{self.verb} has more target columns than expressions, {width} expressions "
                 f"for {len(self.targets)} targets",
             )
+        for column in self.targets[:width]:
+            if column.id in self.always:
+                raise _identity_insert(column)
         rest = [(c, column_default(c)) for c in self.targets[width:]]
         _require_key_columns(self.key_ids, rest)
         return self.targets[:width], rest + self.filled
@@ -866,6 +872,7 @@ class InsertPlan:
             if len({c.id for c in targets}) != len(targets):
                 raise SQLError("42701", "a column is listed more than once in INSERT")
             refuse_writes(targets)
+        always = _always_identities(desc, s.overriding)
         empty = Scope()
         rows = []
         verb = "UPSERT" if s.upsert else "INSERT"
@@ -887,6 +894,8 @@ class InsertPlan:
                 if _is_default(node):  # VALUES (DEFAULT): the column's default, else NULL
                     row.append(column_default(column) or _null)
                     continue
+                if column.id in always:
+                    raise _identity_insert(column)
                 refuse_aggregates(node, "VALUES")
                 row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
@@ -906,6 +915,7 @@ class InsertPlan:
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+        _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
             (desc.column(n), _assigned_value(desc, n, e, conflict_scope))
             for n, e in s.conflict_sets
@@ -955,6 +965,7 @@ class InsertPlan:
             verb,
             frozenset(desc.primary_key),
             conflict_scope,
+            always if s.query is not None else frozenset(),
         )
 
 
@@ -1086,6 +1097,36 @@ def _scalar_item(node: exp.Expr) -> exp.Expr:
     return node
 
 
+def _always_identities(desc: TableDescriptor, overriding: str | None) -> frozenset[int]:
+    """The ids of ``desc``'s GENERATED ALWAYS identity columns, which an INSERT may give
+    no value but DEFAULT, as CockroachDB's (none with OVERRIDING SYSTEM VALUE)."""
+    if overriding == "USER":
+        raise SQLError("0A000", "OVERRIDING USER VALUE is not supported")
+    if overriding == "SYSTEM":
+        return frozenset()
+    return frozenset(c.id for c in desc.columns if c.identity == "ALWAYS")
+
+
+def _identity_insert(column: Column) -> SQLError:
+    return SQLError(
+        "428C9",
+        f'cannot insert into column "{column.name}"',
+        detail=f'Column "{column.name}" is an identity column defined as GENERATED ALWAYS.',
+    )
+
+
+def _refuse_identity_updates(desc: TableDescriptor, sets: Sequence[tuple[str, exp.Expr]]) -> None:
+    """As CockroachDB's: a GENERATED ALWAYS identity column is set only to DEFAULT."""
+    for name, node in sets:
+        column = desc.find_column(name)
+        if column is not None and column.identity == "ALWAYS" and not _is_default(node):
+            raise SQLError(
+                "428C9",
+                f'column "{name}" can only be updated to DEFAULT',
+                detail=f'Column "{name}" is an identity column defined as GENERATED ALWAYS.',
+            )
+
+
 def _is_default(node: exp.Expr) -> bool:
     """The keyword DEFAULT standing for a value (``VALUES (1, DEFAULT)``)."""
     return isinstance(node, exp.Var) and node.name.upper() == "DEFAULT"
@@ -1132,6 +1173,7 @@ class UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         for _name, node in s.sets:
             refuse_aggregates(node, "UPDATE SET")
+        _refuse_identity_updates(desc, s.sets)
         sets = [(desc.column(name), _assigned_value(desc, name, e, scope)) for name, e in s.sets]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)

@@ -134,7 +134,12 @@ class Index:
     keys then sorting the other way (CockroachDB's descending key encoding); ``storing``
     columns are kept in its entries too. Its entries live apart from the table's rows
     (:mod:`feedkv.sql.indexes`). ``constraint``: the index of a UNIQUE constraint (not
-    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB."""
+    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB.
+
+    A partial index (``predicate``: the SQL text of its WHERE, over the table's columns)
+    holds entries of the rows the predicate holds for only (:mod:`feedkv.sql.constraints`
+    writes them; a unique one is unique among those rows), so no read uses it: the
+    planner reads :attr:`TableDescriptor.readable_indexes`."""
 
     id: int
     name: str
@@ -143,6 +148,7 @@ class Index:
     storing: tuple[int, ...] = ()
     constraint: bool = False
     descending: tuple[bool, ...] = ()
+    predicate: str | None = None
 
     def __post_init__(self) -> None:
         if not any(self.descending):  # NB: one form for all-ascending: () (equality)
@@ -164,6 +170,8 @@ class Index:
             out["constraint"] = True
         if self.descending:
             out["descending"] = list(self.descending)
+        if self.predicate is not None:
+            out["predicate"] = self.predicate
         return out
 
     @classmethod
@@ -176,6 +184,7 @@ class Index:
             tuple(data.get("storing", ())),
             data.get("constraint", False),
             tuple(data.get("descending", ())),
+            data.get("predicate"),
         )
 
 
@@ -345,6 +354,12 @@ class TableDescriptor:
         return self._by_id.get(column_id)
 
     @property
+    def readable_indexes(self) -> tuple[Index, ...]:
+        """The indexes a read may use: those that hold an entry for every row (no
+        partial index, see Index)."""
+        return tuple(i for i in self.indexes if i.predicate is None)
+
+    @property
     def visible_columns(self) -> tuple[Column, ...]:
         return tuple(c for c in self.columns if c.shown)
 
@@ -450,6 +465,8 @@ class TableDescriptor:
             line = f"{kind} {quote_name(index.name)} ({keys})"
             if index.storing:
                 line += f" STORING ({listed(index.storing)})"
+            if index.predicate is not None:
+                line += f" WHERE {index.predicate}"
             lines.append(line)
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:

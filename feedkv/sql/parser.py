@@ -1465,9 +1465,17 @@ class _Statement:
             storing, i, ordered = self._name_list(i + 1, last, "STORING (column, ...)")
             if any(ordered):
                 raise self._error_at(i - 1, "STORING columns take no ASC or DESC")
+        predicate = None
+        if i < last and self.words[i] == "WHERE":
+            start = self._pos(self.tokens[i + 1])
+            end = self._pos(self.tokens[last]) + len(self._raw(last))
+            predicate = parse_expression(self.text[start:end])
+            i = last + 1
         if i <= last:
             raise self._error_at(i, "expected the end of the INDEX")
-        return st.IndexSpec(name, tuple(columns), unique, tuple(storing), descending=descending)
+        return st.IndexSpec(
+            name, tuple(columns), unique, tuple(storing), descending=descending, predicate=predicate
+        )
 
     def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int, tuple[bool, ...]]:
         """The names in the parentheses at ``i`` (each maybe followed by ASC or DESC),
@@ -3026,7 +3034,8 @@ class _Converter:
         params = index.args.get("params")
         if params is None:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
-        _refuse_unhandled(params, {"columns", "include", "with_storage"})
+        _refuse_unhandled(params, {"columns", "include", "with_storage", "where"})
+        where = params.args.get("where")
         columns = []
         descending = []
         for column in params.args.get("columns") or ():
@@ -3045,6 +3054,7 @@ class _Converter:
             bool(node.args.get("unique")),
             storing,
             descending=tuple(descending),
+            predicate=where.this if where is not None else None,
         )
         return st.CreateIndex(
             self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))

@@ -269,7 +269,7 @@ class Selection:
         if where is not None and plan is None:
             first = desc.key_columns[0]
             key_list = _key_list(where, scope, first, lambda v: row_prefix(desc, [v]))
-            if key_list is None and desc.indexes:
+            if key_list is None and desc.readable_indexes:
                 listed_index = _index_key_list(desc, where, scope)
                 if listed_index is not None:
                     by_index = _index_spans(desc, *listed_index)
@@ -306,7 +306,7 @@ def _index_key_list(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, Callable[[Context], list[Any] | None]] | None:
     """The first secondary index whose first column ``where`` lists values of."""
-    for index in desc.indexes:
+    for index in desc.readable_indexes:
         column = desc.column_by_id(index.column_ids[0])
         if column is None:
             continue
@@ -429,7 +429,7 @@ def _best_index(
     """The secondary index whose leading columns ``where`` fixes most (equalities, then
     a range on the next column; a unique index all of whose columns are fixed wins)."""
     best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
-    for index in desc.indexes:
+    for index in desc.readable_indexes:
         columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
         plan = _key_plan(desc, where, scope, columns)
         if plan is None:
@@ -453,7 +453,7 @@ def key_constraint(
     plan = _key_plan(desc, where, scope)
     if plan is not None:
         return None, list(desc.key_columns), plan
-    best = _best_index(desc, where, scope) if desc.indexes else None
+    best = _best_index(desc, where, scope) if desc.readable_indexes else None
     if best is None:
         return None
     index, plan = best
@@ -1263,7 +1263,7 @@ def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Inde
     ids = sorted(desc.column(name).id for name in target)  # 42703 names an unknown one
     if ids == sorted(desc.primary_key):
         return None
-    for index in desc.indexes:
+    for index in desc.readable_indexes:  # NB: a partial index arbitrates no conflict
         if index.unique and sorted(index.column_ids) == ids:
             return index
     raise SQLError(

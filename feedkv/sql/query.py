@@ -577,7 +577,7 @@ def _looked_up(
         return None
     index = None
     if desc.primary_key[0] != column.id:
-        index = next((i for i in desc.indexes if i.column_ids[0] == column.id), None)
+        index = next((i for i in desc.readable_indexes if i.column_ids[0] == column.id), None)
         if index is None:
             return None
     source, rows, _database = left

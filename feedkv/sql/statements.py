@@ -254,6 +254,7 @@ class IndexSpec:
     storing: tuple[str, ...] = ()
     constraint: bool = False
     descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
+    predicate: exp.Expr | None = None  # a partial index's WHERE
 
 
 @dataclass(frozen=True, slots=True)

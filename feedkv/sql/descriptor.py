@@ -138,8 +138,9 @@ class Index:
 
     A partial index (``predicate``: the SQL text of its WHERE, over the table's columns)
     holds entries of the rows the predicate holds for only (:mod:`feedkv.sql.constraints`
-    writes them; a unique one is unique among those rows), so no read uses it: the
-    planner reads :attr:`TableDescriptor.readable_indexes`."""
+    writes them; a unique one is unique among those rows), so a read uses it only when
+    its WHERE has the predicate's conjuncts among its own (``plan._usable_indexes``);
+    what reads by other columns' values uses :attr:`TableDescriptor.readable_indexes`."""
 
     id: int
     name: str

@@ -269,7 +269,7 @@ class Selection:
         if where is not None and plan is None:
             first = desc.key_columns[0]
             key_list = _key_list(where, scope, first, lambda v: row_prefix(desc, [v]))
-            if key_list is None and desc.readable_indexes:
+            if key_list is None and _usable_indexes(desc, where):
                 listed_index = _index_key_list(desc, where, scope)
                 if listed_index is not None:
                     by_index = _index_spans(desc, *listed_index)
@@ -306,7 +306,7 @@ def _index_key_list(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, Callable[[Context], list[Any] | None]] | None:
     """The first secondary index whose first column ``where`` lists values of."""
-    for index in desc.readable_indexes:
+    for index in _usable_indexes(desc, where):
         column = desc.column_by_id(index.column_ids[0])
         if column is None:
             continue
@@ -423,13 +423,32 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
     return point
 
 
+def _usable_indexes(desc: TableDescriptor, where: exp.Expr) -> tuple[Index, ...]:
+    """The secondary indexes a read of the rows ``where`` selects may use: every full
+    one, and a partial one whose predicate's conjuncts are all conjuncts of ``where``
+    (written alike), so that each row ``where`` selects has an entry in it."""
+    if desc.readable_indexes == desc.indexes:
+        return desc.indexes
+    written = {_text(node) for node in flatten_and(where)}
+    return tuple(
+        index
+        for index in desc.indexes
+        if index.predicate is None
+        or all(_text(node) in written for node in flatten_and(parse_expression(index.predicate)))
+    )
+
+
+def _text(node: exp.Expr) -> str:
+    return node.sql(dialect="postgres", normalize_functions="lower")
+
+
 def _best_index(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, _KeyPlan] | None:
     """The secondary index whose leading columns ``where`` fixes most (equalities, then
     a range on the next column; a unique index all of whose columns are fixed wins)."""
     best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
-    for index in desc.readable_indexes:
+    for index in _usable_indexes(desc, where):
         columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
         plan = _key_plan(desc, where, scope, columns)
         if plan is None:
@@ -453,7 +472,7 @@ def key_constraint(
     plan = _key_plan(desc, where, scope)
     if plan is not None:
         return None, list(desc.key_columns), plan
-    best = _best_index(desc, where, scope) if desc.readable_indexes else None
+    best = _best_index(desc, where, scope) if _usable_indexes(desc, where) else None
     if best is None:
         return None
     index, plan = best

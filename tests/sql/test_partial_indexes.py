@@ -31,3 +31,23 @@ def test_a_partial_unique_index_over_the_wire(db: DB) -> None:
         assert rows == [(1,), (2,), (3,), (4,)]
         active = conn.execute("SELECT id FROM users WHERE email = 'a@x' AND active").fetchall()
         assert active == [(4,)]
+
+
+def plan_of(db: DB, sql: str) -> str:
+    return "\n".join(str(row[0]) for row in db.sql(f"EXPLAIN {sql}").rows)
+
+
+def test_a_read_uses_a_partial_index_only_when_its_where_implies_the_predicate(
+    db: DB,
+) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, a INT, b INT, INDEX pos_b (b) WHERE a > 0)")
+    db.sql("INSERT INTO t VALUES (1, 1, 10), (2, -1, 10), (3, NULL, 10), (4, 2, 20)")
+    assert "t@pos_b" in plan_of(db, "SELECT k FROM t WHERE b = 10 AND a > 0")
+    assert db.sql("SELECT k FROM t WHERE b = 10 AND a > 0").rows == [(1,)]
+    # without the predicate (or with a weaker one) the index would miss rows
+    for where in ("b = 10", "b = 10 AND a >= 0", "b = 10 OR a > 0"):
+        assert "t@pos_b" not in plan_of(db, f"SELECT k FROM t WHERE {where}")
+    assert db.sql("SELECT k FROM t WHERE b = 10 ORDER BY k").rows == [(1,), (2,), (3,)]
+    db.sql("UPDATE t SET b = 11 WHERE b = 10 AND a > 0")
+    db.sql("DELETE FROM t WHERE a > 0 AND b = 20")
+    assert db.sql("SELECT k, b FROM t ORDER BY k").rows == [(1, 11), (2, 10), (3, 10)]

@@ -936,7 +936,7 @@ class InsertPlan:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
-            (desc.column(n), _assigned_value(desc, n, e, conflict_scope))
+            (desc.column(n), _conflict_value(desc, n, e, conflict_scope, targets))
             for n, e in s.conflict_sets
         ]
         for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
@@ -1071,6 +1071,19 @@ def _assigned_value(desc: TableDescriptor, name: str, node: exp.Expr, scope: Sco
     if _is_default(node):
         return column_default(desc.column(name)) or _null
     return compile_expr(node, scope)
+
+
+def _conflict_value(
+    desc: TableDescriptor, name: str, node: exp.Expr, scope: Scope, targets: Sequence[Column]
+) -> Compiled:
+    """An ON CONFLICT DO UPDATE SET item's value: as :func:`_assigned_value`, but ``SET
+    c = DEFAULT`` of a column the INSERT leaves to its DEFAULT is the value the proposed
+    row took (``excluded.c``), not the DEFAULT evaluated again, as CockroachDB's (a
+    sequence's DEFAULT is taken once per row)."""
+    column = desc.column(name)
+    if _is_default(node) and column not in targets:
+        return _proposed(len(desc.columns) + desc.columns.index(column))
+    return _assigned_value(desc, name, node, scope)
 
 
 def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:

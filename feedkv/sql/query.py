@@ -37,7 +37,14 @@ from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
-from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows, unequal_values
+from feedkv.sql.plan import (
+    ResultPlan,
+    Selection,
+    SelectPlan,
+    holds,
+    sorted_rows,
+    unequal_values,
+)
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
@@ -163,6 +170,10 @@ def _query(ex: Execution, q: st.Query) -> Result:
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
         return _select_sources(ex, q)
+    if _full_scans_disallowed(ex):
+        plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
+        if _reads_whole(ex, desc, plan.selection):
+            raise _full_scan(q)
     if q.group_by or (q.items and _aggregates(q)):
         fast = analytic.try_select(ex, q)
         if fast is not None:
@@ -254,6 +265,27 @@ def _in_key_order(desc: TableDescriptor, s: st.Select) -> bool:
         ):
             return False
     return True
+
+
+def _full_scans_disallowed(ex: Execution) -> bool:
+    return ex.session.variable("disallow_full_table_scans") == "on"
+
+
+def _reads_whole(ex: Execution, desc: TableDescriptor, selection: Selection) -> bool:
+    """Whether ``selection`` reads every row of ``desc``: no key span, key list or
+    index narrows it."""
+    if selection.index_span is not None or selection.key_list is not None:
+        return False
+    return selection.span(ex.context)[0] == table_span(desc.id)
+
+
+def _full_scan(s: st.Select) -> SQLError:
+    """CockroachDB's error for a query that reads a whole table while the session's
+    ``disallow_full_table_scans`` is on (feedkv keeps no table statistics, so every
+    full scan counts as a large one)."""
+    return SQLError(
+        "P0003", f"query `{s.text}` contains a full table/index scan which is explicitly disallowed"
+    )
 
 
 def _aggregates(s: st.Select) -> bool:
@@ -481,6 +513,10 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
+    if _full_scans_disallowed(ex) and any(
+        _is_table(ex, t) for t in (s.table, *(j.table for j in s.joins))
+    ):
+        raise _full_scan(s)  # NB: each table here is read whole
     if (
         not s.locks
         and (s.group_by or _aggregates(s))

@@ -128,6 +128,8 @@ VARIABLES: dict[str, Variable] = {
     # CockroachDB serves it when nothing waits.
     "default_transaction_quality_of_service": Variable("regular", _quality_of_service),
     "default_transaction_read_only": Variable("off", _on_off),
+    # CockroachDB's: on, a query that reads a whole table fails (feedkv.sql.query)
+    "disallow_full_table_scans": Variable("off", _on_off),
     # CockroachDB's: on runs each transaction AS OF SYSTEM TIME follower_read_timestamp().
     # feedkv reads at the transaction's own timestamp, which is off.
     "default_transaction_use_follower_reads": Variable(

@@ -252,6 +252,9 @@ class Selection:
     listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
     # Whether the rows read carry their MVCC timestamp last (feedkv.sql.mvcc_column).
     mvcc: bool = False
+    # Whether a partial index holds every row WHERE selects (see _usable_indexes): a
+    # read of it is no full table scan, as CockroachDB counts one.
+    partial: bool = False
 
     @classmethod
     def of(
@@ -276,7 +279,10 @@ class Selection:
                 else:
                     by_index = _index_plan(desc, where, scope)
         span = _span_plan(desc, where, plan)
-        return cls(span, test, point, by_index, key_list, listed_index, mvcc)
+        partial = where is not None and any(
+            index.predicate is not None for index in _usable_indexes(desc, where)
+        )
+        return cls(span, test, point, by_index, key_list, listed_index, mvcc, partial)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:

@@ -273,8 +273,8 @@ def _full_scans_disallowed(ex: Execution) -> bool:
 
 def _reads_whole(ex: Execution, desc: TableDescriptor, selection: Selection) -> bool:
     """Whether ``selection`` reads every row of ``desc``: no key span, key list or
-    index narrows it."""
-    if selection.index_span is not None or selection.key_list is not None:
+    index narrows it, and no partial index holds the rows it selects."""
+    if selection.index_span is not None or selection.key_list is not None or selection.partial:
         return False
     return selection.span(ex.context)[0] == table_span(desc.id)
 

@@ -53,6 +53,7 @@ from feedkv.sql.expr import (
     expression_name,
     qualifier_of,
 )
+from feedkv.sql.mvcc_column import MVCC_COLUMN
 from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.util.hlc import Timestamp
@@ -63,7 +64,6 @@ EVENT_OP_COLUMN = "__feedkv_event_op"
 PREV = "cdc_prev"
 PREV_ROW_COLUMN = "__feedkv_cdc_prev"
 IS_DELETE_COLUMN = "__feedkv_cdc_is_delete"
-MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
 CREATED_COLUMN = "__feedkv_changefeed_creation_timestamp"
 SCHEMA_TS_COLUMN = "__feedkv_event_schema_timestamp"
 

@@ -8,45 +8,47 @@ descriptor and the columns that use it (which keep the labels and codes, see
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from feedkv.errors import SQLError
+from feedkv.errors import InvariantViolation, SQLError
+from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.descriptor import Column, DatabaseDescriptor, TypeDescriptor
+from feedkv.sql.descriptor import DatabaseDescriptor, TypeDescriptor
 from feedkv.sql.enums import code_between
 from feedkv.sql.execution import Execution, Result
-from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "publish_added_labels"]
 
 _TAG = "ALTER TYPE"
 
 
 def add_value(ex: Execution, s: st.AlterTypeAddValue) -> Result:
     database, found = _enum(ex, s.name)
-    labels, codes = found.labels, found.codes
-    if s.label in labels:
+    labels = found.labels
+    if s.label in labels or any(s.label == label for label, _code in found.adding):
         if s.if_not_exists:
             return Result(tag=_TAG, notices=(f'enum value "{s.label}" already exists, skipping',))
         raise SQLError("42710", f'enum value "{s.label}" already exists')
-    at = len(labels)
+    # NB: the codes of the labels this transaction added too, so two added at one place
+    # get distinct codes
+    codes = sorted([*found.codes, *(code for _label, code in found.adding)])
+    at = len(codes)
     if s.existing is not None:
         if s.existing not in labels:
             raise SQLError("22023", f'"{s.existing}" is not an existing enum value')
-        at = labels.index(s.existing) + (s.placement == "AFTER")
+        at = codes.index(found.codes[labels.index(s.existing)]) + (s.placement == "AFTER")
     code = code_between(codes[at - 1] if at else None, codes[at] if at < len(codes) else None)
-    _publish(
-        ex,
-        database,
-        replace(
-            found,
-            labels=(*labels[:at], s.label, *labels[at:]),
-            codes=(*codes[:at], code, *codes[at:]),
-        ),
-    )
+    added = replace(found, adding=(*found.adding, (s.label, code)))
+    if ex.autocommit:
+        added = added.made_public()
+    else:
+        # NB: as CockroachDB's: the rest of the transaction cannot use it; its commit
+        # makes it public (publish_added_labels)
+        ex.added_labels.add(found.id)
+    _publish(ex, database, added)
     return Result(tag=_TAG)
 
 
@@ -75,26 +77,36 @@ def _publish(ex: Execution, database: DatabaseDescriptor, new: TypeDescriptor) -
     it (or an array of it) holding its new labels and codes."""
     txn = ex.write_txn
     catalog.put_type(txn, new)
-    ctype = new.column_type()
-
-    def retyped(column: Column) -> Column:
-        if _is_of(column.type, new):
-            return replace(column, type=ctype)
-        element = column.type.element
-        if column.type.kind is Kind.ARRAY and element is not None and _is_of(element, new):
-            return replace(column, type=replace(column.type, element=ctype))
-        return column
-
     for desc in catalog.list_tables(txn, database):
-        columns = tuple(retyped(c) for c in desc.columns)
+        columns = new.retyped(desc.columns)
         if columns != desc.columns:
             ex.changing(desc)
             ex.publish(desc.bumped(columns=columns))
             ex.session.forget(table=desc.id)
 
 
-def _is_of(ctype: ColumnType, found: TypeDescriptor) -> bool:
-    return ctype.kind is Kind.ENUM and ctype.type_name == found.name
+def publish_added_labels(txn: Txn, executions: Iterable[Execution]) -> None:
+    """Make public, in ``txn`` just before it commits, the enum labels its
+    ``executions`` added (:attr:`TypeDescriptor.adding`): the type and the tables of
+    it are rewritten, at the versions the transaction wrote, with them public, so no
+    statement outside it ever sees them adding (as ``publish_added_columns``). NB: a
+    savepoint rolled back may have undone the addition; then there is nothing to do."""
+    type_ids: set[int] = set()
+    for execution in executions:
+        type_ids |= execution.added_labels
+    for type_id in sorted(type_ids):
+        found = catalog.get_descriptor(txn, type_id)
+        if not isinstance(found, TypeDescriptor) or not found.adding:
+            continue
+        public = found.made_public()
+        catalog.put_type(txn, public)
+        database = catalog.get_descriptor(txn, public.database_id)
+        if not isinstance(database, DatabaseDescriptor):
+            raise InvariantViolation(f"type {public.name!r} has no database {public.database_id}")
+        for desc in catalog.list_tables(txn, database):
+            columns = public.retyped(desc.columns)
+            if columns != desc.columns:
+                catalog.put_table(txn, replace(desc, columns=columns), name_entry=False)
 
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {

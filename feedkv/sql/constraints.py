@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from feedkv.errors import SQLError
@@ -117,7 +118,10 @@ def unique_conflict(
     for index in desc.indexes:
         if not index.unique or (only is not None and index.id != only.id):
             continue
-        key, _value, unique = entry(desc, index, row)
+        found_entry = _entry_of(ex, desc, index, row)
+        if found_entry is None:
+            continue  # a partial index the row is not in
+        key, _value, unique = found_entry
         if not unique:
             continue  # a NULL among its values conflicts with nothing
         found = ex.write_txn.get(key)
@@ -167,8 +171,8 @@ def _move_entries(
     txn = ex.write_txn
     moves = []
     for old, new in changes:
-        before = entry(desc, index, old) if old is not None else None
-        after = entry(desc, index, new) if new is not None else None
+        before = _entry_of(ex, desc, index, old) if old is not None else None
+        after = _entry_of(ex, desc, index, new) if new is not None else None
         if before == after:
             continue
         if before is not None and (after is None or before[0] != after[0]):
@@ -207,7 +211,7 @@ def _put_entry(
 def _check(ex: Execution, desc: TableDescriptor, row: Row) -> None:
     if not desc.checks:
         return
-    compiled = _compiled_checks(ex, desc)
+    compiled = _compiled(ex, desc).checks
     env = tuple(row.get(c.id) for c in desc.columns)
     for check, test in zip(desc.checks, compiled, strict=True):
         verdict = test(env, ex.context)
@@ -225,13 +229,40 @@ def check_failed(desc: TableDescriptor, name: str, expression: str) -> SQLError:
     )
 
 
-def _compiled_checks(ex: Execution, desc: TableDescriptor) -> list[Compiled]:
-    cached: list[Compiled] | None = desc._constraints
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """A descriptor version's CHECKs and partial index predicates, compiled."""
+
+    checks: list[Compiled]
+    predicates: dict[int, Compiled]  # by index id
+
+
+def _compiled(ex: Execution, desc: TableDescriptor) -> _Compiled:
+    cached: _Compiled | None = desc._constraints
     if cached is None:
         scope = table_scope(desc, ex.session.database)
-        cached = [compile_expr(parse_expression(c.expression), scope) for c in desc.checks]
+        cached = _Compiled(
+            [compile_expr(parse_expression(c.expression), scope) for c in desc.checks],
+            {
+                index.id: compile_expr(parse_expression(index.predicate), scope)
+                for index in desc.indexes
+                if index.predicate is not None
+            },
+        )
         object.__setattr__(desc, "_constraints", cached)
     return cached
+
+
+def _entry_of(
+    ex: Execution, desc: TableDescriptor, index: Index, row: Row
+) -> tuple[bytes, bytes, bool] | None:
+    """``row``'s entry in ``index`` (see indexes.entry); None when ``index`` is a
+    partial index whose predicate does not hold for the row."""
+    if index.predicate is not None:
+        env = tuple(row.get(c.id) for c in desc.columns)
+        if not holds(_compiled(ex, desc).predicates[index.id](env, ex.context)):
+            return None
+    return entry(desc, index, row)
 
 
 # Foreign keys.
@@ -305,7 +336,7 @@ def _has_row(
     txn = ex.write_txn
     if ids == parent.primary_key:
         return txn.get(family_key(row_prefix(parent, values), 0)) is not None
-    for index in parent.indexes:
+    for index in parent.readable_indexes:
         if index.unique and index.column_ids == ids:
             key = values_prefix(parent, index, values)
             return txn.get(key) is not None
@@ -411,7 +442,7 @@ def _referencing_row(
     ex: Execution, child: TableDescriptor, fk: ForeignKey, values: list[Any]
 ) -> bool:
     txn = ex.write_txn
-    for index in child.indexes:
+    for index in child.readable_indexes:
         if index.column_ids[: len(fk.column_ids)] == fk.column_ids:
             prefix = values_prefix(child, index, values)
             return bool(txn.scan(prefix, prefix_end(prefix), limit=1))
@@ -429,7 +460,7 @@ def _referencing_rows(
 ) -> list[tuple[dict[int, Any], dict[bytes, bytes]]]:
     """Every row of ``child`` whose ``fk`` columns hold ``values``, with its KV pairs:
     through an index that leads with them, the primary key if it does, else a scan."""
-    for index in child.indexes:
+    for index in child.readable_indexes:
         if index.column_ids[: len(fk.column_ids)] == fk.column_ids:
             prefix = values_prefix(child, index, values)
             entries = ex.write_txn.scan(prefix, prefix_end(prefix))

@@ -172,6 +172,10 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
         if s.if_not_exists:
             return Result(tag="CREATE TABLE")
         raise SQLError("42P07", f'relation "{s.table.name}" already exists')
+    identities = [spec for spec in s.columns if spec.identity is not None]
+    if identities:
+        columns = [_with_identity_sequence(ex, s.table, spec) for spec in s.columns]
+        s = replace(s, columns=tuple(columns))
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
     desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
@@ -194,6 +198,47 @@ _IGNORED_STORAGE_PARAMS = frozenset(
         "user_catalog_table",
     }
 )
+
+
+def _with_identity_sequence(
+    ex: Execution, table: st.TableName, spec: st.ColumnSpec
+) -> st.ColumnSpec:
+    """``spec``, if an identity column, with its sequence made (``<table>_<column>_seq``,
+    as CockroachDB names it) and its DEFAULT the sequence's next value; NOT NULL."""
+    identity = spec.identity
+    if identity is None:
+        return spec
+    if spec.type.kind is not Kind.INT:
+        raise SQLError(
+            "22023",
+            f"identity column type must be INT, INT2, INT4 or INT8, not {spec.type.sql()} "
+            f'(column "{spec.name}")',
+        )
+    if spec.default is not None:
+        raise SQLError(
+            "42601",
+            f'multiple default values specified for column "{spec.name}" of table "{table.name}"',
+        )
+    if spec.computed is not None:
+        raise SQLError("42601", f'both generated and identity specified for column "{spec.name}"')
+    name = f"{table.name}_{spec.name}_seq"
+    settings = identity.sequence
+    sequence = st.CreateSequence(
+        "",
+        st.TableName(name, table.database),
+        settings.increment,
+        settings.min_value,
+        settings.max_value,
+        settings.start,
+    )
+    create_sequence(ex, sequence)
+    qualified = (
+        quote_name(name)
+        if table.database is None
+        else (f"{quote_name(table.database)}.{quote_name(name)}")
+    )
+    text = qualified.replace("'", "''")
+    return replace(spec, default=parse_expression(f"nextval('{text}')"), nullable=False)
 
 
 def _storage_param_notices(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -302,6 +347,7 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: lower(s)
         else spec.computed.sql(dialect="postgres", normalize_functions="lower")
     )
+    identity = spec.identity
     return Column(
         column_id,
         spec.name,
@@ -311,6 +357,8 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
         hidden=spec.hidden,
         computed=computed,
         virtual=spec.virtual,
+        identity=None if identity is None else ("ALWAYS" if identity.always else "BY DEFAULT"),
+        identity_options="" if identity is None else identity.options,
     )
 
 
@@ -535,6 +583,12 @@ def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) 
     catalog.remove_name(txn, desc.database_id, desc.name)
     comments.forget(txn, desc.id)
     ex.session.forget(table=desc.id)
+    for column in desc.columns:  # NB: an identity column's sequence goes with it
+        if column.identity is not None:
+            for sequence_id in _default_sequence_ids(ex, column):
+                sequence = catalog.get_descriptor(txn, sequence_id)
+                if isinstance(sequence, SequenceDescriptor):
+                    _drop_sequence(ex, sequence)
 
 
 def truncate(ex: Execution, s: st.Truncate) -> Result:
@@ -565,6 +619,8 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         if s.if_not_exists:
             return Result(tag="ALTER TABLE")
         raise SQLError("42701", f'column "{spec.name}" of relation "{desc.name}" already exists')
+    if spec.identity is not None:
+        raise SQLError("0A000", "ADD COLUMN ... GENERATED AS IDENTITY is not supported")
     column = _column(ex, spec, desc.next_column_id, key=False)
     if not ex.autocommit:
         # NB: as CockroachDB's column mutation: the rest of the transaction writes it but

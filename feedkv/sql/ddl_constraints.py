@@ -123,7 +123,37 @@ def _index(
             name = f"{base}{n}"
     if name == f"{desc.name}_pkey" or any(i.name == name for i in existing):
         raise SQLError("42P07", f'index "{name}" already exists on table "{desc.name}"')
-    return Index(index_id, name, column_ids, spec.unique, storing, spec.constraint, spec.descending)
+    predicate = _predicate(desc, spec.predicate) if spec.predicate is not None else None
+    return Index(
+        index_id,
+        name,
+        column_ids,
+        spec.unique,
+        storing,
+        spec.constraint,
+        spec.descending,
+        predicate,
+    )
+
+
+def _predicate(desc: TableDescriptor, node: exp.Expr) -> str:
+    """A partial index's WHERE as its SQL text, once it is known to be a boolean over
+    the table's columns, as CockroachDB requires."""
+    if node.find(exp.Select) is not None:
+        raise SQLError("0A000", "subqueries are not allowed in index predicate")
+    if node.find(exp.AggFunc, exp.Window) is not None:
+        raise SQLError("42803", "aggregate functions are not allowed in index predicate")
+    scope = table_scope(desc, "")
+    compile_expr(node, scope)  # 42703 for a column it does not have
+    found = type_of(node, scope)
+    if found is not None and found.kind is not Kind.BOOL:
+        raise SQLError(
+            "42804",
+            f"expected index predicate expression to have type bool, but "
+            f"'{node.sql('postgres')}' has type {found.sql().lower()}",
+        )
+    # NB: function names as CockroachDB's SHOW CREATE TABLE prints them
+    return node.sql(dialect="postgres", normalize_functions="lower")
 
 
 def _check(ex: Execution, desc: TableDescriptor, spec: st.CheckSpec, taken: Sequence[str]) -> Check:
@@ -164,7 +194,7 @@ def _foreign_key(
             "42830", "number of referencing and referenced columns for foreign key disagree"
         )
     unique = referenced == parent.primary_key or any(
-        i.unique and i.column_ids == referenced for i in parent.indexes
+        i.unique and i.column_ids == referenced for i in parent.readable_indexes
     )
     if not unique:
         raise SQLError(
@@ -270,7 +300,7 @@ def refuse_column_use(
     desc: TableDescriptor, column_id: int, what: str, *, checks_only: bool = False
 ) -> None:
     """2BP01 if an index, CHECK or foreign key uses the column (``what``: the change;
-    ``checks_only``: a rename, which only a CHECK's text minds)."""
+    ``checks_only``: a rename, which only a CHECK's or index predicate's text minds)."""
     column = desc.column_by_id(column_id)
     name = column.name if column is not None else str(column_id)
     for index in () if checks_only else desc.indexes:
@@ -287,8 +317,19 @@ def refuse_column_use(
                 "2BP01", f'cannot {what} column "{name}": foreign key "{fk_name}" references it'
             )
     for check in desc.checks:
-        if any(c.name == name for c in parse_expression(check.expression).find_all(exp.Column)):
+        if _names(check.expression, name):
             raise SQLError("2BP01", f'cannot {what} column "{name}": check "{check.name}" uses it')
+    for index in desc.indexes:
+        if index.predicate is not None and _names(index.predicate, name):
+            raise SQLError(
+                "2BP01",
+                f'cannot {what} column "{name}": the predicate of index "{index.name}" uses it',
+            )
+
+
+def _names(expression: str, column: str) -> bool:
+    """Whether the SQL text ``expression`` names ``column``."""
+    return any(c.name == column for c in parse_expression(expression).find_all(exp.Column))
 
 
 def _referenced_column(desc: TableDescriptor, column_id: int) -> bool:

@@ -57,7 +57,12 @@ class Column:
     An ``adding`` column is one an explicit transaction added (ALTER TABLE ... ADD
     COLUMN) and has not committed: as CockroachDB's column mutation, it is written
     (every row holds its default or computed value) but no statement of that
-    transaction can name it, and ``*`` leaves it out. The commit makes it public."""
+    transaction can name it, and ``*`` leaves it out. The commit makes it public.
+
+    An ``identity`` column (``ALWAYS`` or ``BY DEFAULT``, as GENERATED ... AS IDENTITY
+    says) takes its DEFAULT from a sequence of its own, made with it and dropped with
+    its table, as CockroachDB's; ``identity_options`` is its sequence options' text as
+    written, for SHOW CREATE TABLE."""
 
     id: int
     name: str
@@ -68,6 +73,8 @@ class Column:
     computed: str | None = None
     virtual: bool = False
     adding: bool = False
+    identity: str | None = None
+    identity_options: str = ""
 
     @property
     def shown(self) -> bool:
@@ -88,6 +95,10 @@ class Column:
             out["virtual"] = True
         if self.adding:
             out["adding"] = True
+        if self.identity is not None:
+            out["identity"] = self.identity
+        if self.identity_options:
+            out["identity_options"] = self.identity_options
         return out
 
     @classmethod
@@ -102,6 +113,8 @@ class Column:
             computed=data.get("computed"),
             virtual=data.get("virtual", False),
             adding=data.get("adding", False),
+            identity=data.get("identity"),
+            identity_options=data.get("identity_options", ""),
         )
 
 
@@ -121,7 +134,13 @@ class Index:
     keys then sorting the other way (CockroachDB's descending key encoding); ``storing``
     columns are kept in its entries too. Its entries live apart from the table's rows
     (:mod:`feedkv.sql.indexes`). ``constraint``: the index of a UNIQUE constraint (not
-    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB."""
+    one made as an index), which DROP INDEX drops only with CASCADE, as CockroachDB.
+
+    A partial index (``predicate``: the SQL text of its WHERE, over the table's columns)
+    holds entries of the rows the predicate holds for only (:mod:`feedkv.sql.constraints`
+    writes them; a unique one is unique among those rows), so a read uses it only when
+    its WHERE has the predicate's conjuncts among its own (``plan._usable_indexes``);
+    what reads by other columns' values uses :attr:`TableDescriptor.readable_indexes`."""
 
     id: int
     name: str
@@ -130,6 +149,7 @@ class Index:
     storing: tuple[int, ...] = ()
     constraint: bool = False
     descending: tuple[bool, ...] = ()
+    predicate: str | None = None
 
     def __post_init__(self) -> None:
         if not any(self.descending):  # NB: one form for all-ascending: () (equality)
@@ -151,6 +171,8 @@ class Index:
             out["constraint"] = True
         if self.descending:
             out["descending"] = list(self.descending)
+        if self.predicate is not None:
+            out["predicate"] = self.predicate
         return out
 
     @classmethod
@@ -163,6 +185,7 @@ class Index:
             tuple(data.get("storing", ())),
             data.get("constraint", False),
             tuple(data.get("descending", ())),
+            data.get("predicate"),
         )
 
 
@@ -332,6 +355,12 @@ class TableDescriptor:
         return self._by_id.get(column_id)
 
     @property
+    def readable_indexes(self) -> tuple[Index, ...]:
+        """The indexes a read may use: those that hold an entry for every row (no
+        partial index, see Index)."""
+        return tuple(i for i in self.indexes if i.predicate is None)
+
+    @property
     def visible_columns(self) -> tuple[Column, ...]:
         return tuple(c for c in self.columns if c.shown)
 
@@ -387,12 +416,13 @@ class TableDescriptor:
     def create_statement(self, qualified_name: str | None = None) -> str:
         """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
         the name in its schema (``public.t``); each column with its type, ``NOT
-        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT or computed expression (the
-        implicit ``rowid`` key too); the primary key as ``CONSTRAINT t_pkey PRIMARY KEY
-        (a ASC)``; foreign keys, then indexes (``(c ASC)``, ``STORING``), then the
-        families (unless there is only one, called ``primary``), then CHECKs. feedkv's
-        parser reads it back into the same table. A column an open transaction is
-        adding is not shown (see Column)."""
+        VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT (GENERATED ... AS IDENTITY for
+        an identity column) or computed expression (the implicit ``rowid`` key too);
+        the primary key as ``CONSTRAINT t_pkey PRIMARY KEY (a ASC)``; foreign keys,
+        then indexes (``(c ASC)``, ``STORING``), then the families (unless there is
+        only one, called ``primary``), then CHECKs. feedkv's parser reads it back into
+        the same table. A column an open transaction is adding is not shown (see
+        Column)."""
         lines = []
         for column in self.columns:
             if column.adding:
@@ -401,7 +431,11 @@ class TableDescriptor:
             if column.hidden:
                 line += " NOT VISIBLE"
             line += " NULL" if column.nullable else " NOT NULL"
-            if column.default is not None:
+            if column.identity is not None:
+                line += f" GENERATED {column.identity} AS IDENTITY"
+                if column.identity_options:
+                    line += f" ({column.identity_options})"
+            elif column.default is not None:
                 line += f" DEFAULT {column.default}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
@@ -432,6 +466,8 @@ class TableDescriptor:
             line = f"{kind} {quote_name(index.name)} ({keys})"
             if index.storing:
                 line += f" STORING ({listed(index.storing)})"
+            if index.predicate is not None:
+                line += f" WHERE {index.predicate}"
             lines.append(line)
         if len(self.families) > 1 or self.families[0].name != PRIMARY_FAMILY:
             for family in self.families:
@@ -609,34 +645,74 @@ class SequenceDescriptor:
 @dataclass(frozen=True, slots=True)
 class TypeDescriptor:
     """A user-defined type: an enum of ``labels``, in their order, and each label's code
-    (ascending with them; see :mod:`feedkv.sql.enums`)."""
+    (ascending with them; see :mod:`feedkv.sql.enums`).
+
+    ``adding``: the labels (with their codes) an explicit transaction added (ALTER TYPE
+    ... ADD VALUE) and has not committed: as CockroachDB's, no statement of that
+    transaction can use them (22023, "not yet public"); the commit makes them public
+    (:meth:`made_public`)."""
 
     id: int
     name: str
     database_id: int
     labels: tuple[str, ...]
     codes: tuple[bytes, ...] = ()
+    adding: tuple[tuple[str, bytes], ...] = ()
 
     def column_type(self) -> ColumnType:
         """The type of a column of this enum (a column keeps its labels and codes, and
         ALTER TYPE rewrites the columns that use it)."""
         return ColumnType(
-            Kind.ENUM, type_name=self.name, labels=self.labels, codes=self.codes, type_id=self.id
+            Kind.ENUM,
+            type_name=self.name,
+            labels=self.labels,
+            codes=self.codes,
+            type_id=self.id,
+            pending=tuple(label for label, _code in self.adding),
         )
 
+    def made_public(self) -> TypeDescriptor:
+        """This type with its ``adding`` labels public, each in its code's place."""
+        merged = sorted([*zip(self.labels, self.codes, strict=True), *self.adding], key=_code)
+        return replace(
+            self,
+            labels=tuple(label for label, _code in merged),
+            codes=tuple(code for _label, code in merged),
+            adding=(),
+        )
+
+    def retyped(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+        """``columns`` with those of this type (or arrays of it) of this version of it."""
+        ctype = self.column_type()
+
+        def retyped(column: Column) -> Column:
+            if self._is_of(column.type):
+                return replace(column, type=ctype)
+            element = column.type.element
+            if column.type.kind is Kind.ARRAY and element is not None and self._is_of(element):
+                return replace(column, type=replace(column.type, element=ctype))
+            return column
+
+        return tuple(retyped(c) for c in columns)
+
+    def _is_of(self, ctype: ColumnType) -> bool:
+        return ctype.kind is Kind.ENUM and ctype.type_name == self.name
+
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "type": {
-                    "id": self.id,
-                    "name": self.name,
-                    "database_id": self.database_id,
-                    "labels": list(self.labels),
-                    "codes": [code.hex() for code in self.codes],
-                }
-            },
-            separators=(",", ":"),
-        ).encode()
+        found: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "database_id": self.database_id,
+            "labels": list(self.labels),
+            "codes": [code.hex() for code in self.codes],
+        }
+        if self.adding:
+            found["adding"] = [[label, code.hex()] for label, code in self.adding]
+        return json.dumps({"type": found}, separators=(",", ":")).encode()
+
+
+def _code(entry: tuple[str, bytes]) -> bytes:
+    return entry[1]
 
 
 Descriptor = (
@@ -685,6 +761,7 @@ def decode_descriptor(raw: bytes) -> Descriptor:
             found["database_id"],
             tuple(found["labels"]),
             tuple(bytes.fromhex(code) for code in found["codes"]),
+            tuple((label, bytes.fromhex(code)) for label, code in found.get("adding", ())),
         )
     db = data["database"]
     return DatabaseDescriptor(db["id"], db["name"])

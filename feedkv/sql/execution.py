@@ -178,6 +178,9 @@ class Execution:
         # Tables this statement added columns to that its transaction's commit makes
         # public (see Column.adding and publish_added_columns).
         self.adding: set[int] = set()
+        # The ids of the enum types whose labels it added in an explicit transaction:
+        # public once it commits (TypeDescriptor.adding, publish_added_labels).
+        self.added_labels: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
         self.leasing = False
         self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
@@ -414,20 +417,33 @@ class Execution:
             page = min(page * 2, _LAST_PAGE)
 
     def envs(
-        self, desc: TableDescriptor, span: Span, *, lock: RowLocking | None = None
+        self,
+        desc: TableDescriptor,
+        span: Span,
+        *,
+        lock: RowLocking | None = None,
+        mvcc: bool = False,
     ) -> Iterator[tuple[Any, ...]]:
         """The rows of ``desc`` in ``span`` as tuples in column order, for a statement
         that only reads them: no dict per row and no KV pairs kept (which a write needs
         to rewrite the row), a third of a row's cost in a scan. Read in pages, as
-        :meth:`rows`, so a cancel stops it."""
+        :meth:`rows`, so a cancel stops it. ``mvcc``: each row's MVCC timestamp follows
+        its columns (:mod:`feedkv.sql.mvcc_column`)."""
         kvs = self._scan_pages(desc, span, lock)
-        if has_virtual(desc):
-            context = self.context
-            return (
-                tuple(fill_virtual(desc, values, context))
-                for _key, values, _ts in decode_row_values(desc, kvs)
-            )
-        return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
+        virtual = has_virtual(desc)
+        if not virtual and not mvcc:
+            return (tuple(values) for _key, values, _ts in decode_row_values(desc, kvs))
+        return self._filled(desc, kvs, virtual, mvcc)
+
+    def _filled(
+        self, desc: TableDescriptor, kvs: Iterator[KeyValue], virtual: bool, mvcc: bool
+    ) -> Iterator[tuple[Any, ...]]:
+        """:meth:`envs`'s rows with their VIRTUAL columns computed and, with ``mvcc``,
+        their timestamps appended."""
+        context = self.context
+        for _key, values, ts in decode_row_values(desc, kvs):
+            row = fill_virtual(desc, values, context) if virtual else values
+            yield (*row, logical_decimal(ts)) if mvcc else tuple(row)
 
     def selected(
         self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
@@ -442,24 +458,28 @@ class Execution:
     def iter_selected(
         self, desc: TableDescriptor, selection: Selection, *, lock: RowLocking | None = None
     ) -> Iterator[tuple[Any, ...]]:
-        """:meth:`selected`'s rows as they are read, a page at a time (a cursor's)."""
-        if selection.index_span is not None:
-            return (env for _row, _pairs, env in self.matching(desc, selection, lock=lock))
+        """:meth:`selected`'s rows as they are read, a page at a time (a cursor's): those
+        of the index entries the WHERE clause reads, or of the keys it lists, or of its
+        key span (filtered by the WHERE clause unless the span holds exactly its rows)."""
         context = self.context
-        spans = self._key_list_spans(desc, selection)
-        if spans is not None:
-            test = selection.test
-            return (
-                env
-                for span in spans
-                for env in self.envs(desc, span, lock=lock)
-                if test is None or holds(test(env, context))
-            )
-        span, exact = selection.span(context)
-        test = None if exact else selection.test
+        test = selection.test
+        spans = None
+        if selection.index_span is not None:
+            entries = selection.index_span(context)
+            if entries is not None:
+                spans = self._indexed_rows(desc, entries)
+        if spans is None:
+            spans = self._key_list_spans(desc, selection)
+        if spans is None:
+            span, exact = selection.span(context)
+            spans = [span]
+            test = None if exact else test
+        envs = (
+            env for span in spans for env in self.envs(desc, span, lock=lock, mvcc=selection.mvcc)
+        )
         if test is None:
-            return self.envs(desc, span, lock=lock)
-        return (env for env in self.envs(desc, span, lock=lock) if holds(test(env, context)))
+            return envs
+        return (env for env in envs if holds(test(env, context)))
 
     def _key_list_spans(self, desc: TableDescriptor, selection: Selection) -> list[Span] | None:
         """The spans of the keys ``selection`` lists (in key order, as a scan gives the
@@ -504,18 +524,24 @@ class Execution:
         in primary key order (as a scan of the table gives them): one read of the
         entries, then one of each row they name (with ``lock``, the rows are locked,
         not the entries: a writer of the row writes both)."""
-        found = [
-            row_span(desc, primary_key_of(desc, kv.value))
-            for span in entries
-            for kv in self.read_source.scan(span.start, span.end)
-        ]
-        found.sort(key=lambda span: span.start)
+        found = self._indexed_rows(desc, entries)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:
             for row, pairs in self.rows(desc, span, lock=lock):
                 env = tuple(row[i] for i in ids)
                 if test is None or holds(test(env, context)):
                     yield row, pairs, env
+
+    def _indexed_rows(self, desc: TableDescriptor, entries: list[Span]) -> list[Span]:
+        """The spans of the rows whose index entries are in ``entries``, in primary key
+        order (as a scan of the table gives them)."""
+        found = [
+            row_span(desc, primary_key_of(desc, kv.value))
+            for span in entries
+            for kv in self.read_source.scan(span.start, span.end)
+        ]
+        found.sort(key=lambda span: span.start)
+        return found
 
     def plan(
         self,

@@ -346,7 +346,7 @@ class _Planner:
             return None
         if desc.primary_key[0] == column.id:
             return f"{desc.name}@{desc.name}_pkey", a.name, b.name
-        index = next((i for i in desc.indexes if i.column_ids[0] == column.id), None)
+        index = next((i for i in desc.readable_indexes if i.column_ids[0] == column.id), None)
         if index is None:
             return None
         return f"{desc.name}@{index.name}", a.name, b.name

@@ -184,6 +184,19 @@ class _Cockroach(Postgres):
             "AS": lambda self: self._parse_late_computed(),
         }
 
+        def _parse_insert_table(self) -> exp.Expr | None:
+            # NB: INSERT's OVERRIDING {SYSTEM | USER} VALUE, after the columns, kept as
+            # the target's ``overriding`` arg
+            found = super()._parse_insert_table()
+            if found is not None and self._match_text_seq("OVERRIDING"):
+                which = "SYSTEM" if self._match_text_seq("SYSTEM") else None
+                if which is None and self._match_text_seq("USER"):
+                    which = "USER"
+                if which is None or not self._match_text_seq("VALUE"):
+                    self.raise_error("Expected OVERRIDING SYSTEM VALUE or OVERRIDING USER VALUE")
+                found.set("overriding", which)
+            return found
+
         def _parse_late_computed(self) -> exp.Expr | None:
             if not self._match(TokenType.L_PAREN, advance=False):
                 return None
@@ -192,6 +205,23 @@ class _Cockroach(Postgres):
             return found
 
         def _parse_generated_as_identity(self) -> exp.Expr:  # type: ignore[override]
+            # NB: an identity's sequence options are CREATE SEQUENCE's, in any order
+            # (sqlglot reads a few in one order); kept as the ``options`` arg, with
+            # their text as written
+            start = self._index
+            always = not self._match_text_seq("BY", "DEFAULT")
+            if always:
+                self._match_text_seq("ALWAYS")
+            if self._match(TokenType.ALIAS) and self._match_text_seq("IDENTITY"):
+                identity = exp.GeneratedAsIdentityColumnConstraint(this=always)
+                if self._match(TokenType.L_PAREN):
+                    first = self._index
+                    identity.set("options", self._parse_sequence_properties())
+                    text = " ".join(t.text.upper() for t in self._tokens[first : self._index])
+                    identity.set("options_text", text)
+                    self._match_r_paren()
+                return identity
+            self._retreat(start)
             # NB: PostgreSQL's parser reads GENERATED ALWAYS AS (e) STORED only
             found: exp.Expr = super()._parse_generated_as_identity()
             if (
@@ -217,6 +247,44 @@ class _Cockroach(Postgres):
                 if isinstance(kind, exp.ComputedColumnConstraint):
                     kind.set("storage", _storage_keyword(self._tokens[start : self._index]))
             return found
+
+
+def _sequence_settings(prop: exp.SequenceProperties) -> dict[str, int]:
+    """The settings of CREATE SEQUENCE's options (or an identity column's), by name
+    (``increment``, ``minvalue``, ``maxvalue``, ``start``, ``cache``)."""
+    settings: dict[str, int] = {}
+    for name, value in prop.args.items():
+        if value is None or value == []:
+            continue
+        if name == "options":
+            for option in value:
+                if str(option.name).upper() != "NO CYCLE":
+                    raise SQLError("0A000", f"sequence option {option.name} is not supported")
+            continue
+        if name not in ("increment", "minvalue", "maxvalue", "start", "cache"):
+            raise SQLError("0A000", f"sequence option {name.upper()} is not supported")
+        settings[name] = _integer(value, name.upper())
+    if settings.get("increment") == 0:
+        raise SQLError("22023", "INCREMENT must not be zero")
+    if settings.get("cache", 1) < 1:
+        raise SQLError("22023", f"CACHE ({settings['cache']}) must be greater than zero")
+    return settings
+
+
+def _identity(name: str, node: exp.GeneratedAsIdentityColumnConstraint) -> st.Identity:
+    """An identity column's GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(options)]."""
+    options = node.args.get("options")
+    settings = _sequence_settings(options) if options is not None else {}
+    return st.Identity(
+        bool(node.this),
+        node.args.get("options_text") or "",
+        st.SequenceSettings(
+            settings.get("increment", 1),
+            settings.get("minvalue"),
+            settings.get("maxvalue"),
+            settings.get("start"),
+        ),
+    )
 
 
 def _storage_keyword(tokens: list[Token]) -> str | None:
@@ -1397,9 +1465,17 @@ class _Statement:
             storing, i, ordered = self._name_list(i + 1, last, "STORING (column, ...)")
             if any(ordered):
                 raise self._error_at(i - 1, "STORING columns take no ASC or DESC")
+        predicate = None
+        if i < last and self.words[i] == "WHERE":
+            start = self._pos(self.tokens[i + 1])
+            end = self._pos(self.tokens[last]) + len(self._raw(last))
+            predicate = parse_expression(self.text[start:end])
+            i = last + 1
         if i <= last:
             raise self._error_at(i, "expected the end of the INDEX")
-        return st.IndexSpec(name, tuple(columns), unique, tuple(storing), descending=descending)
+        return st.IndexSpec(
+            name, tuple(columns), unique, tuple(storing), descending=descending, predicate=predicate
+        )
 
     def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int, tuple[bool, ...]]:
         """The names in the parentheses at ``i`` (each maybe followed by ASC or DESC),
@@ -2958,7 +3034,8 @@ class _Converter:
         params = index.args.get("params")
         if params is None:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
-        _refuse_unhandled(params, {"columns", "include", "with_storage"})
+        _refuse_unhandled(params, {"columns", "include", "with_storage", "where"})
+        where = params.args.get("where")
         columns = []
         descending = []
         for column in params.args.get("columns") or ():
@@ -2977,6 +3054,7 @@ class _Converter:
             bool(node.args.get("unique")),
             storing,
             descending=tuple(descending),
+            predicate=where.this if where is not None else None,
         )
         return st.CreateIndex(
             self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
@@ -3004,28 +3082,11 @@ class _Converter:
         for prop in properties.expressions if properties is not None else ():
             if not isinstance(prop, exp.SequenceProperties):
                 raise _unsupported(prop, "sequence option")
-            for name, value in prop.args.items():
-                if value is None or value == []:
-                    continue
-                if name == "options":
-                    for option in value:
-                        if str(option.name).upper() != "NO CYCLE":
-                            raise SQLError(
-                                "0A000", f"sequence option {option.name} is not supported"
-                            )
-                    continue
-                if name not in ("increment", "minvalue", "maxvalue", "start", "cache"):
-                    raise SQLError("0A000", f"sequence option {name.upper()} is not supported")
-                settings[name] = _integer(value, name.upper())
-        increment = settings.get("increment", 1)
-        if increment == 0:
-            raise SQLError("22023", "INCREMENT must not be zero")
-        if settings.get("cache", 1) < 1:
-            raise SQLError("22023", f"CACHE ({settings['cache']}) must be greater than zero")
+            settings.update(_sequence_settings(prop))
         return st.CreateSequence(
             self.text,
             _table_of(node.this),
-            increment,
+            settings.get("increment", 1),
             settings.get("minvalue"),
             settings.get("maxvalue"),
             settings.get("start"),
@@ -3056,6 +3117,7 @@ class _Converter:
         default = None
         primary_key = False
         computed, virtual = None, False
+        identity = None
         declared: set[bool] = set()  # NULL (True) and NOT NULL (False) as written
         for constraint in node.args.get("constraints") or []:
             inner = constraint.args.get("kind")
@@ -3069,6 +3131,11 @@ class _Converter:
                 nullable = False
             elif isinstance(inner, exp.ComputedColumnConstraint):
                 computed, virtual = _computed_constraint(name, inner)
+            elif (
+                isinstance(inner, exp.GeneratedAsIdentityColumnConstraint)
+                and inner.args.get("expression") is None
+            ):
+                identity = _identity(name, inner)
             elif in_create and self._column_constraint(name, constraint):
                 pass
             else:
@@ -3097,6 +3164,7 @@ class _Converter:
             virtual,
             name in self.not_visible,
             if_not_exists,
+            identity,
         )
 
     def _column_constraint(self, column: str, node: exp.Expr) -> bool:
@@ -3297,6 +3365,7 @@ class _Converter:
             target = target.this
         table = _table_of(target)
         _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
+        overriding = node.this.args.get("overriding")
         source = node.expression
         while isinstance(source, exp.Subquery) and not source.alias:
             source = source.this  # INSERT INTO t (SELECT ...): the query in parentheses
@@ -3366,6 +3435,7 @@ class _Converter:
             subqueries,
             conflict_constraint,
             conflict_subqueries,
+            overriding,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

@@ -47,6 +47,7 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.indexes import values_prefix
+from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -249,9 +250,16 @@ class Selection:
     # As ``key_list``, for a secondary index's first column (when WHERE lists no key
     # column's values): the index and its listed values, whose spans ``index_span`` reads.
     listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
+    # Whether the rows read carry their MVCC timestamp last (feedkv.sql.mvcc_column).
+    mvcc: bool = False
+    # Whether a partial index holds every row WHERE selects (see _usable_indexes): a
+    # read of it is no full table scan, as CockroachDB counts one.
+    partial: bool = False
 
     @classmethod
-    def of(cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope) -> Selection:
+    def of(
+        cls, desc: TableDescriptor, where: exp.Expr | None, scope: Scope, mvcc: bool = False
+    ) -> Selection:
         if where is not None:
             refuse_aggregates(where, "WHERE")
             where = condition(where, scope)
@@ -264,14 +272,17 @@ class Selection:
         if where is not None and plan is None:
             first = desc.key_columns[0]
             key_list = _key_list(where, scope, first, lambda v: row_prefix(desc, [v]))
-            if key_list is None and desc.indexes:
+            if key_list is None and _usable_indexes(desc, where):
                 listed_index = _index_key_list(desc, where, scope)
                 if listed_index is not None:
                     by_index = _index_spans(desc, *listed_index)
                 else:
                     by_index = _index_plan(desc, where, scope)
         span = _span_plan(desc, where, plan)
-        return cls(span, test, point, by_index, key_list, listed_index)
+        partial = where is not None and any(
+            index.predicate is not None for index in _usable_indexes(desc, where)
+        )
+        return cls(span, test, point, by_index, key_list, listed_index, mvcc, partial)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -301,7 +312,7 @@ def _index_key_list(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, Callable[[Context], list[Any] | None]] | None:
     """The first secondary index whose first column ``where`` lists values of."""
-    for index in desc.indexes:
+    for index in _usable_indexes(desc, where):
         column = desc.column_by_id(index.column_ids[0])
         if column is None:
             continue
@@ -418,13 +429,32 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
     return point
 
 
+def _usable_indexes(desc: TableDescriptor, where: exp.Expr) -> tuple[Index, ...]:
+    """The secondary indexes a read of the rows ``where`` selects may use: every full
+    one, and a partial one whose predicate's conjuncts are all conjuncts of ``where``
+    (written alike), so that each row ``where`` selects has an entry in it."""
+    if desc.readable_indexes == desc.indexes:
+        return desc.indexes
+    written = {_text(node) for node in flatten_and(where)}
+    return tuple(
+        index
+        for index in desc.indexes
+        if index.predicate is None
+        or all(_text(node) in written for node in flatten_and(parse_expression(index.predicate)))
+    )
+
+
+def _text(node: exp.Expr) -> str:
+    return node.sql(dialect="postgres", normalize_functions="lower")
+
+
 def _best_index(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, _KeyPlan] | None:
     """The secondary index whose leading columns ``where`` fixes most (equalities, then
     a range on the next column; a unique index all of whose columns are fixed wins)."""
     best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
-    for index in desc.indexes:
+    for index in _usable_indexes(desc, where):
         columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
         plan = _key_plan(desc, where, scope, columns)
         if plan is None:
@@ -448,7 +478,7 @@ def key_constraint(
     plan = _key_plan(desc, where, scope)
     if plan is not None:
         return None, list(desc.key_columns), plan
-    best = _best_index(desc, where, scope) if desc.indexes else None
+    best = _best_index(desc, where, scope) if _usable_indexes(desc, where) else None
     if best is None:
         return None
     index, plan = best
@@ -727,8 +757,11 @@ class SelectPlan:
         cls, desc: TableDescriptor, s: st.Select, database: str, outer: Scope | None = None
     ) -> SelectPlan:
         check_index(desc, s.index)
+        mvcc = names_mvcc(s)
+        if mvcc:
+            desc = with_mvcc(desc)
         scope = table_scope(desc, database, s.alias, outer)
-        selection = Selection.of(desc, s.where, scope)
+        selection = Selection.of(desc, s.where, scope, mvcc)
         return cls(scope, selection, ResultPlan.of([FromTable.alone(desc, s.alias)], scope, s))
 
 
@@ -819,6 +852,9 @@ class InsertPlan:
     key_ids: frozenset[int] = frozenset()  # the primary key's columns
     # ON CONFLICT's: the row's columns, then excluded's; its subqueries may name them
     conflict_scope: Scope | None = None
+    # The GENERATED ALWAYS identity columns a SELECT's rows may not fill (none with
+    # OVERRIDING SYSTEM VALUE)
+    always: frozenset[int] = frozenset()
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -835,6 +871,9 @@ class InsertPlan:
                 f"{self.verb} has more target columns than expressions, {width} expressions "
                 f"for {len(self.targets)} targets",
             )
+        for column in self.targets[:width]:
+            if column.id in self.always:
+                raise _identity_insert(column)
         rest = [(c, column_default(c)) for c in self.targets[width:]]
         _require_key_columns(self.key_ids, rest)
         return self.targets[:width], rest + self.filled
@@ -858,6 +897,7 @@ class InsertPlan:
             if len({c.id for c in targets}) != len(targets):
                 raise SQLError("42701", "a column is listed more than once in INSERT")
             refuse_writes(targets)
+        always = _always_identities(desc, s.overriding)
         empty = Scope()
         rows = []
         verb = "UPSERT" if s.upsert else "INSERT"
@@ -879,6 +919,8 @@ class InsertPlan:
                 if _is_default(node):  # VALUES (DEFAULT): the column's default, else NULL
                     row.append(column_default(column) or _null)
                     continue
+                if column.id in always:
+                    raise _identity_insert(column)
                 refuse_aggregates(node, "VALUES")
                 row.append(compile_expr(node, empty))
                 _check_assigned_node(node, empty, column)
@@ -898,8 +940,9 @@ class InsertPlan:
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+        _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
-            (desc.column(n), _assigned_value(desc, n, e, conflict_scope))
+            (desc.column(n), _conflict_value(desc, n, e, conflict_scope, targets))
             for n, e in s.conflict_sets
         ]
         for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
@@ -947,6 +990,7 @@ class InsertPlan:
             verb,
             frozenset(desc.primary_key),
             conflict_scope,
+            always if s.query is not None else frozenset(),
         )
 
 
@@ -1035,6 +1079,19 @@ def _assigned_value(desc: TableDescriptor, name: str, node: exp.Expr, scope: Sco
     return compile_expr(node, scope)
 
 
+def _conflict_value(
+    desc: TableDescriptor, name: str, node: exp.Expr, scope: Scope, targets: Sequence[Column]
+) -> Compiled:
+    """An ON CONFLICT DO UPDATE SET item's value: as :func:`_assigned_value`, but ``SET
+    c = DEFAULT`` of a column the INSERT leaves to its DEFAULT is the value the proposed
+    row took (``excluded.c``), not the DEFAULT evaluated again, as CockroachDB's (a
+    sequence's DEFAULT is taken once per row)."""
+    column = desc.column(name)
+    if _is_default(node) and column not in targets:
+        return _proposed(len(desc.columns) + desc.columns.index(column))
+    return _assigned_value(desc, name, node, scope)
+
+
 def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
     """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
     if _is_default(node):
@@ -1076,6 +1133,36 @@ def _scalar_item(node: exp.Expr) -> exp.Expr:
             return node  # NB: its columns are the subquery's, not the statement's
         node = found
     return node
+
+
+def _always_identities(desc: TableDescriptor, overriding: str | None) -> frozenset[int]:
+    """The ids of ``desc``'s GENERATED ALWAYS identity columns, which an INSERT may give
+    no value but DEFAULT, as CockroachDB's (none with OVERRIDING SYSTEM VALUE)."""
+    if overriding == "USER":
+        raise SQLError("0A000", "OVERRIDING USER VALUE is not supported")
+    if overriding == "SYSTEM":
+        return frozenset()
+    return frozenset(c.id for c in desc.columns if c.identity == "ALWAYS")
+
+
+def _identity_insert(column: Column) -> SQLError:
+    return SQLError(
+        "428C9",
+        f'cannot insert into column "{column.name}"',
+        detail=f'Column "{column.name}" is an identity column defined as GENERATED ALWAYS.',
+    )
+
+
+def _refuse_identity_updates(desc: TableDescriptor, sets: Sequence[tuple[str, exp.Expr]]) -> None:
+    """As CockroachDB's: a GENERATED ALWAYS identity column is set only to DEFAULT."""
+    for name, node in sets:
+        column = desc.find_column(name)
+        if column is not None and column.identity == "ALWAYS" and not _is_default(node):
+            raise SQLError(
+                "428C9",
+                f'column "{name}" can only be updated to DEFAULT',
+                detail=f'Column "{name}" is an identity column defined as GENERATED ALWAYS.',
+            )
 
 
 def _is_default(node: exp.Expr) -> bool:
@@ -1124,6 +1211,7 @@ class UpdatePlan:
         scope = table_scope(desc, database, s.alias)
         for _name, node in s.sets:
             refuse_aggregates(node, "UPDATE SET")
+        _refuse_identity_updates(desc, s.sets)
         sets = [(desc.column(name), _assigned_value(desc, name, e, scope)) for name, e in s.sets]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)
@@ -1213,7 +1301,7 @@ def _check_conflict_target(desc: TableDescriptor, target: Sequence[str]) -> Inde
     ids = sorted(desc.column(name).id for name in target)  # 42703 names an unknown one
     if ids == sorted(desc.primary_key):
         return None
-    for index in desc.indexes:
+    for index in desc.readable_indexes:  # NB: a partial index arbitrates no conflict
         if index.unique and sorted(index.column_ids) == ids:
             return index
     raise SQLError(

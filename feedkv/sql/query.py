@@ -36,7 +36,15 @@ from feedkv.sql.execution import Execution, Result, RowLocking
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
 from feedkv.sql.join import JoinPlan
-from feedkv.sql.plan import ResultPlan, SelectPlan, holds, sorted_rows, unequal_values
+from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
+from feedkv.sql.plan import (
+    ResultPlan,
+    Selection,
+    SelectPlan,
+    holds,
+    sorted_rows,
+    unequal_values,
+)
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
@@ -162,6 +170,10 @@ def _query(ex: Execution, q: st.Query) -> Result:
     desc = ex.relation(q.table)
     if not isinstance(desc, TableDescriptor):
         return _select_sources(ex, q)
+    if _full_scans_disallowed(ex):
+        plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
+        if _reads_whole(ex, desc, plan.selection):
+            raise _full_scan(q)
     if q.group_by or (q.items and _aggregates(q)):
         fast = analytic.try_select(ex, q)
         if fast is not None:
@@ -253,6 +265,27 @@ def _in_key_order(desc: TableDescriptor, s: st.Select) -> bool:
         ):
             return False
     return True
+
+
+def _full_scans_disallowed(ex: Execution) -> bool:
+    return ex.session.variable("disallow_full_table_scans") == "on"
+
+
+def _reads_whole(ex: Execution, desc: TableDescriptor, selection: Selection) -> bool:
+    """Whether ``selection`` reads every row of ``desc``: no key span, key list or
+    index narrows it, and no partial index holds the rows it selects."""
+    if selection.index_span is not None or selection.key_list is not None or selection.partial:
+        return False
+    return selection.span(ex.context)[0] == table_span(desc.id)
+
+
+def _full_scan(s: st.Select) -> SQLError:
+    """CockroachDB's error for a query that reads a whole table while the session's
+    ``disallow_full_table_scans`` is on (feedkv keeps no table statistics, so every
+    full scan counts as a large one)."""
+    return SQLError(
+        "P0003", f"query `{s.text}` contains a full table/index scan which is explicitly disallowed"
+    )
 
 
 def _aggregates(s: st.Select) -> bool:
@@ -392,11 +425,12 @@ def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
 
 
 def read_source(
-    ex: Execution, source: st.Source, lock: RowLocking | None = None
+    ex: Execution, source: st.Source, lock: RowLocking | None = None, mvcc: bool = False
 ) -> tuple[TableDescriptor | Relation, list[tuple[Any, ...]], str]:
     """What a FROM or JOIN source reads: a table (read whole), a CTE's rows or a
     subquery's; its rows; the database that qualifies its columns. ``lock``: a table's
-    rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000)."""
+    rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000).
+    ``mvcc``: a table's rows carry their MVCC timestamp (:mod:`feedkv.sql.mvcc_column`)."""
     if lock is not None and not _is_table(ex, source):
         raise SQLError(
             "0A000",
@@ -436,8 +470,8 @@ def read_source(
     if isinstance(desc, SequenceDescriptor):
         sequence = _read_sequence(ex, desc)
         return sequence, sequence.rows, source.database or ex.session.database
-    rows = list(ex.envs(desc, table_span(desc.id), lock=lock))
-    return desc, rows, source.database or ex.session.database
+    rows = list(ex.envs(desc, table_span(desc.id), lock=lock, mvcc=mvcc))
+    return with_mvcc(desc) if mvcc else desc, rows, source.database or ex.session.database
 
 
 def _is_table(ex: Execution, source: st.Source) -> bool:
@@ -494,6 +528,10 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     transaction."""
     if s.table is None:
         raise InvariantViolation("a SELECT without FROM has no sources to read")
+    if _full_scans_disallowed(ex) and any(
+        _is_table(ex, t) for t in (s.table, *(j.table for j in s.joins))
+    ):
+        raise _full_scan(s)  # NB: each table here is read whole
     if (
         not s.locks
         and (s.group_by or _aggregates(s))
@@ -503,11 +541,12 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         if fast is not None:
             return fast
     locks = _source_locking(ex, s)
-    read = [read_source(ex, s.table, locks[0])]
+    mvcc = names_mvcc(s)
+    read = [read_source(ex, s.table, locks[0], mvcc)]
     for n, join in enumerate(s.joins):
         lock = locks[n + 1]
-        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 else None
-        read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock))
+        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 and not mvcc else None
+        read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
     plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
@@ -589,7 +628,7 @@ def _looked_up(
         return None
     index = None
     if desc.primary_key[0] != column.id:
-        index = next((i for i in desc.indexes if i.column_ids[0] == column.id), None)
+        index = next((i for i in desc.readable_indexes if i.column_ids[0] == column.id), None)
         if index is None:
             return None
     source, rows, _database = left

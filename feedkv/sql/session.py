@@ -61,6 +61,7 @@ from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog, comments, cursor_syntax
 from feedkv.sql import statements as st
 from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
+from feedkv.sql.alter_type import publish_added_labels
 from feedkv.sql.copy_rows import CopyDeclined
 from feedkv.sql.cursors import Cursor, Cursors, check_declare
 from feedkv.sql.describe import Description, describe
@@ -930,6 +931,7 @@ class Session:
                 with statement_zone(zone):
                     results.append(run(execution, statement))
             publish_added_columns(txn, executions)
+            publish_added_labels(txn, executions)
             return results
 
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
@@ -1260,6 +1262,7 @@ class Session:
         try:
             self._renew_leases(txn, executions)
             publish_added_columns(txn, executions)
+            publish_added_labels(txn, executions)
             txn.commit()
             committed = True
         except RetryableError as exc:

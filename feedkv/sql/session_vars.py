@@ -109,6 +109,14 @@ def _timeout(name: str, value: str) -> str:
     return str(int(float(found.group(1)) * _TIMEOUT_UNITS.get(found.group(2), 1)))
 
 
+def _row_count(name: str, value: str) -> str:
+    try:
+        rows = float(value)
+    except ValueError:
+        raise SQLError("22023", f"invalid value for parameter {name}: {value!r}") from None
+    return format(rows, "g")
+
+
 def _read_only(name: str, value: str) -> str:
     raise SQLError("55000", f'parameter "{name}" cannot be changed')
 
@@ -128,6 +136,12 @@ VARIABLES: dict[str, Variable] = {
     # CockroachDB serves it when nothing waits.
     "default_transaction_quality_of_service": Variable("regular", _quality_of_service),
     "default_transaction_read_only": Variable("off", _on_off),
+    # CockroachDB's: on, a query that reads a whole table fails (feedkv.sql.query)
+    "disallow_full_table_scans": Variable("off", _on_off),
+    # CockroachDB's: the table size (by statistics) past which a full scan is refused.
+    # feedkv keeps no statistics, so every table counts as large, as CockroachDB counts
+    # one it has none for.
+    "large_full_scan_rows": Variable("0", _row_count),
     # CockroachDB's: on runs each transaction AS OF SYSTEM TIME follower_read_timestamp().
     # feedkv reads at the transaction's own timestamp, which is off.
     "default_transaction_use_follower_reads": Variable(

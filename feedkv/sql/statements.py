@@ -200,6 +200,27 @@ class ShowUsers(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class SequenceSettings:
+    """A sequence's options as written (``None``: the default, which depends on the
+    increment's sign)."""
+
+    increment: int = 1
+    min_value: int | None = None
+    max_value: int | None = None
+    start: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(options)]``: the column takes
+    the values of a sequence of its own; ``options`` is the options' text as written."""
+
+    always: bool
+    options: str = ""
+    sequence: SequenceSettings = SequenceSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class ColumnSpec:
     name: str
     type: ColumnType
@@ -212,6 +233,7 @@ class ColumnSpec:
     virtual: bool = False
     hidden: bool = False  # NOT VISIBLE: left out of SELECT *
     family_if_not_exists: bool = False  # CREATE IF NOT EXISTS FAMILY: join it if it exists
+    identity: Identity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +254,7 @@ class IndexSpec:
     storing: tuple[str, ...] = ()
     constraint: bool = False
     descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
+    predicate: exp.Expr | None = None  # a partial index's WHERE
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +538,7 @@ class Insert(Statement):
     conflict_constraint: str | None = None
     # those of ON CONFLICT DO UPDATE's SET and WHERE, which may name the row and excluded
     conflict_subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
+    overriding: str | None = None  # OVERRIDING SYSTEM VALUE ("SYSTEM") or USER VALUE
 
 
 @dataclass(frozen=True, slots=True)

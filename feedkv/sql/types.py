@@ -183,6 +183,8 @@ class ColumnType:
     labels: tuple[str, ...] | None = None
     codes: tuple[bytes, ...] | None = None  # ENUM: each label's code (see enums)
     type_id: int | None = None  # ENUM: the type's descriptor id
+    # ENUM: labels its transaction added and has not committed (TypeDescriptor.adding)
+    pending: tuple[str, ...] = ()
     element: ColumnType | None = None  # ARRAY: the type of its elements
     # STRING: CHAR(n), fixed-length: trailing spaces are insignificant and not kept (as
     # in CockroachDB and PostgreSQL; a client is sent the value padded to ``width``)
@@ -220,6 +222,8 @@ class ColumnType:
             out["codes"] = [code.hex() for code in self.codes]
         if self.type_id is not None:
             out["type_id"] = self.type_id
+        if self.pending:
+            out["pending"] = list(self.pending)
         if self.element is not None:
             out["element"] = self.element.to_json()
         if self.fixed:
@@ -237,6 +241,7 @@ class ColumnType:
             labels=tuple(data["labels"]) if "labels" in data else None,
             codes=tuple(bytes.fromhex(c) for c in data["codes"]) if "codes" in data else None,
             type_id=data.get("type_id"),
+            pending=tuple(data.get("pending", ())),
             element=ColumnType.from_json(data["element"]) if "element" in data else None,
             fixed=bool(data.get("fixed", False)),
         )
@@ -800,6 +805,8 @@ def _to_enum(value: object, ctype: ColumnType) -> EnumValue:
             raise _Mismatch
         return value
     if isinstance(value, str):
+        if value in ctype.pending:
+            raise SQLError("22023", f'enum value "{value}" is not yet public')
         return EnumValue.of(
             value, ctype.labels, ctype.type_name or "", ctype.codes or (), ctype.type_id or 0
         )

@@ -64,6 +64,7 @@ from enum import Enum
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.raft.log import RaftLog
 from feedkv.raft.messages import (
+    COMMIT_ONLY,
     NO_NODE,
     ConfChange,
     ConfChangeType,
@@ -703,7 +704,8 @@ class RaftState:
             return
         last = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
         if last is not None:
-            self._send(Message(MT.APP_RESP, m.sender, self.id, self.term, index=last))
+            if m.context != COMMIT_ONLY:
+                self._send(Message(MT.APP_RESP, m.sender, self.id, self.term, index=last))
             return
         hint = self.log.find_conflict_by_term(min(m.index, self.log.last_index()), m.log_term)
         self._send(
@@ -879,10 +881,14 @@ class RaftState:
         committed = self.log.committed
         for node, pr in self.prs.items():
             if node != self.id:
-                self._send_append(node, send_if_empty=pr.commit_sent < committed)
+                self._send_append(node, send_if_empty=pr.commit_sent < committed, for_commit=True)
 
-    def _send_append(self, to: int, *, send_if_empty: bool = True) -> bool:
-        """Send ``to`` what it lacks, if its progress allows; whether anything went."""
+    def _send_append(
+        self, to: int, *, send_if_empty: bool = True, for_commit: bool = False
+    ) -> bool:
+        """Send ``to`` what it lacks, if its progress allows; whether anything went.
+        ``for_commit``: sent to tell the commit index (then an empty append to a follower
+        in step is marked ``COMMIT_ONLY``: it is not answered)."""
         pr = self.prs[to]
         if pr.is_paused():
             return False
@@ -895,6 +901,10 @@ class RaftState:
             return self._send_snapshot(to, pr)
         if not entries and not send_if_empty:
             return False
+        # NB: the answer to an empty append that only tells a follower in step the commit
+        # index says nothing the leader waits for; a probe's is waited for, and so is a
+        # heartbeat answer's append (it recovers an acknowledgement that was lost)
+        commit_only = for_commit and not entries and pr.state is ProgressState.REPLICATE
         self._send(
             Message(
                 MT.APP,
@@ -905,6 +915,7 @@ class RaftState:
                 index=prev,
                 entries=tuple(entries),
                 commit=self.log.committed,
+                context=COMMIT_ONLY if commit_only else 0,
             )
         )
         pr.commit_sent = self.log.committed

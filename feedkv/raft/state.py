@@ -52,7 +52,10 @@ majority for an election timeout steps down, and followers that hear from a lead
 ignore vote requests, except a leader transfer's), progress tracking per follower
 (:mod:`feedkv.raft.progress`), leader transfer, learners, and membership changes of one
 replica at a time: at most one change is pending (proposed and not yet applied by the
-leader), and each takes effect where it is applied.
+leader), and each takes effect where it is applied. One departure: the empty append a
+leader sends a follower in step only to tell it the commit index is marked
+``COMMIT_ONLY`` and answered only if rejected (its answer would tell the leader nothing
+it waits for; :class:`~feedkv.raft.messages.Message`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import msgpack
 from feedkv.errors import InvariantViolation
 
 __all__ = [
+    "COMMIT_ONLY",
     "NO_NODE",
     "ConfChange",
     "ConfChangeType",
@@ -120,6 +121,10 @@ class Snapshot:
         return self.meta.index == 0
 
 
+COMMIT_ONLY = 1
+"""An append's ``context``: see :class:`Message`."""
+
+
 class MessageType(IntEnum):
     VOTE = 1
     VOTE_RESP = 2
@@ -144,7 +149,10 @@ class Message:
     ``term`` is the sender's term (for a granted pre-vote and its request: the term the
     pre-candidate would take). ``force`` marks a vote request of a leader transfer, which
     voters grant even while they hear from a leader. ``context``: on a heartbeat and its
-    answer, the newest read the leader is confirming its leadership for (0: none).
+    answer, the newest read the leader is confirming its leadership for (0: none); on an
+    append, ``COMMIT_ONLY`` when it carries no entries and the leader waits for no answer
+    to it (it tells a follower in step the commit index): the follower answers it only to
+    reject it.
     """
 
     type: MessageType

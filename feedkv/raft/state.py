@@ -52,7 +52,10 @@ majority for an election timeout steps down, and followers that hear from a lead
 ignore vote requests, except a leader transfer's), progress tracking per follower
 (:mod:`feedkv.raft.progress`), leader transfer, learners, and membership changes of one
 replica at a time: at most one change is pending (proposed and not yet applied by the
-leader), and each takes effect where it is applied.
+leader), and each takes effect where it is applied. One departure: the empty append a
+leader sends a follower in step only to tell it the commit index is marked
+``COMMIT_ONLY`` and answered only if rejected (its answer would tell the leader nothing
+it waits for; :class:`~feedkv.raft.messages.Message`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from enum import Enum
 from feedkv.errors import InvalidArgumentError, InvariantViolation
 from feedkv.raft.log import RaftLog
 from feedkv.raft.messages import (
+    COMMIT_ONLY,
     NO_NODE,
     ConfChange,
     ConfChangeType,
@@ -703,7 +707,8 @@ class RaftState:
             return
         last = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
         if last is not None:
-            self._send(Message(MT.APP_RESP, m.sender, self.id, self.term, index=last))
+            if m.context != COMMIT_ONLY:
+                self._send(Message(MT.APP_RESP, m.sender, self.id, self.term, index=last))
             return
         hint = self.log.find_conflict_by_term(min(m.index, self.log.last_index()), m.log_term)
         self._send(
@@ -879,10 +884,14 @@ class RaftState:
         committed = self.log.committed
         for node, pr in self.prs.items():
             if node != self.id:
-                self._send_append(node, send_if_empty=pr.commit_sent < committed)
+                self._send_append(node, send_if_empty=pr.commit_sent < committed, for_commit=True)
 
-    def _send_append(self, to: int, *, send_if_empty: bool = True) -> bool:
-        """Send ``to`` what it lacks, if its progress allows; whether anything went."""
+    def _send_append(
+        self, to: int, *, send_if_empty: bool = True, for_commit: bool = False
+    ) -> bool:
+        """Send ``to`` what it lacks, if its progress allows; whether anything went.
+        ``for_commit``: sent to tell the commit index (then an empty append to a follower
+        in step is marked ``COMMIT_ONLY``: it is not answered)."""
         pr = self.prs[to]
         if pr.is_paused():
             return False
@@ -895,6 +904,10 @@ class RaftState:
             return self._send_snapshot(to, pr)
         if not entries and not send_if_empty:
             return False
+        # NB: the answer to an empty append that only tells a follower in step the commit
+        # index says nothing the leader waits for; a probe's is waited for, and so is a
+        # heartbeat answer's append (it recovers an acknowledgement that was lost)
+        commit_only = for_commit and not entries and pr.state is ProgressState.REPLICATE
         self._send(
             Message(
                 MT.APP,
@@ -905,6 +918,7 @@ class RaftState:
                 index=prev,
                 entries=tuple(entries),
                 commit=self.log.committed,
+                context=COMMIT_ONLY if commit_only else 0,
             )
         )
         pr.commit_sent = self.log.committed

@@ -257,24 +257,27 @@ class RaftTransport:
                 metadata=call_metadata(channel),
             )
             opened.append(peer.stream)
-            if not self._watch(peer, peer.stream):
+            ended = threading.Event()
+            peer.stream.add_done_callback(lambda _, ended=ended: ended.set())
+            if not self._watch(peer, peer.stream, ended):
                 peer.drop()
                 self._stopping.wait(RETRY_S)
 
-    def _watch(self, peer: _Peer, stream: grpc.Future) -> bool:
-        """Wait for ``stream`` to end; cancel it when it takes nothing for
-        ``CALL_TIMEOUT_S`` while messages wait. Whether it ended well."""
-        while True:
-            try:
-                stream.result(timeout=_POLL_S)
-                return True
-            except grpc.FutureTimeoutError:
-                stuck = not peer.waiting and not peer.queue.empty()
-                if stuck and time.monotonic() - peer.taken_at > CALL_TIMEOUT_S:
-                    stream.cancel()
-            except (grpc.RpcError, grpc.FutureCancelledError) as exc:
-                log.debug("raft stream lost: %s", exc)
-                return False
+    def _watch(self, peer: _Peer, stream: grpc.Future, ended: threading.Event) -> bool:
+        """Wait for ``stream`` to end (``ended`` is set then); cancel it when it takes
+        nothing for ``CALL_TIMEOUT_S`` while messages wait. Whether it ended well.
+        NB: not a timed ``stream.result()``: that waits on the call's condition, which
+        gRPC notifies at every request sent, so it woke this thread for each one."""
+        while not ended.wait(_POLL_S):
+            stuck = not peer.waiting and not peer.queue.empty()
+            if stuck and time.monotonic() - peer.taken_at > CALL_TIMEOUT_S:
+                stream.cancel()
+        try:
+            stream.result(timeout=0)
+            return True
+        except (grpc.RpcError, grpc.FutureCancelledError, grpc.FutureTimeoutError) as exc:
+            log.debug("raft stream lost: %s", exc)
+            return False
 
     def _requests(
         self,

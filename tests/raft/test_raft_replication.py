@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedkv.raft.messages import Message, MessageType
+from feedkv.raft.messages import COMMIT_ONLY, Message, MessageType
 from feedkv.raft.progress import ProgressState
 from feedkv.raft.state import Role
 from feedkv.testing.raft_sim import RaftSim
@@ -156,6 +156,62 @@ def test_heartbeats_carry_the_commit_index_to_followers() -> None:
     sim.tick(1)
     sim.stabilize()
     assert sim.raft(3).committed == sim.raft(1).committed
+
+
+def test_a_commit_only_append_to_a_follower_in_step_goes_unanswered() -> None:
+    sim = RaftSim(11)
+    sim.elect(1)
+    sent: list[Message] = []
+    sim.drop = lambda m: sent.append(m) is not None  # records, drops nothing
+    entry = sim.propose(b"x")
+    sim.stabilize()
+    assert entry is not None
+    assert all(sim.raft(n).committed == entry.index for n in (1, 2, 3))
+    commit_only = [m for m in sent if m.type is MT.APP and not m.entries]
+    assert {m.to for m in commit_only} == {2, 3}
+    assert all(m.context == COMMIT_ONLY and m.commit == entry.index for m in commit_only)
+    answers = [m for m in sent if m.type is MT.APP_RESP]
+    assert sorted(m.sender for m in answers) == [2, 3]  # the entry's acks, nothing more
+    assert all(m.index == entry.index and not m.reject for m in answers)
+
+
+def test_a_lost_ack_is_recovered_by_a_heartbeat_though_commit_appends_go_unanswered() -> None:
+    sim = RaftSim(12)
+    sim.elect(1)
+    sim.isolate(3)
+    sim.drop = lambda m: m.type is MT.APP_RESP and m.sender == 2
+    entry = sim.propose(b"x")
+    sim.stabilize()
+    assert entry is not None
+    assert sim.raft(1).committed < entry.index  # its only ack was lost
+    sim.drop = None
+    sim.tick(1)  # the heartbeat's answer brings an append that is answered
+    sim.stabilize()
+    assert sim.raft(1).committed == entry.index
+    assert sim.raft(2).committed == entry.index
+
+
+def test_an_empty_append_to_a_probed_follower_is_answered() -> None:
+    sim = RaftSim(13, (1, 2, 3, 4, 5))
+    sim.elect(1)
+    sim.drop = lambda m: (
+        (m.type is MT.APP and m.to in (4, 5)) or (m.type is MT.APP_RESP and m.sender == 3)
+    )
+    entry = sim.propose(b"x")
+    sim.stabilize()
+    assert entry is not None
+    leader = sim.raft(1)
+    assert leader.committed < entry.index  # acked by 2 alone
+    leader.prs[2].become_probe()  # as after a lost stream; it holds all the leader's log
+    sent: list[Message] = []
+    sim.drop = lambda m: sent.append(m) is not None  # records, drops nothing
+    sim.tick(1)  # 3's heartbeat answer recovers its ack: the entry commits
+    sim.stabilize()
+    probes = [m for m in sent if m.type is MT.APP and m.to == 2 and not m.entries]
+    assert probes and all(m.context != COMMIT_ONLY for m in probes)
+    assert any(m.type is MT.APP_RESP and m.sender == 2 for m in sent)
+    assert leader.prs[2].state is ProgressState.REPLICATE
+    assert sim.applied_everywhere(b"x")
 
 
 def test_a_crash_loses_what_was_not_persisted_and_the_group_goes_on() -> None:

@@ -163,7 +163,6 @@ class Node:
                 f"{ident.cluster_id}/n{node_id}" if ident is not None else self.node_id
             )
         self.metrics: NodeMetrics = NodeMetrics(self, enabled=metrics)
-        self._starting = None
         self.changefeed_buffers = changefeed_buffers or NodeBuffers.of()
         # NB: shared with the node's other processes: a Spark job's sinks run in its
         # workers (feedkv.changefeed.buffer_ledger)
@@ -191,6 +190,7 @@ class Node:
         except BaseException:
             self.stop()
             raise
+        self._starting = None  # NB: last: its HTTP port may be open since the wait for init
 
     def _await_cluster(
         self, listen: str, join: Sequence[str], tls: ClientTLS | None, http_addr: str | None

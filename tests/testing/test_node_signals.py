@@ -8,7 +8,6 @@ import ctypes
 import os
 import platform
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 from feedkv.testing.node_process import NodeProcess
@@ -34,7 +33,8 @@ def test_a_sigterm_handed_to_another_thread_stops_the_node(tmp_path: Path) -> No
     node = NodeProcess(tmp_path / "n1")
     pid = node.process.pid
     try:
-        wait_until(_idle(pid), timeout_s=60, poll_s=0.2, what="the node's main thread to wait")
+        # NB: once its main thread waits for a signal (before, it would run the handler anyway)
+        wait_until(lambda: "in _wait_for" in node.stacks(), timeout_s=60, what="the node to wait")
         threads = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
         libc = ctypes.CDLL(None, use_errno=True)
         assert libc.syscall(_SYS_TGKILL, pid, threads[-1], signal.SIGTERM) == 0
@@ -42,16 +42,3 @@ def test_a_sigterm_handed_to_another_thread_stops_the_node(tmp_path: Path) -> No
     finally:
         if node.process.poll() is None:
             node.kill()
-
-
-def _idle(pid: int) -> Callable[[], bool]:
-    """Whether the main thread of process ``pid`` slept at each of the last 5 looks (its
-    startup done: it waits for a signal)."""
-    looks: list[bool] = []
-
-    def idle() -> bool:
-        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
-        looks.append(stat.rsplit(")", 1)[1].split()[0] == "S")
-        return len(looks) >= 5 and all(looks[-5:])
-
-    return idle

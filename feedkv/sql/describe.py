@@ -20,9 +20,9 @@ Queries over queries are described from theirs: a set operation's column has the
 both sides give it; a derived table, a CTE, VALUES or ``generate_series`` is read as a
 table of the types its query's columns have, when each is known (when one is not, or the
 CTE is recursive, the statement's columns are known only when it runs). So is a view,
-from its stored query (as PostgreSQL and CockroachDB describe one at Parse): a client
-that describes the statement before it binds (asyncpg, pgjdbc) reads a view with
-placeholders.
+from its stored query (as PostgreSQL and CockroachDB describe one at Parse), and a
+sequence, as the table of one row it reads as: a client that describes the statement
+before it binds (asyncpg, pgjdbc) reads a view or a sequence with placeholders.
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.crdb_internal import is_virtual
-from feedkv.sql.descriptor import NamedRelation, TableDescriptor, ViewDescriptor
+from feedkv.sql.descriptor import (
+    NamedRelation,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.expr import Scope, static_kind
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
@@ -50,6 +55,7 @@ from feedkv.sql.plan import (
     unalias,
 )
 from feedkv.sql.relation import Relation
+from feedkv.sql.sequences import as_relation
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.sql.views import view_query
 
@@ -158,9 +164,10 @@ Ctes = dict[str, Relation]
 
 
 @dataclass(frozen=True, slots=True)
-class _ViewRelation(Relation):
-    """A view read as a derived table of its query's columns; ``oid``: the view's id,
-    which RowDescription names as its columns' table (as PostgreSQL does)."""
+class _Named(Relation):
+    """A view (as a derived table of its query's columns) or a sequence, without rows;
+    ``oid``: its id, which RowDescription names as its columns' table (as PostgreSQL
+    does)."""
 
     oid: int = 0
 
@@ -245,12 +252,13 @@ def _source(
     found = resolve(_table(source))
     if isinstance(found, ViewDescriptor):
         return _view(found, resolve, _database(source, database))
-    if not isinstance(found, TableDescriptor):
-        raise _Undescribed  # a sequence: its columns are known as it runs
+    if isinstance(found, SequenceDescriptor):
+        read = as_relation(found, [])
+        return _Named(read.name, read.columns, read.rows, found.id)
     return found
 
 
-def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _ViewRelation:
+def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _Named:
     """``view`` (in ``database``) read as the derived table its query makes, as
     :func:`feedkv.sql.query.read_view` reads it: the view's own column names, over the
     first of its query's columns (``SELECT *`` of a table that gained some since)."""
@@ -260,7 +268,7 @@ def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _ViewRelatio
     if len(described) < width:
         raise _Undescribed  # NB: it fails as it runs (42P10)
     rows = _relation(view.name, described[:width], view.columns)
-    return _ViewRelation(rows.name, rows.columns, rows.rows, view.id)
+    return _Named(rows.name, rows.columns, rows.rows, view.id)
 
 
 def _ordinality(source: st.Series | st.Unnest) -> tuple[list[str], list[ColumnType]]:
@@ -327,9 +335,9 @@ def _select(
 def _read_origins(desc: Source, offset: int) -> dict[int, Origin]:
     """Where ``desc``'s columns are in the rows a SELECT reads from ``offset`` on, to
     their table and attnum (numbered as :mod:`feedkv.pgwire.catalog`'s pg_attribute:
-    the public columns, hidden ones too, from 1); a view's, to the view and its
-    column's number from 1; none for a derived table's."""
-    if isinstance(desc, _ViewRelation):
+    the public columns, hidden ones too, from 1); a view's or a sequence's, to it and
+    its column's number from 1; none for a derived table's."""
+    if isinstance(desc, _Named):
         return {offset + i: (desc.oid, i + 1) for i in range(len(desc.columns))}
     if not isinstance(desc, TableDescriptor):
         return {}

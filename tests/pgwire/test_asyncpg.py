@@ -257,9 +257,10 @@ def test_queries_over_queries_are_prepared(pg_url: str) -> None:
     run(scenario())
 
 
-def test_a_view_read_with_a_placeholder_is_prepared(pg_url: str) -> None:
+def test_a_view_or_a_sequence_read_with_a_placeholder_is_prepared(pg_url: str) -> None:
     """asyncpg describes the statement before it binds: a view's columns and the
-    placeholders compared with them are known from the view's query."""
+    placeholders compared with them are known from the view's query; a sequence's are
+    those of the table of one row it reads as."""
 
     async def scenario() -> None:
         conn = await _connect(pg_url)
@@ -278,6 +279,9 @@ def test_a_view_read_with_a_placeholder_is_prepared(pg_url: str) -> None:
                 ("key", "int8"),
             ]
             assert [tuple(r) for r in await statement.fetch(2)] == [(4, 2)]
+            await conn.execute("CREATE SEQUENCE sq START 5")
+            unread = "SELECT last_value FROM sq WHERE is_called = $1"
+            assert await conn.fetchval(unread, False) == 5
         finally:
             await conn.close()
 

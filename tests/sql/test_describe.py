@@ -144,17 +144,15 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
         "SELECT n FROM r",
         "SELECT * FROM crdb_internal.jobs",
-        # a view of a column whose type follows its values, a sequence's, and what
-        # ``*`` shows of a USING join
+        # a view of a column whose type follows its values, and what ``*`` shows of a
+        # USING join
         "SELECT * FROM vw WHERE n = $1",
-        "SELECT * FROM sq",
         "SELECT * FROM t JOIN u USING (id)",
         "SELECT * FROM t NATURAL JOIN u",
     ],
 )
 def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:
     session.execute("CREATE VIEW vw (n, x) AS SELECT id, NULL FROM t")
-    session.execute("CREATE SEQUENCE sq")
     assert session.describe(text).columns is None
 
 
@@ -251,6 +249,14 @@ def test_a_view_of_star_keeps_the_columns_it_was_created_with(session: Any) -> N
     session.execute("CREATE VIEW ws AS SELECT * FROM w")
     session.execute("ALTER TABLE w ADD COLUMN n INT")
     assert columns(session.describe("SELECT * FROM ws")) == [("id", INT), ("s", STRING)]
+
+
+def test_a_sequence_is_described_as_the_table_it_reads_as(session: Any) -> None:
+    session.execute("CREATE SEQUENCE sq")
+    described = session.describe("SELECT is_called, last_value FROM sq WHERE last_value > $1")
+    assert columns(described) == [("is_called", BOOL), ("last_value", INT)]
+    assert kinds(described.params) == [INT]
+    assert described.origins == ((_ids(session)["sq"], 3), (_ids(session)["sq"], 1))
 
 
 def test_a_view_is_not_written_through(session: Any) -> None:

@@ -72,10 +72,11 @@ class Description:
     the result's shape is only known by running it (SHOW statements but SHOW of a
     session variable, which only read).
     ``params``: one type per placeholder ``$1..$n`` (``None``: not known).
-    ``origins``: for each column of a SELECT, the table it reads as is (its descriptor
-    id, which is its pg_class OID) and that column's pg_attribute attnum, ``(0, 0)`` for
-    a column computed or read from a derived table; ``()`` when not told (as PostgreSQL's
-    RowDescription tells them)."""
+    ``origins``: for each column of a SELECT or a RETURNING, the table it reads as is
+    (its descriptor id, which is its pg_class OID) and that column's pg_attribute
+    attnum (a view's or a sequence's: its id and the column's number in it), ``(0, 0)``
+    for a column computed or read from a derived table; ``()`` when not told (as
+    PostgreSQL's RowDescription tells them)."""
 
     columns: tuple[Column, ...] | None
     params: tuple[ColumnType | None, ...]
@@ -108,10 +109,10 @@ def describe(
     database: str,
     param_types: Sequence[ColumnType | None] = (),
 ) -> Description:
-    """``statement``'s :class:`Description`; ``resolve`` finds a table's descriptor (in
-    the caller's transaction or snapshot; a view's too, or a sequence's),
-    ``database`` is the session's current one,
-    ``param_types`` the placeholders' types the client gave (they are kept)."""
+    """``statement``'s :class:`Description`; ``resolve`` finds the descriptor of the
+    table, view or sequence a name names (in the caller's transaction or snapshot),
+    ``database`` is the session's current one, ``param_types`` the placeholders' types
+    the client gave (they are kept)."""
     params = [*param_types[:placeholders], *[None] * (placeholders - len(param_types))]
     columns: tuple[Column, ...] | None
     origins: list[Origin] = []

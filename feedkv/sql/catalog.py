@@ -95,6 +95,7 @@ __all__ = [
     "sequence_by_name",
     "sequence_value_key",
     "name_taken",
+    "of_kind",
     "put_database",
     "put_table",
     "put_name",
@@ -448,7 +449,12 @@ _D = TypeVar("_D", ViewDescriptor, SequenceDescriptor, TypeDescriptor)
 
 
 def _of_kind(reader: Reader, database: DatabaseDescriptor, name: str, kind: type[_R]) -> _R:
-    found = relation_by_name(reader, database, name)
+    return of_kind(relation_by_name(reader, database, name), name, kind)
+
+
+def of_kind(found: NamedRelation | None, name: str, kind: type[_R]) -> _R:
+    """``found`` (what ``name`` names), if it is a ``kind``; SQLSTATE 42P01 if there is
+    none, 42809 if it is something else."""
     if found is None:
         raise SQLError("42P01", f'relation "{name}" does not exist')
     if not isinstance(found, kind):

@@ -1554,7 +1554,7 @@ def _described_types(ex: Execution, body: st.Query, database: str) -> tuple[Colu
     """The types of ``body``'s columns as its description gives them (``()``: it has
     none, as a query over a view)."""
     try:
-        columns = describe(body, 0, ex.table, database).columns
+        columns = describe(body, 0, ex.relation, database).columns
     except SQLError:
         return ()
     return tuple(ctype for _name, ctype in columns or ())

@@ -19,7 +19,10 @@ OFFSET. NB: never guess: a type given here is promised for every value of the co
 Queries over queries are described from theirs: a set operation's column has the type
 both sides give it; a derived table, a CTE, VALUES or ``generate_series`` is read as a
 table of the types its query's columns have, when each is known (when one is not, or the
-CTE is recursive, the statement's columns are known only when it runs).
+CTE is recursive, the statement's columns are known only when it runs). So is a view,
+from its stored query (as PostgreSQL and CockroachDB describe one at Parse), and a
+sequence, as the table of one row it reads as: a client that describes the statement
+before it binds (asyncpg, pgjdbc) reads a view or a sequence with placeholders.
 """
 
 from __future__ import annotations
@@ -30,10 +33,16 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from feedkv.errors import FeedKVError, SQLError
+from feedkv.sql import catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import SumInt
 from feedkv.sql.crdb_internal import is_virtual
-from feedkv.sql.descriptor import TableDescriptor
+from feedkv.sql.descriptor import (
+    NamedRelation,
+    SequenceDescriptor,
+    TableDescriptor,
+    ViewDescriptor,
+)
 from feedkv.sql.expr import Scope, static_kind
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.plan import (
@@ -46,7 +55,9 @@ from feedkv.sql.plan import (
     unalias,
 )
 from feedkv.sql.relation import Relation
+from feedkv.sql.sequences import as_relation
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.views import view_query
 
 __all__ = ["Description", "Origin", "describe"]
 
@@ -61,10 +72,11 @@ class Description:
     the result's shape is only known by running it (SHOW statements but SHOW of a
     session variable, which only read).
     ``params``: one type per placeholder ``$1..$n`` (``None``: not known).
-    ``origins``: for each column of a SELECT, the table it reads as is (its descriptor
-    id, which is its pg_class OID) and that column's pg_attribute attnum, ``(0, 0)`` for
-    a column computed or read from a derived table; ``()`` when not told (as PostgreSQL's
-    RowDescription tells them)."""
+    ``origins``: for each column of a SELECT or a RETURNING, the table it reads as is
+    (its descriptor id, which is its pg_class OID) and that column's pg_attribute
+    attnum (a view's or a sequence's: its id and the column's number in it), ``(0, 0)``
+    for a column computed or read from a derived table; ``()`` when not told (as
+    PostgreSQL's RowDescription tells them)."""
 
     columns: tuple[Column, ...] | None
     params: tuple[ColumnType | None, ...]
@@ -87,7 +99,7 @@ _INT = ColumnType(Kind.INT)
 _BOOL = ColumnType(Kind.BOOL)
 _DECIMAL = ColumnType(Kind.DECIMAL)
 
-Resolve = Callable[[st.TableName], TableDescriptor]
+Resolve = Callable[[st.TableName], NamedRelation]
 
 
 def describe(
@@ -97,9 +109,10 @@ def describe(
     database: str,
     param_types: Sequence[ColumnType | None] = (),
 ) -> Description:
-    """``statement``'s :class:`Description`; ``resolve`` finds a table's descriptor (in
-    the caller's transaction or snapshot), ``database`` is the session's current one,
-    ``param_types`` the placeholders' types the client gave (they are kept)."""
+    """``statement``'s :class:`Description`; ``resolve`` finds the descriptor of the
+    table, view or sequence a name names (in the caller's transaction or snapshot),
+    ``database`` is the session's current one, ``param_types`` the placeholders' types
+    the client gave (they are kept)."""
     params = [*param_types[:placeholders], *[None] * (placeholders - len(param_types))]
     columns: tuple[Column, ...] | None
     origins: list[Origin] = []
@@ -108,7 +121,7 @@ def describe(
     elif isinstance(statement, st.Query | st.Insert | st.Update | st.Delete):
         try:
             columns = (
-                _mutation(statement, resolve, database, params)
+                _mutation(statement, resolve, database, params, origins)
                 if isinstance(statement, st.Insert | st.Update | st.Delete)
                 else _query_columns(statement, resolve, database, params, {}, origins)
             )
@@ -149,6 +162,17 @@ class _Undescribed(FeedKVError):
 
 # The CTEs in scope by name, as relations without rows.
 Ctes = dict[str, Relation]
+
+
+@dataclass(frozen=True, slots=True)
+class _Named(Relation):
+    """A view (as a derived table of its query's columns) or a sequence, without rows;
+    ``oid``: its id, which RowDescription names as its columns' table (as PostgreSQL
+    does)."""
+
+    oid: int = 0
+
+
 Source = TableDescriptor | Relation
 
 
@@ -226,12 +250,26 @@ def _source(
         return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
-    try:
-        return resolve(_table(source))
-    except SQLError as exc:
-        if exc.code == "42809":  # a view or a sequence: its columns are known as it runs
-            raise _Undescribed from None
-        raise
+    found = resolve(_table(source))
+    if isinstance(found, ViewDescriptor):
+        return _view(found, resolve, _database(source, database))
+    if isinstance(found, SequenceDescriptor):
+        read = as_relation(found, [])
+        return _Named(read.name, read.columns, read.rows, found.id)
+    return found
+
+
+def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _Named:
+    """``view`` (in ``database``) read as the derived table its query makes, as
+    :func:`feedkv.sql.query.read_view` reads it: the view's own column names, over the
+    first of its query's columns (``SELECT *`` of a table that gained some since)."""
+    body = view_query(view.query, database)
+    described = _query_columns(body, resolve, database, [], {})  # NB: it has no placeholders
+    width = len(view.columns)
+    if len(described) < width:
+        raise _Undescribed  # NB: it fails as it runs (42P10)
+    rows = _relation(view.name, described[:width], view.columns)
+    return _Named(rows.name, rows.columns, rows.rows, view.id)
 
 
 def _ordinality(source: st.Series | st.Unnest) -> tuple[list[str], list[ColumnType]]:
@@ -298,7 +336,10 @@ def _select(
 def _read_origins(desc: Source, offset: int) -> dict[int, Origin]:
     """Where ``desc``'s columns are in the rows a SELECT reads from ``offset`` on, to
     their table and attnum (numbered as :mod:`feedkv.pgwire.catalog`'s pg_attribute:
-    the public columns, hidden ones too, from 1); none for a derived table's."""
+    the public columns, hidden ones too, from 1); a view's or a sequence's, to it and
+    its column's number from 1; none for a derived table's."""
+    if isinstance(desc, _Named):
+        return {offset + i: (desc.oid, i + 1) for i in range(len(desc.columns))}
     if not isinstance(desc, TableDescriptor):
         return {}
     public = [i for i, column in enumerate(desc.columns) if not column.adding]
@@ -362,8 +403,11 @@ def _mutation(
     resolve: Resolve,
     database: str,
     params: list[ColumnType | None],
+    origins: list[Origin],
 ) -> tuple[Column, ...]:
-    desc = resolve(s.table)
+    """The RETURNING columns of ``s``, their origins (as PostgreSQL's: a bare column's
+    is the table's) added to ``origins``."""
+    desc = catalog.of_kind(resolve(s.table), s.table.name, TableDescriptor)
     db_name = s.table.database or database
     scope = table_scope(desc, db_name)
     returning: tuple[tuple[str, ...], object] | None
@@ -392,12 +436,10 @@ def _mutation(
             _param(s.limit, _INT, params)
     if returning is None or s.returning is None:
         return ()
-    types: list[ColumnType | None] = []
-    for item in s.returning:
-        if _is_star(item):
-            types.extend(c.type for c in desc.columns if c.shown)
-        else:
-            types.append(type_of(unalias(item), scope, params))
+    alias = None if isinstance(s, st.Insert) else s.alias
+    tables = [(alias or desc.name, desc)]
+    types = _item_types(s.returning, scope, tables, params)
+    origins.extend(_item_origins(s.returning, scope, tables, _read_origins(desc, 0)))
     return tuple(zip(returning[0], types, strict=True))
 
 

@@ -260,9 +260,7 @@ class Execution:
         except SQLError as exc:
             if exc.code != "42809":  # a view or a sequence
                 raise
-        found = catalog.relation_by_name(self.read_source, self.database(name.database), name.name)
-        if found is None:
-            raise SQLError("42P01", f'relation "{name.name}" does not exist')
+        found = self.session.relation_named(self.read_source, name.database, name.name)
         self.require_privilege(found, privilege)
         return found
 

@@ -48,6 +48,7 @@ from feedkv.sql.plan import (
 from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
+from feedkv.sql.sequences import as_relation
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import (
@@ -509,17 +510,10 @@ def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
 
 
 def _read_sequence(ex: Execution, sequence: SequenceDescriptor) -> Relation:
-    """A sequence read as a table, as PostgreSQL's: one row of ``last_value``,
-    ``log_cnt`` (always 0 here) and ``is_called`` (whether a value was handed out)."""
+    """A sequence's one row (:func:`feedkv.sql.sequences.as_relation`)."""
     raw = ex.read_source.get(catalog.sequence_value_key(sequence))
     last = int(raw) if raw is not None else sequence.start
-    int_type = ColumnType(Kind.INT)
-    return Relation.of(
-        sequence.name,
-        ("last_value", "log_cnt", "is_called"),
-        (int_type, int_type, ColumnType(Kind.BOOL)),
-        [(last, 0, raw is not None)],
-    )
+    return as_relation(sequence, [(last, 0, raw is not None)])
 
 
 def _select_sources(ex: Execution, s: st.Select) -> Result:

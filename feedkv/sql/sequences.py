@@ -20,15 +20,30 @@ from typing import TYPE_CHECKING, Any
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import SequenceDescriptor
+from feedkv.sql.relation import Relation
+from feedkv.sql.types import ColumnType, Kind
 
 if TYPE_CHECKING:
     from feedkv.sql.session_context import SessionContext
 
-__all__ = ["FUNCTIONS", "call", "parse_sequence_name", "sequence_named"]
+__all__ = ["FUNCTIONS", "as_relation", "call", "parse_sequence_name", "sequence_named"]
 
 FUNCTIONS = ("nextval", "currval", "lastval", "setval")
 INT8_MAX = 2**63 - 1
 INT8_MIN = -(2**63)
+
+
+def as_relation(sequence: SequenceDescriptor, rows: list[tuple[Any, ...]]) -> Relation:
+    """``sequence`` read as a table, as PostgreSQL's: its ``rows`` (one, when read) of
+    ``last_value``, ``log_cnt`` (always 0 here) and ``is_called`` (whether a value was
+    handed out)."""
+    int_type = ColumnType(Kind.INT)
+    return Relation.of(
+        sequence.name,
+        ("last_value", "log_cnt", "is_called"),
+        (int_type, int_type, ColumnType(Kind.BOOL)),
+        rows,
+    )
 
 
 def parse_sequence_name(text: str) -> tuple[str | None, str]:

@@ -67,6 +67,7 @@ from feedkv.sql.cursors import Cursor, Cursors, check_declare
 from feedkv.sql.describe import Description, describe
 from feedkv.sql.descriptor import (
     DatabaseDescriptor,
+    NamedRelation,
     SequenceDescriptor,
     TableDescriptor,
     TypeDescriptor,
@@ -545,7 +546,7 @@ class Session:
         return describe(
             statement,
             placeholders,
-            lambda name: self.resolve_table(reader, name.database, name.name),
+            lambda name: self.resolve_relation(reader, name.database, name.name),
             self.database,
             param_types,
         )
@@ -1385,6 +1386,30 @@ class Session:
         table = catalog.table_by_name(reader, self.resolve_database(reader, database), name)
         self._table_ids[(database, name)] = table.id
         return table
+
+    def resolve_relation(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> NamedRelation:
+        """The table (as :meth:`resolve_table` finds it), view or sequence ``name``
+        names in ``database`` (the session's if None); 42P01 if none."""
+        try:
+            return self.resolve_table(reader, database, name)
+        except SQLError as exc:
+            if exc.code != "42809":  # a view or a sequence
+                raise
+        return self.relation_named(reader, database, name)
+
+    def relation_named(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> NamedRelation:
+        """The table, view or sequence ``name`` names in ``database`` (the session's if
+        None); 42P01 if none."""
+        found = catalog.relation_by_name(
+            reader, self.resolve_database(reader, database or self.database), name
+        )
+        if found is None:
+            raise SQLError("42P01", f'relation "{name}" does not exist')
+        return found
 
     def transaction_leases(self) -> frozenset[bytes]:
         return frozenset(lease.key for execution in self._executions for lease in execution.leases)

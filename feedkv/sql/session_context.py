@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from feedkv.sql import statements as st
     from feedkv.sql.active_sessions import SessionRegistry
     from feedkv.sql.cursors import Cursors
-    from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+    from feedkv.sql.descriptor import DatabaseDescriptor, NamedRelation, TableDescriptor
     from feedkv.sql.interrupt import Interrupt
     from feedkv.sql.leases import Lease, Leases
     from feedkv.sql.relation import Relation
@@ -81,6 +81,10 @@ class SessionContext(Protocol):
     def resolve_table(
         self, reader: catalog.Reader, database: str | None, name: str
     ) -> TableDescriptor: ...
+
+    def relation_named(
+        self, reader: catalog.Reader, database: str | None, name: str
+    ) -> NamedRelation: ...
 
     def leased_table(self, database: str | None, name: str) -> Lease | None: ...
 

@@ -257,6 +257,37 @@ def test_queries_over_queries_are_prepared(pg_url: str) -> None:
     run(scenario())
 
 
+def test_a_view_or_a_sequence_read_with_a_placeholder_is_prepared(pg_url: str) -> None:
+    """asyncpg describes the statement before it binds: a view's columns and the
+    placeholders compared with them are known from the view's query; a sequence's are
+    those of the table of one row it reads as."""
+
+    async def scenario() -> None:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING, d DECIMAL)")
+            await conn.execute("INSERT INTO kv VALUES (1, 'a', 1.5), (2, 'b', 2.5)")
+            await conn.execute("CREATE VIEW v AS SELECT k, v, d FROM kv WHERE k > 0")
+            await conn.execute("CREATE VIEW w (key, doubled) AS SELECT k, k * 2 FROM v")
+            found = await conn.fetch("SELECT * FROM v WHERE k > $1", 1)
+            assert [tuple(r) for r in found] == [(2, "b", decimal.Decimal("2.5"))]
+            statement = await conn.prepare("SELECT doubled, key FROM w WHERE key = $1")
+            assert [p.name for p in statement.get_parameters()] == ["int8"]
+            attributes = statement.get_attributes()
+            assert [(a.name, a.type.name) for a in attributes] == [
+                ("doubled", "int8"),
+                ("key", "int8"),
+            ]
+            assert [tuple(r) for r in await statement.fetch(2)] == [(4, 2)]
+            await conn.execute("CREATE SEQUENCE sq START 5")
+            unread = "SELECT last_value FROM sq WHERE is_called = $1"
+            assert await conn.fetchval(unread, False) == 5
+        finally:
+            await conn.close()
+
+    run(scenario())
+
+
 def test_copy_from_query_inlines_its_arguments(pg_url: str) -> None:
     """copy_from_query with arguments has the server quote them first: it prepares the
     query for their types, then runs ``SELECT quote_literal($1::"pg_catalog"."int8"::text)``

@@ -114,7 +114,8 @@ def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(
     """RowDescription names the table and column a result column is read from, which
     the driver looks up in pg_catalog (a computed column has none). ``{call f(?)}``
     reads ``select * from f($1) as result``; ``{? = call f(?)}`` sends its return
-    value's placeholder typed VOID, refused as CockroachDB does."""
+    value's placeholder typed VOID, refused as CockroachDB does. A prepared read of a
+    view is described before a value is bound (getMetaData, getParameterMetaData)."""
     assert _run_probe(RESULT_PROBE, pg_url, tmp_path) == [
         "column name table 'r' base 'public.r.name' nullable 0",
         "column more table '' base '..' nullable 2",
@@ -122,4 +123,6 @@ def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(
         "column id table 'r' base 'public.r.id' nullable 0",
         "call result ABC",
         "call refused 42883 ERROR: unknown signature: upper(void, string)",
+        "view label text k int8 param int8",
+        "view row a 1",
     ]

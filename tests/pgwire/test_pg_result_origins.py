@@ -1,6 +1,8 @@
 """RowDescription's table OID and column number, as psycopg reads them
-(``PGresult.ftable``/``ftablecol``): for a result column read as is from a table, that
-table's pg_class OID and the column's pg_attribute attnum; 0 for a computed one."""
+(``PGresult.ftable``/``ftablecol``): for a result column read as is from a table (by a
+SELECT or a RETURNING), that table's pg_class OID and the column's pg_attribute attnum;
+from a view, the view's OID and the column's number in it (as PostgreSQL); 0 for a
+computed one."""
 
 from __future__ import annotations
 
@@ -62,3 +64,33 @@ def test_a_rowid_table_numbers_its_columns_as_pg_attribute_does(pg_url: str) -> 
         cur = conn.execute("SELECT n, s FROM h")
         assert cur.fetchall() == [(1, "a")]
         assert _origins(cur) == [_attribute(conn, "h", "n"), _attribute(conn, "h", "s")]
+
+
+def _oid(conn: psycopg.Connection, relation: str) -> int:
+    row = conn.execute("SELECT oid FROM pg_class WHERE relname = %s", [relation]).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_views_column_names_the_view_and_its_number_in_it(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+        conn.execute("INSERT INTO t VALUES (1, 'a')")
+        conn.execute("CREATE VIEW v (k, label) AS SELECT id, s FROM t")
+        v = _oid(conn, "v")
+        assert v not in (0, _oid(conn, "t"))
+        cur = conn.execute("SELECT label, k + 1, k FROM v WHERE k = %s", [1])
+        assert cur.fetchall() == [("a", 2, 1)]
+        assert _origins(cur) == [(v, 2), (0, 0), (v, 1)]
+
+
+def test_returning_columns_name_their_table_and_attnum(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id INT PRIMARY KEY, s STRING, n INT)")
+        t_id, t_s, t_n = (_attribute(conn, "t", c) for c in ("id", "s", "n"))
+        cur = conn.execute("INSERT INTO t VALUES (%s, 'a', 2) RETURNING s, n * 2, id", [1])
+        assert cur.fetchall() == [("a", 4, 1)]
+        assert _origins(cur) == [t_s, (0, 0), t_id]
+        cur = conn.execute("UPDATE t SET n = n + 1 WHERE id = %s RETURNING *", [1])
+        assert cur.fetchall() == [(1, "a", 3)]
+        assert _origins(cur) == [t_id, t_s, t_n]

@@ -253,8 +253,8 @@ def test_an_unknown_user_or_database_is_refused_at_connect(pg_url: str) -> None:
 
 
 def test_parameterized_reads_of_a_view_and_of_a_using_join(pg_url: str) -> None:
-    """Parse describes the statement: a view's columns and those of ``*`` over a USING
-    join are known once it runs, and a merged USING column is named bare."""
+    """Parse describes the statement: a view's columns from its query, those of ``*``
+    over a USING join once it runs; a merged USING column is named bare."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE a (id INT PRIMARY KEY, x STRING)")
         conn.execute("CREATE TABLE b (id INT PRIMARY KEY, y STRING)")
@@ -267,3 +267,19 @@ def test_parameterized_reads_of_a_view_and_of_a_using_join(pg_url: str) -> None:
         assert conn.execute("SELECT * FROM a NATURAL JOIN b WHERE id = %s", [1]).fetchall() == [
             (1, "x1", "y1")
         ]
+
+
+def test_a_prepared_read_of_a_view_is_typed_from_the_views_query(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE m (id INT PRIMARY KEY, x STRING, f FLOAT)")
+        conn.execute("INSERT INTO m VALUES (1, 'x1', 0.5), (2, 'x2', 1.5)")
+        conn.execute("CREATE VIEW mv (n, label, f) AS SELECT id, x, f FROM m")
+        expected = {0: [("x1", 0.5), ("x2", 1.5)], 1: [("x2", 1.5)], 2: []}
+        for n, rows in expected.items():  # NB: prepared once, then run prepared
+            cur = conn.execute("SELECT label, f FROM mv WHERE n > %s", [n], prepare=True)
+            assert cur.fetchall() == rows
+            assert cur.description is not None
+            assert [(c.name, c.type_code) for c in cur.description] == [
+                ("label", 25),  # text
+                ("f", 701),  # float8
+            ]

@@ -144,14 +144,15 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
         "SELECT n FROM r",
         "SELECT * FROM crdb_internal.jobs",
-        # a view's (its query's columns), and what ``*`` shows of a USING join
-        "SELECT * FROM vw WHERE id = $1",
+        # a view of a column whose type follows its values, and what ``*`` shows of a
+        # USING join
+        "SELECT * FROM vw WHERE n = $1",
         "SELECT * FROM t JOIN u USING (id)",
         "SELECT * FROM t NATURAL JOIN u",
     ],
 )
 def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:
-    session.execute("CREATE VIEW vw AS SELECT id, s FROM t")
+    session.execute("CREATE VIEW vw (n, x) AS SELECT id, NULL FROM t")
     assert session.describe(text).columns is None
 
 
@@ -214,3 +215,69 @@ def test_a_selects_columns_read_from_tables_have_their_table_and_attnum(session:
     derived = session.describe("WITH c AS (SELECT id FROM t) SELECT id FROM c")
     assert derived.origins == ((0, 0),)
     assert session.describe("SELECT id FROM t UNION SELECT id FROM u").origins == ()
+
+
+def _ids(session: Any) -> dict[str, int]:
+    """The ids (pg_class OIDs) of the tables, views and sequences, by name."""
+    tables = [desc for _db, found in session.schema() for desc in found]
+    return {desc.name: desc.id for desc in [*tables, *session.views_and_sequences()]}
+
+
+def test_a_view_is_described_from_its_query_as_a_derived_table(session: Any) -> None:
+    """As PostgreSQL: its columns, their types and the placeholders compared with them
+    are known at Parse, and each column names the view and its number in it."""
+    session.execute("CREATE VIEW vw AS SELECT id, s FROM t")
+    session.execute("CREATE VIEW vw2 (a, b) AS SELECT s, id * 2 FROM vw WHERE id > 0")
+    ids = _ids(session)
+    read = session.describe("SELECT * FROM vw WHERE id > $1 AND s = $2")
+    assert columns(read) == [("id", INT), ("s", STRING)]
+    assert kinds(read.params) == [INT, STRING]
+    assert read.origins == ((ids["vw"], 1), (ids["vw"], 2))
+    # a view of a view, its columns renamed
+    nested = session.describe("SELECT b, a FROM vw2 WHERE b < $1")
+    assert columns(nested) == [("b", INT), ("a", STRING)]
+    assert kinds(nested.params) == [INT]
+    assert nested.origins == ((ids["vw2"], 2), (ids["vw2"], 1))
+    joined = session.describe("SELECT v.s, t.f FROM vw AS v JOIN t ON t.id = v.id WHERE v.id = $1")
+    assert columns(joined) == [("s", STRING), ("f", FLOAT)]
+    assert kinds(joined.params) == [INT]
+    assert joined.origins == ((ids["vw"], 2), (ids["t"], 3))
+
+
+def test_a_view_of_star_keeps_the_columns_it_was_created_with(session: Any) -> None:
+    session.execute("CREATE TABLE w (id INT PRIMARY KEY, s STRING)")
+    session.execute("CREATE VIEW ws AS SELECT * FROM w")
+    session.execute("ALTER TABLE w ADD COLUMN n INT")
+    assert columns(session.describe("SELECT * FROM ws")) == [("id", INT), ("s", STRING)]
+
+
+def test_a_sequence_is_described_as_the_table_it_reads_as(session: Any) -> None:
+    session.execute("CREATE SEQUENCE sq")
+    described = session.describe("SELECT is_called, last_value FROM sq WHERE last_value > $1")
+    assert columns(described) == [("is_called", BOOL), ("last_value", INT)]
+    assert kinds(described.params) == [INT]
+    assert described.origins == ((_ids(session)["sq"], 3), (_ids(session)["sq"], 1))
+
+
+def test_a_view_is_not_written_through(session: Any) -> None:
+    session.execute("CREATE VIEW vw AS SELECT id, s FROM t")
+    with pytest.raises(SQLError) as caught:
+        session.describe("INSERT INTO vw VALUES ($1, $2)")
+    assert caught.value.code == "42809"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("INSERT INTO t (id, s) VALUES ($1, $2) RETURNING s, id + 1, id", [2, 0, 1]),
+        ("UPDATE t AS x SET s = $1 RETURNING x.*", [1, 2, 3, 4, 5]),
+        ("DELETE FROM t WHERE id = $1 RETURNING j", [5]),
+    ],
+)
+def test_returning_columns_name_their_table_and_attnum(
+    session: Any, text: str, expected: list[int]
+) -> None:
+    """As PostgreSQL's RowDescription: a RETURNING column read as is is the table's."""
+    t_id = _ids(session)["t"]
+    origins = session.describe(text).origins
+    assert origins == tuple((t_id, n) if n else (0, 0) for n in expected)

@@ -381,6 +381,11 @@ class Connection:
         """Whether a query is running (read from any thread; a snapshot)."""
         return self._busy
 
+    @property
+    def streaming(self) -> bool:
+        """Whether a sinkless changefeed is streaming to the client (a snapshot)."""
+        return self._streaming is not None
+
     def cancel(self) -> None:
         """A CancelRequest with this connection's key arrived (from another thread): a
         streaming changefeed stops at once, any other statement where it next looks at

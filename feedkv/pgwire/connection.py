@@ -357,6 +357,7 @@ class Connection:
         self._implicit = False
         self._busy = False
         self._cancelled = False
+        self._shutting_down = False
         self._streaming: FeedResult | None = None
         self._copy_in: _CopyIn | None = None
 
@@ -399,6 +400,13 @@ class Connection:
             streaming = self._streaming
             if streaming is not None:
                 streaming.close()
+
+    def shut_down(self) -> None:
+        """The server stops (from another thread): cancel the running statement as
+        :meth:`cancel` does, but with 57P01 (``server is shutting down``: reconnect,
+        to another node), not 57014, which says someone cancelled it."""
+        self._shutting_down = True
+        self.cancel()
 
     def close(self) -> None:
         """Roll back an open transaction. Idempotent."""
@@ -936,6 +944,8 @@ class Connection:
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
+            if self._shutting_down:
+                raise SQLError("57P01", "server is shutting down")
             raise SQLError("57014", "query execution canceled")
 
     def _described_after(self, statement: st.Statement, result: Result) -> Description | None:

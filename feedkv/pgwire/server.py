@@ -17,10 +17,10 @@ statements, as CockroachDB's drain does: one waiting for its client's next messa
 once, one running a statement once that statement's answer is sent, each with a FATAL
 ``57P01 server is shutting down`` (a driver reads it as the server going away, not as a
 statement that may or may not have run) and TLS's close_notify. A sinkless changefeed
-never ends by itself, so it is cancelled at once; a statement still running at the
-grace's end is cancelled and its socket shut. NB: an open transaction between
-statements is rolled back at once, where CockroachDB waits up to
-``server.shutdown.transactions.timeout`` for it.
+never ends by itself, so it is ended at once (with 57P01, not a cancel's 57014); a
+statement still running at the grace's end is cancelled and its socket shut. NB: an
+open transaction between statements is rolled back at once, where CockroachDB waits up
+to ``server.shutdown.transactions.timeout`` for it.
 
 TLS (a secure node): the first message must be an SSLRequest, answered ``S``, after
 which the socket is wrapped and the startup goes on encrypted; the verified client
@@ -134,7 +134,7 @@ class PGServer:
         os.write(self._wake_write, b"\0")
         for conn, _sock in connections:
             if conn.streaming:
-                conn.cancel()  # a streaming changefeed ends now: it would never finish
+                conn.shut_down()  # a streaming changefeed ends now: it would never finish
         deadline = time.monotonic() + grace_s
         if self._acceptor.is_alive():
             self._acceptor.join(grace_s)
@@ -143,7 +143,7 @@ class PGServer:
         with self._lock:
             left = list(self._connections.values())
         for conn, sock in left:
-            conn.cancel()
+            conn.shut_down()
             _shut(sock)
         for thread in threads:
             thread.join(grace_s)

@@ -59,3 +59,21 @@ def test_a_statement_running_when_the_server_stops_is_answered_first(
             error: psycopg.Error = exc
         assert error.sqlstate == "57P01", error
     assert db.sql("SELECT id, v FROM t").rows == [(1, 2)]
+
+
+def test_a_streaming_changefeed_ends_saying_the_server_is_shutting_down(
+    db: DB, pg_url: str, pg_server: PGServer
+) -> None:
+    """A feed never ends by itself, so the stop ends it at once, with 57P01 (reconnect,
+    to another node) rather than 57014, which would say that someone cancelled it."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (1)")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stream = conn.cursor().stream("EXPERIMENTAL CHANGEFEED FOR t")
+        assert next(stream) == ("t", "[1]", '{"after": {"id": 1}}')
+        pg_server.stop()
+        try:
+            next(stream)
+        except psycopg.Error as exc:
+            error: psycopg.Error = exc
+        assert isinstance(error, psycopg.errors.AdminShutdown), error

@@ -1,6 +1,7 @@
-"""``feedkv node ...`` and ``feedkv debug rangefeed`` take ``--insecure`` as ``cockroach
-node status --insecure`` does, for a node started with ``--insecure`` (they were refused
-with "unrecognized arguments: --insecure"), and not together with ``--certs-dir``."""
+"""``feedkv node ...`` as a CockroachDB operator runs it: ``--insecure`` taken by the
+node commands and ``debug rangefeed`` as ``cockroach node status --insecure`` does (they
+were refused with "unrecognized arguments: --insecure"), and not together with
+``--certs-dir``; a recommission of an active node warns that it has nothing to do."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def test_insecure_and_certs_dir_do_not_go_together(
         main([*command, "--insecure", "--certs-dir", "certs"])
     assert exited.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_recommission_of_an_active_node_warns_that_it_has_nothing_to_take_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As cockroach node recommission warns; it said "The affected nodes must be
+    restarted to rejoin the cluster fully." of a node that never left."""
+    with Node(tmp_path / "solo", listen="127.0.0.1:0", join=[]) as node:
+        assert main(["node", "recommission", "1", "--url", node.url, "--insecure"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: node n1 is not decommissioning: nothing to take back" in captured.err
+    assert "must be restarted" not in captured.out

@@ -187,6 +187,10 @@ class ChangefeedMetrics:
             self._gc_distances,
             labelnames=scope,
         )
+        # NB: the default scope's counters exist from the start, at 0, as CockroachDB's
+        # do: Prometheus's increase() misses a series' first value, so an alert on
+        # increase(changefeed_failures[5m]) would miss a node's first failure
+        self.scope(None)
         self.buffers: NodeBuffers | None = None  # the node's (its node sets them)
         # NB: the five totals below come from one read of the buffers a scrape (a file's
         # lock and a read of it, when shared with Spark workers)

@@ -95,6 +95,17 @@ def sql_url(host: str, user: str, database: str, insecure: bool) -> str:
     return f"postgresql://{quote(user, safe='')}@{host_port(name, port)}/{quote(database)}{tail}"
 
 
+def _add_security(parser: argparse.ArgumentParser) -> None:
+    """``--certs-dir DIR | --insecure`` of a command that dials a node, as ``cockroach``'s
+    client commands take them (``--insecure``: the node was started with ``--insecure``,
+    so the command dials it without TLS, as it does with neither flag)."""
+    security = parser.add_mutually_exclusive_group()
+    security.add_argument("--certs-dir", help=_CERTS_HELP)
+    security.add_argument(
+        "--insecure", action="store_true", help="the nodes were started with --insecure"
+    )
+
+
 def _login(args: argparse.Namespace, url: str) -> Login:
     """Whom a command that dials ``url`` connects as (:mod:`feedkv.cli.credentials`)."""
     from feedkv.cli.credentials import resolve_login
@@ -285,11 +296,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the node to bootstrap it on: any waiting node (it first takes a claim at a "
         "majority of its --join list, so that only one node bootstraps)",
     )
-    init_security = init.add_mutually_exclusive_group()
-    init_security.add_argument("--certs-dir", help=_CERTS_HELP)
-    init_security.add_argument(
-        "--insecure", action="store_true", help="the nodes were started with --insecure"
-    )
+    _add_security(init)
 
     node = commands.add_parser("node", help="the nodes of a cluster")
     node_commands = node.add_subparsers(dest="node_command", required=True, metavar="COMMAND")
@@ -298,7 +305,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    status.add_argument("--certs-dir", help=_CERTS_HELP)
+    _add_security(status)
     decommission = node_commands.add_parser(
         "decommission",
         help="move every replica off the nodes, then remove them from the cluster for good",
@@ -313,13 +320,13 @@ def _parser() -> argparse.ArgumentParser:
         "default); none: mark them decommissioning and return",
     )
     decommission.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    decommission.add_argument("--certs-dir", help=_CERTS_HELP)
+    _add_security(decommission)
     recommission = node_commands.add_parser(
         "recommission", help="take back nodes that are decommissioning (not decommissioned)"
     )
     recommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
     recommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
-    recommission.add_argument("--certs-dir", help=_CERTS_HELP)
+    _add_security(recommission)
 
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
     debug_commands = debug.add_subparsers(dest="debug_command", required=True, metavar="TOOL")
@@ -327,7 +334,7 @@ def _parser() -> argparse.ArgumentParser:
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
     feed.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to watch")
-    feed.add_argument("--certs-dir", help=_CERTS_HELP)
+    _add_security(feed)
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
     feed.add_argument(

@@ -146,10 +146,16 @@ def run_node_decommission(
 
 
 def run_node_recommission(
-    url: str, node_ids: Sequence[int], stdout: TextIO | None = None, login: Login | None = None
+    url: str,
+    node_ids: Sequence[int],
+    stdout: TextIO | None = None,
+    login: Login | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
     """Take back nodes still decommissioning (their replicas may return); a node
-    decommissioned already cannot be (:class:`~feedkv.errors.InvalidArgumentError`)."""
+    decommissioned already cannot be (:class:`~feedkv.errors.InvalidArgumentError`),
+    and one that is active has nothing to take back: a warning says so, as
+    ``cockroach node recommission`` warns."""
     with connect(url, login) as db:
         nodes = {n.node_id: n for n in db.nodes()}
         _check_members(nodes, node_ids)
@@ -159,8 +165,17 @@ def run_node_recommission(
                     f"node n{node_id} is decommissioned: it cannot be recommissioned "
                     "(start a new node on an empty store instead)"
                 )
-        _set_membership(db, node_ids, Membership.ACTIVE, keep_decommissioned=False)
-    print("The affected nodes must be restarted to rejoin the cluster fully.", file=stdout)
+        taken = [n for n in node_ids if nodes[n].membership != Membership.ACTIVE.value]
+        for node_id in node_ids:
+            if node_id not in taken:
+                print(
+                    f"warning: node n{node_id} is not decommissioning: nothing to take back",
+                    file=stderr or sys.stderr,
+                )
+        if taken:
+            _set_membership(db, taken, Membership.ACTIVE, keep_decommissioned=False)
+    if taken:
+        print("The affected nodes must be restarted to rejoin the cluster fully.", file=stdout)
     return 0
 
 

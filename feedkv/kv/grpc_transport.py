@@ -61,7 +61,7 @@ from feedkv.security.tls import ClientTLS, call_metadata, open_channel
 from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["GrpcTransport", "await_ready", "login", "url_tls"]
+__all__ = ["GrpcTransport", "await_ready", "login", "unanswered", "url_tls"]
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
@@ -147,16 +147,7 @@ class GrpcTransport:
             # NB: closed on a thread of its own: a channel whose state was watched closes
             # only once gRPC's watcher wakes (0.2 s), which a refused dial need not wait
             threading.Thread(target=self._channel.close, name="feedkv-close", daemon=True).start()
-            hint = (
-                "is `feedkv start` running there, and does it trust this certificate "
-                f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"
-                if tls is not None
-                else "is `feedkv start` running there? (a secure node needs its CA: "
-                "--certs-dir on the command line, certs_dir= in a URL or feedkv.connect)"
-            )
-            raise NodeUnavailableError(
-                f"no feedkv node answered at {self.address}: {failed}; " + hint
-            )
+            raise unanswered(self.address, failed, tls)
         self._batch = self._channel.unary_unary(
             f"/{SERVICE}/Batch",
             request_serializer=pb.BatchRequest.SerializeToString,
@@ -343,6 +334,19 @@ class _CallStream:
         self._outgoing.put(None)
         for answer in waiting.values():
             answer.set_exception(end)
+
+
+def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavailableError:
+    """The error of a dial to ``address`` that :func:`await_ready` says ``failed``, with
+    what to check: whether a node runs there, and whether it and the dial agree on TLS."""
+    hint = (
+        "is `feedkv start` running there, and does it trust this certificate "
+        f"(TLS as {tls.user!r}, CA {tls.certs.ca_cert})?"
+        if tls is not None
+        else "is `feedkv start` running there? (a secure node needs its CA: "
+        "--certs-dir on the command line, certs_dir= in a URL or feedkv.connect)"
+    )
+    return NodeUnavailableError(f"no feedkv node answered at {address}: {failed}; " + hint)
 
 
 def await_ready(channel: grpc.Channel, timeout_s: float) -> str | None:

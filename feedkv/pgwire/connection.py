@@ -357,6 +357,7 @@ class Connection:
         self._implicit = False
         self._busy = False
         self._cancelled = False
+        self._shutting_down = False
         self._streaming: FeedResult | None = None
         self._copy_in: _CopyIn | None = None
 
@@ -381,6 +382,11 @@ class Connection:
         """Whether a query is running (read from any thread; a snapshot)."""
         return self._busy
 
+    @property
+    def streaming(self) -> bool:
+        """Whether a sinkless changefeed is streaming to the client (a snapshot)."""
+        return self._streaming is not None
+
     def cancel(self) -> None:
         """A CancelRequest with this connection's key arrived (from another thread): a
         streaming changefeed stops at once, any other statement where it next looks at
@@ -394,6 +400,13 @@ class Connection:
             streaming = self._streaming
             if streaming is not None:
                 streaming.close()
+
+    def shut_down(self) -> None:
+        """The server stops (from another thread): cancel the running statement as
+        :meth:`cancel` does, but with 57P01 (``server is shutting down``: reconnect,
+        to another node), not 57014, which says someone cancelled it."""
+        self._shutting_down = True
+        self.cancel()
 
     def close(self) -> None:
         """Roll back an open transaction. Idempotent."""
@@ -931,6 +944,8 @@ class Connection:
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
+            if self._shutting_down:
+                raise SQLError("57P01", "server is shutting down")
             raise SQLError("57014", "query execution canceled")
 
     def _described_after(self, statement: st.Statement, result: Result) -> Description | None:

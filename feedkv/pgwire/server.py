@@ -12,6 +12,16 @@ session's open transaction and closes the socket; the listener and the other
 connections go on. CancelRequests arrive on connections of their own and are matched
 to the connection with that process id and secret.
 
+Stopping (a node's drain) closes the listener, then ends each connection between
+statements, as CockroachDB's drain does: one waiting for its client's next message at
+once, one running a statement once that statement's answer is sent, each with a FATAL
+``57P01 server is shutting down`` (a driver reads it as the server going away, not as a
+statement that may or may not have run) and TLS's close_notify. A sinkless changefeed
+never ends by itself, so it is ended at once (with 57P01, not a cancel's 57014); a
+statement still running at the grace's end is cancelled and its socket shut. NB: an
+open transaction between statements is rolled back at once, where CockroachDB waits up
+to ``server.shutdown.transactions.timeout`` for it.
+
 TLS (a secure node): the first message must be an SSLRequest, answered ``S``, after
 which the socket is wrapped and the startup goes on encrypted; the verified client
 certificate's CN, if one was presented, is handed to the connection's authenticator.
@@ -29,11 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
+import select
 import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -84,6 +97,9 @@ class PGServer:
         self._threads: set[threading.Thread] = set()
         self._next_process_id = 1
         self._stopped = False
+        # NB: written once by stop and never read, so it stays readable: it wakes every
+        # connection thread waiting for its client, now and later
+        self._wake_read, self._wake_write = os.pipe()
         self._acceptor = threading.Thread(
             target=self._accept, name=f"pgwire-accept-{self.port}", daemon=True
         )
@@ -104,8 +120,9 @@ class PGServer:
             return sum(conn.busy for conn, _sock in self._connections.values())
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, close every connection (their open transactions roll back)
-        and wait up to ``grace_s`` for their threads. Idempotent."""
+        """Stop accepting and end every connection between statements (module
+        docstring: their open transactions roll back), waiting up to ``grace_s`` for the
+        statements running; then cancel those left and close their sockets. Idempotent."""
         with self._lock:
             if self._stopped:
                 return
@@ -114,13 +131,25 @@ class PGServer:
             threads = list(self._threads)
         _shut(self._listener)
         self._listener.close()
-        for conn, sock in connections:
-            conn.cancel()  # a streaming changefeed ends now, not at its next row
-            _shut(sock)
+        os.write(self._wake_write, b"\0")
+        for conn, _sock in connections:
+            if conn.streaming:
+                conn.shut_down()  # a streaming changefeed ends now: it would never finish
+        deadline = time.monotonic() + grace_s
         if self._acceptor.is_alive():
             self._acceptor.join(grace_s)
         for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            left = list(self._connections.values())
+        for conn, sock in left:
+            conn.shut_down()
+            _shut(sock)
+        for thread in threads:
             thread.join(grace_s)
+        if not any(thread.is_alive() for thread in threads):
+            os.close(self._wake_read)
+            os.close(self._wake_write)
 
     def __enter__(self) -> Self:
         self.start()
@@ -237,7 +266,11 @@ class PGServer:
         with self._lock:
             self._connections[process_id] = (conn, sock)
         try:
+            waiting = _InputWait(sock, self._wake_read)
             while not conn.closed:
+                if self._stopped or not waiting.wait():
+                    sock.sendall(_SHUTTING_DOWN)
+                    break
                 data = sock.recv(_READ_BYTES)
                 if not data:
                     break
@@ -266,12 +299,32 @@ class PGServer:
             found[0].cancel()
 
 
+_SHUTTING_DOWN = m.error_response("57P01", "server is shutting down", severity="FATAL")
 _HANDSHAKE_S = 10.0
 _CLOSE_NOTIFY_S = 1.0  # how long a closing TLS connection waits for the peer's close_notify
 # the request codes of the 8-byte messages that may precede TLS (as messages.py's)
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
+
+
+class _InputWait:
+    """Waits for a connection's next bytes from its client, or for the server to stop."""
+
+    def __init__(self, sock: socket.socket, wake: int) -> None:
+        self._sock = sock
+        self._wake = wake
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLIN)
+        self._poll.register(wake, select.POLLIN)
+
+    def wait(self) -> bool:
+        """Block until the client's bytes arrive (or its connection ends): ``True``;
+        ``False`` once the server stops."""
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True  # NB: decrypted already, so the raw socket may have nothing
+        ready = dict(self._poll.poll())
+        return self._wake not in ready
 
 
 def _address(sock: socket.socket, host: str) -> str:

@@ -2731,8 +2731,25 @@ _SHOW_STATEMENTS = {
     "JOBS",
     "JOB",
     "GRANTS",
-    "USERS",  # NB: not there yet: 0A000 (not "unrecognized configuration parameter")
+    "USERS",
     "ROLES",
+    # CockroachDB's, not there yet: 0A000 (not "unrecognized configuration parameter")
+    "REGIONS",
+    "SUPER",
+    "SCHEMAS",
+    "SEQUENCES",
+    "TYPES",
+    "FUNCTIONS",
+    "CONSTRAINTS",
+    "STATISTICS",
+    "SCHEDULES",
+    "SCHEDULE",
+    "BACKUP",
+    "BACKUPS",
+    "TRACE",
+    "TRANSACTIONS",
+    "SYSTEM",
+    "DEFAULT",
 }
 _UNSUPPORTED_STATEMENTS = {
     "ALTER DATABASE": "ALTER DATABASE is not supported",

@@ -61,6 +61,21 @@ def test_running_feeds_progress_and_lag_by_scope() -> None:
     assert values["changefeed_max_behind_nanos{scope=default}"] == 0
 
 
+def test_the_default_scopes_pushed_metrics_read_zero_before_any_feed() -> None:
+    registry = Registry()
+    ChangefeedMetrics(registry)
+    values = scrape(registry)
+    for name in (
+        "changefeed_emitted_messages",
+        "changefeed_emitted_bytes",
+        "changefeed_flushed_bytes",
+        "changefeed_error_retries",
+        "changefeed_failures",
+        "changefeed_commit_latency_count",
+    ):
+        assert values[f"{name}{{scope=default}}"] == 0, name
+
+
 def test_pushed_metrics_go_to_their_scope() -> None:
     registry = Registry()
     metrics = ChangefeedMetrics(registry)

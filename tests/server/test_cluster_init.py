@@ -153,6 +153,19 @@ def test_init_asks_for_certs_dir_or_insecure(capsys: pytest.CaptureFixture[str])
     assert "--certs-dir DIR" in capsys.readouterr().err
 
 
+def test_init_of_a_secure_node_without_its_certs_says_what_to_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `feedkv node status` says it: not gRPC's "Init call failed: failed to connect
+    to all addresses; ... Socket closed"."""
+    certs = shared_certs_dir()
+    with Node(tmp_path / "secure", listen="127.0.0.1:0", join=[], certs_dir=certs) as node:
+        assert main(["init", "--url", node.url, "--insecure"]) == 1
+    err = capsys.readouterr().err
+    assert f"no feedkv node answered at {node.url.removeprefix('feedkv://')}" in err, err
+    assert "a secure node needs its CA: --certs-dir" in err, err
+
+
 def test_a_node_whose_join_list_names_only_itself_says_it_waits_for_init_then_stops(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

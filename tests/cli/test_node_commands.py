@@ -1,0 +1,51 @@
+"""``feedkv node ...`` as a CockroachDB operator runs it: ``--insecure`` taken by the
+node commands and ``debug rangefeed`` as ``cockroach node status --insecure`` does (they
+were refused with "unrecognized arguments: --insecure"), and not together with
+``--certs-dir``; a recommission of an active node warns that it has nothing to do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from feedkv.cli.main import main
+from feedkv.server.node import Node
+
+
+def test_node_status_and_decommission_take_insecure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Node(tmp_path / "solo", listen="127.0.0.1:0", join=[]) as node:
+        assert main(["node", "status", "--url", node.url, "--insecure", "--format", "json"]) == 0
+        (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert listed["id"] == 1 and listed["is_live"] is True
+        # the cluster's only node cannot go: refused by the cluster, not by the parser
+        assert main(["node", "decommission", "1", "--url", node.url, "--insecure"]) == 1
+        assert "would leave no active node" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["node", "status"], ["node", "recommission", "1"], ["debug", "rangefeed", "k"]],
+)
+def test_insecure_and_certs_dir_do_not_go_together(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--insecure", "--certs-dir", "certs"])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_recommission_of_an_active_node_warns_that_it_has_nothing_to_take_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As cockroach node recommission warns; it said "The affected nodes must be
+    restarted to rejoin the cluster fully." of a node that never left."""
+    with Node(tmp_path / "solo", listen="127.0.0.1:0", join=[]) as node:
+        assert main(["node", "recommission", "1", "--url", node.url, "--insecure"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: node n1 is not decommissioning: nothing to take back" in captured.err
+    assert "must be restarted" not in captured.out

@@ -447,7 +447,10 @@ class Node:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
         calls in flight (Raft goes on meanwhile, so that writes in flight commit; the
         other nodes' Raft streams into this one end after them, not at the grace), then
-        close the store. Idempotent."""
+        close the store. In a cluster it first hands the leases of its ranges to other
+        nodes (:meth:`Cluster.drain_leases`). Idempotent."""
+        if self.cluster is not None:
+            self.cluster.drain_leases()
         access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
         if access is not None:
             access.close()

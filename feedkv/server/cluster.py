@@ -472,15 +472,22 @@ class Cluster:
         if loop is None:
             return []
         states = self.node_states()
-        for peer in self.liveness.peers():
-            if states.takes_new(peer.node_id):
-                self.heartbeat(peer.address)
+        # NB: a peer that does not answer (it crashed less than the liveness bound ago)
+        # takes no lease: its transfer would only run out the wait
+        silent = frozenset(
+            peer.node_id
+            for peer in self.liveness.peers()
+            if states.takes_new(peer.node_id) and not self.heartbeat(peer.address)
+        )
         wait_s = self.config.lease_transfer_wait_s
         deadline = time.monotonic() + wait_s
         watched: set[int] = set()  # ranges led here since the drain began
+        asked: dict[int, int] = {}  # range id -> the node last asked to take its lease
         while wait_s > 0 and not self._stopping.is_set():
             watched.update(loop.leases())
-            moving = self._hand_leases_over(watched, self.node_states())
+            states = self.node_states()
+            states = replace(states, draining=states.draining | silent)
+            moving = self._hand_leases_over(watched, states, asked)
             if not moving or time.monotonic() >= deadline:
                 break
             self._stopping.wait(LEASE_POLL_S)
@@ -489,11 +496,14 @@ class Cluster:
             log.info("draining: n%d still leads %d ranges: %s", me, len(kept), sorted(kept))
         return kept
 
-    def _hand_leases_over(self, watched: set[int], states: NodeStates) -> set[int]:
+    def _hand_leases_over(
+        self, watched: set[int], states: NodeStates, asked: dict[int, int]
+    ) -> set[int]:
         """One round of :meth:`drain_leases`: ask each range of ``watched`` led here to
         hand its lease over (again: Raft gives a transfer up after an election timeout,
-        and does not restart one under way). Returns the ranges still on the move (led
-        here, or no other leader known here yet); drops the others from ``watched``."""
+        and does not restart one under way), noting in ``asked`` where to (logged when
+        that changes). Returns the ranges still on the move (led here, or no other
+        leader known here yet); drops the others from ``watched``."""
         loop, me = self.store.replicas, self.ident.node_id
         if loop is None:
             return set()
@@ -510,6 +520,9 @@ class Cluster:
                 if target is None:  # it keeps it: no one to hand it to
                     watched.discard(range_id)
                     continue
+                if asked.get(range_id) != target:
+                    log.info("draining: moving the lease of r%d to n%d", range_id, target)
+                    asked[range_id] = target
                 loop.transfer_lease(range_id, target)
             elif leader not in (0, me):
                 watched.discard(range_id)
@@ -977,20 +990,23 @@ class Cluster:
             except FeedKVError as exc:
                 log.warning("rebalancing %s to n%d failed: %s", desc, target, exc)
 
-    def heartbeat(self, address: str) -> None:
+    def heartbeat(self, address: str) -> bool:
+        """Gossip with the node at ``address``; returns whether it answered."""
         clock = self.store.clock
         sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
             if "refused" in answer:
                 self._leave(str(answer["refused"]))
-                return
+                return False
             received = clock.physical_now()
             # NB: the answer's clock was read between sent and received: the offset is
             # known to half the round trip, which a loaded machine makes long
             self._take(answer, answer["wall"] - (sent + received) // 2, (received - sent) // 2)
+            return True
         except FeedKVError as exc:
             log.debug("heartbeat to %s failed: %s", address, exc)
+            return False
 
     def _channel(self, address: str) -> grpc.Channel:
         with self._lock:

@@ -9,6 +9,14 @@ Three ``feedkv start`` processes on loopback (secure, as started by default):
   to n2;
 - ``stop_s`` (a cluster of its own, ``--replicas 3``): SIGTERM to a node serving a
   client's rangefeed and a peer's streams, until it exits;
+- ``rolling`` (a cluster of its own, ``--replicas 3``, its ranges' leases spread over the
+  nodes): a rolling restart (each node in turn SIGTERMed, then started again) under a
+  steady kv0 writer (one client writing random keys, one at a time); for each
+  ``--lease-transfer-wait`` (``0s``: the stopping node hands no lease over, as before
+  the lease drain; ``5s``: the default), over the windows from each SIGTERM until the
+  node serves again: ``max_gap_s`` (the longest time without a successful write),
+  ``p99_ms`` (of the writes begun in them), ``errors`` (writes that failed) and
+  ``stop_s`` (the slowest of the three stops);
 - ``split_counter_unavailable_s`` (three in-process nodes, ``replicas=3``): the range
   holding the range-id counter split off, its lease on n2, then n2 and n3 stopped (no
   quorum); n1 takes range ids as its splits would until one fails (``ids_first`` were
@@ -20,9 +28,12 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import random
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +102,107 @@ def stop(base: Path) -> dict[str, Any]:
     return {"stop_s": round(took, 3), "stop_exit_code": code}
 
 
+ROLLING_RANGES = 6
+ROLLING_SETTLE_S = 3.0  # how long a restarted node serves before the next node stops
+
+
+class _Writer:
+    """A kv0 writer: puts random keys one at a time until :meth:`stop`, noting when
+    each write began and ended, and when each failed."""
+
+    def __init__(self, db: feedkv.DB) -> None:
+        self.db = db
+        self.writes: list[tuple[float, float]] = []  # (began, ended), monotonic
+        self.errors: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        rng = random.Random(1)
+        while not self._stop.is_set():
+            key = b"kv/%d/%016d" % (rng.randrange(ROLLING_RANGES), rng.randrange(10**16))
+            began = time.monotonic()
+            try:
+                self.db.put(key, b"x" * 16)
+            except FeedKVError:
+                self.errors.append(time.monotonic())
+                continue
+            self.writes.append((began, time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+
+def _window_figures(writer: _Writer, start: float, end: float) -> dict[str, float]:
+    """The writes' figures over ``[start, end]``: the longest gap between successful
+    writes (from the last one before ``start``), the p99 latency of those begun in it."""
+    ends = [e for _, e in writer.writes]
+    before = [e for e in ends if e < start]
+    inside = sorted(e for e in ends if start <= e <= end)
+    marks = [before[-1] if before else start, *inside, end]
+    gap = max(b - a for a, b in itertools.pairwise(marks))
+    latencies = sorted(e - b for b, e in writer.writes if start <= b <= end)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0
+    return {
+        "max_gap_s": round(gap, 3),
+        "p99_ms": round(p99 * 1000, 1),
+        "writes": len(latencies),
+        "errors": sum(1 for t in writer.errors if start <= t <= end),
+    }
+
+
+def rolling_restart(base: Path, wait: str) -> dict[str, Any]:
+    with LocalCluster(
+        base, 3, "--replicas", "3", "--lease-transfer-wait", wait, rebalance_interval="0s"
+    ) as cluster:
+        with cluster.connect(0) as setup:
+            await_replicas(setup, 3, timeout_s=120)
+            for part in range(1, ROLLING_RANGES):
+                setup.split(b"kv/%d" % part)
+            await_replicas(setup, 3, timeout_s=120)
+            for part in range(ROLLING_RANGES):  # each node leads two of them
+                setup.relocate(b"kv/%d" % part, part % 3 + 1)
+        addresses = [cluster.address(i) for i in range(3)]
+        db = feedkv.connect(_url(cluster, addresses))
+        writer = _Writer(db)
+        windows = []
+        stops = []
+        try:
+            time.sleep(ROLLING_SETTLE_S)  # wait-ok: the writer's steady state before
+            for index in range(3):
+                node = cluster.processes[index]
+                assert node is not None
+                start = time.monotonic()
+                node.terminate(timeout_s=120)
+                stops.append(time.monotonic() - start)
+                cluster.processes[index] = None
+                cluster.restart(index)
+                time.sleep(ROLLING_SETTLE_S)  # wait-ok: the figures' window after it
+                windows.append(_window_figures(writer, start, time.monotonic()))
+        finally:
+            writer.stop()
+            db.close()
+    return {
+        "max_gap_s": max(w["max_gap_s"] for w in windows),
+        "p99_ms": max(w["p99_ms"] for w in windows),
+        "errors": sum(w["errors"] for w in windows),
+        "writes": sum(w["writes"] for w in windows),
+        "stop_s": round(max(stops), 3),
+        "per_node": windows,
+    }
+
+
+def rolling(base: Path) -> dict[str, Any]:
+    return {
+        "rolling": {
+            f"lease_transfer_wait_{wait}": rolling_restart(base / wait, wait)
+            for wait in ("0s", "5s")
+        }
+    }
+
+
 def split_counter_unavailable(base: Path) -> dict[str, Any]:
     with node_cluster(base) as nodes:
         first = nodes[0]
@@ -115,10 +227,17 @@ def split_counter_unavailable(base: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="feedkv bench dead_node", description=__doc__)
     parser.add_argument(
-        "--only", choices=["dials", "stop", "split"], help="one part (default: all)"
+        "--only",
+        choices=["dials", "stop", "rolling", "split"],
+        help="one part (default: all)",
     )
     args = parser.parse_args(argv)
-    parts = {"dials": dead_dials, "stop": stop, "split": split_counter_unavailable}
+    parts = {
+        "dials": dead_dials,
+        "stop": stop,
+        "rolling": rolling,
+        "split": split_counter_unavailable,
+    }
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-dead-") as tmp:
         for name, part in parts.items():

@@ -202,6 +202,14 @@ def _parser() -> argparse.ArgumentParser:
         "it holds two more (0s: never; default 10s)",
     )
     start.add_argument(
+        "--lease-transfer-wait",
+        default="5s",
+        help="how long a stopping node waits for the leases of the ranges it leads to move "
+        "to other nodes before it drains its calls (CockroachDB's "
+        "server.shutdown.lease_transfer_wait; 0s: it hands none over, and the others "
+        "elect leaders once it is gone; default 5s)",
+    )
+    start.add_argument(
         "--replicas",
         type=int,
         default=1,
@@ -413,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.cli.start import cluster_config, run_node, store_config
 
             config = store_config(args.closed_ts_target, args.txn_liveness, args.range_max_bytes)
+            membership = cluster_config(
+                args.rebalance_interval,
+                args.max_offset,
+                args.replicas,
+                args.locality,
+                lease_transfer_wait=args.lease_transfer_wait,
+            )
             if args.certs_dir is None and not args.insecure:
                 print(
                     "feedkv: error: a node is secure by default: give --certs-dir DIR (make one "
@@ -430,9 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changefeed_runner=args.changefeed_runner,
                 spark_master=args.spark_master,
                 join=[a.strip() for a in args.join.split(",") if a.strip()],
-                cluster_config=cluster_config(
-                    args.rebalance_interval, args.max_offset, args.replicas, args.locality
-                ),
+                cluster_config=membership,
                 certs_dir=Path(args.certs_dir) if args.certs_dir else None,
                 external_io_dir=Path(args.external_io_dir or Path(args.store) / "extern"),
                 changefeed_buffers=NodeBuffers.of(

@@ -71,22 +71,30 @@ def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str)
     )
 
 
-def _positive(flag: str, text: str) -> int:
+def _non_negative(flag: str, text: str) -> int:
     if text.strip().startswith("-"):
         raise InvalidArgumentError(f"{flag} {text!r} is negative; give a duration such as 1s")
-    ns = parse_duration_ns(text)
+    return parse_duration_ns(text)
+
+
+def _positive(flag: str, text: str) -> int:
+    ns = _non_negative(flag, text)
     if ns <= 0:
         raise InvalidArgumentError(f"{flag} {text!r} must be more than zero")
     return ns
 
 
 def cluster_config(
-    rebalance_interval: str, max_offset: str, replicas: int = 1, locality: str = ""
+    rebalance_interval: str,
+    max_offset: str,
+    replicas: int = 1,
+    locality: str = "",
+    *,
+    lease_transfer_wait: str = "5s",
 ) -> ClusterConfig:
     """The node's cluster settings from its flags; InvalidArgumentError names a bad one."""
-    interval_ns = parse_duration_ns(rebalance_interval)
-    if interval_ns < 0:
-        raise InvalidArgumentError(f"--rebalance-interval {rebalance_interval!r} is negative")
+    interval_ns = _non_negative("--rebalance-interval", rebalance_interval)
+    wait_ns = _non_negative("--lease-transfer-wait", lease_transfer_wait)
     if not 1 <= replicas <= 7:
         raise InvalidArgumentError(f"--replicas {replicas} is not between 1 and 7")
     return ClusterConfig(
@@ -94,6 +102,7 @@ def cluster_config(
         max_offset_ns=_positive("--max-offset", max_offset),
         replicas=replicas,
         locality=Locality.parse(locality),
+        lease_transfer_wait_s=wait_ns / 1e9,
     )
 
 

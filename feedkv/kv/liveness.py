@@ -37,6 +37,8 @@ class NodeDescriptor:
     locality: Locality = NO_LOCALITY  # its --locality tiers (feedkv.util.locality)
     sql_address: str = ""  # host:port of its SQL port ("": none, or not open yet)
     build: str = ""  # the build tag it runs (feedkv.util.build; "": not told)
+    # it is stopping: it takes no lease or replica (CockroachDB's liveness record's flag)
+    draining: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +72,11 @@ class Liveness:
 
     def learn(self, desc: NodeDescriptor) -> bool:
         """Note a node another node told of (a newer epoch replaces the older, and within
-        an epoch the descriptor naming the SQL port it opened after it started replaces
-        the one that named none); returns whether it was news."""
+        an epoch a descriptor that tells more replaces one that told less: the SQL port
+        it opened after it started, that it drains); returns whether it was news."""
         known = self._nodes.get(desc.node_id)
         if known is not None and (
-            known.epoch > desc.epoch
-            or (known.epoch == desc.epoch and (known.sql_address or not desc.sql_address))
+            known.epoch > desc.epoch or (known.epoch == desc.epoch and not _tells_more(desc, known))
         ):
             return False
         self._nodes[desc.node_id] = desc
@@ -106,6 +107,10 @@ class Liveness:
 
     def peers(self) -> list[NodeDescriptor]:
         return [d for d in self.nodes() if d.node_id != self.me.node_id]
+
+    def draining(self) -> set[int]:
+        """The nodes known to be draining in their current life."""
+        return {n for n, desc in self._nodes.items() if desc.draining}
 
     def is_live(self, node_id: int, now_ns: int) -> bool:
         if node_id == self.me.node_id:
@@ -172,3 +177,11 @@ class Liveness:
             f"offset of {self.max_offset_ns / 1e6:.0f} ms; fix the clock (NTP): the node serves "
             "again once it is within the maximum offset"
         )
+
+
+def _tells_more(desc: NodeDescriptor, known: NodeDescriptor) -> bool:
+    """Whether ``desc``, of the same life as ``known``, is later: it forgets nothing
+    ``known`` told (a relayed copy may be older) and tells something new."""
+    told = (bool(desc.sql_address), desc.draining)
+    was = (bool(known.sql_address), known.draining)
+    return told != was and all(t >= w for t, w in zip(told, was, strict=True))

@@ -73,11 +73,17 @@ class NodeStates:
     ``live``: heard from within the liveness bound (they count towards a quorum);
     ``gone``: dead longer than ``server.time_until_store_dead``, or decommissioning or
     decommissioned (their replicas are to be replaced); ``load``: replicas per node, as
-    the directory knows them (the fewest take new replicas first)."""
+    the directory knows them (the fewest take new replicas first); ``draining``:
+    stopping (they keep their replicas, and vote, but take no new replica or lease)."""
 
     live: frozenset[int]
     gone: frozenset[int]
     load: Mapping[int, int]
+    draining: frozenset[int] = frozenset()
+
+    def takes_new(self, node_id: int) -> bool:
+        """Whether a new replica or a lease may go to ``node_id``."""
+        return node_id in self.live and node_id not in self.gone and node_id not in self.draining
 
 
 def quorum(voters: int) -> int:
@@ -100,6 +106,7 @@ def choose_replica_change(
     lease on first: :func:`choose_lease_target`). Removal order: gone nodes, then dead
     ones, then the most loaded."""
     usable = sorted(n for n in nodes.live if n not in nodes.gone)
+    takers = [n for n in usable if nodes.takes_new(n)]
     # NB: a voter that is dead but not gone (down for less than time_until_store_dead:
     # a restart, a crash) still holds its replica: it counts as a place for one, or a
     # node down for 9 s would lose every replica it held, as CockroachDB's would not
@@ -107,7 +114,7 @@ def choose_replica_change(
     target = max(1, min(want, max(len(holders), 1)))
     healthy = [n for n in voters if n not in nodes.gone]
     if len(healthy) < target:
-        candidates = [n for n in usable if n not in voters]
+        candidates = [n for n in takers if n not in voters]
         if candidates:
             return AddVoter(min(candidates, key=lambda n: (nodes.load.get(n, 0), n)))
     if len(voters) <= target and len(healthy) == len(voters):
@@ -151,9 +158,10 @@ class ReplicationZones:
 
 def choose_lease_target(voters: Sequence[int], me: int, nodes: NodeStates) -> int | None:
     """Where the lease holder ``me`` should hand its lease before its own replica is
-    removed: the live, staying voter with the fewest replicas (``None``: there is none;
-    then it removes itself, and the others elect a leader after a timeout)."""
-    candidates = [n for n in voters if n != me and n in nodes.live and n not in nodes.gone]
+    removed, or as it drains: the live, staying voter with the fewest replicas that is not
+    draining (``None``: there is none; then it removes itself, or stops, and the others
+    elect a leader after a timeout)."""
+    candidates = [n for n in voters if n != me and nodes.takes_new(n)]
     if not candidates:
         return None
     return min(candidates, key=lambda n: (nodes.load.get(n, 0), n))

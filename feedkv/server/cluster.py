@@ -296,6 +296,7 @@ STOP_REPLICATOR_S = 5.0  # how long a stopping node waits for its replicate loop
 REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
 LEASE_MOVE_S = 10.0  # how long a lease has to move to the replica asked for
 LEASE_POLL_S = 0.02  # how often a node looks whether it moved
+LEASE_TRANSFER_WAIT_S = 5.0  # CockroachDB's server.shutdown.lease_transfer_wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +326,9 @@ class ClusterConfig:
     # out with an append at once); one every three ticks is well inside the timeout
     raft_heartbeat_ticks: int = 3
     locality: Locality = NO_LOCALITY  # this node's tiers (feedkv start --locality)
+    # how long a stopping node waits for the leases it hands over to move
+    # (server.shutdown.lease_transfer_wait; 0: it hands none over)
+    lease_transfer_wait_s: float = LEASE_TRANSFER_WAIT_S
 
     @property
     def lease_margin_ticks(self) -> int:
@@ -449,6 +453,83 @@ class Cluster:
             # their first split, so that none races n1 to set it up as the cluster starts
             self.range_ids.prefetch()
 
+    def drain_leases(self) -> list[int]:
+        """The first step of a stop, before :meth:`quiesce` (CockroachDB's lease drain):
+        this node marks itself draining and tells the live nodes at once (its
+        heartbeats say so from now on), so that none hands it a lease or a replica;
+        then it hands the lease of each range it leads to the range's live voter that is
+        not draining (:func:`~feedkv.kv.placement.choose_lease_target`) and waits until
+        they moved, up to ``lease_transfer_wait_s``; writes to those ranges go on at the
+        new lease holders, not after an election timeout once this node is gone. A range
+        with no such voter (held alone, its other nodes down or draining too) keeps its
+        lease, and is not waited for: the last node of a cluster stops at once. Returns
+        the ranges whose lease this node still holds. Blocks; idempotent."""
+        with self._lock:
+            self.me = replace(self.me, draining=True)
+            self.liveness.me = self.me
+            self.liveness.learn(self.me)
+        loop, me = self.store.replicas, self.ident.node_id
+        if loop is None:
+            return []
+        states = self.node_states()
+        # NB: a peer that does not answer (it crashed less than the liveness bound ago)
+        # takes no lease: its transfer would only run out the wait
+        silent = frozenset(
+            peer.node_id
+            for peer in self.liveness.peers()
+            if states.takes_new(peer.node_id) and not self.heartbeat(peer.address)
+        )
+        wait_s = self.config.lease_transfer_wait_s
+        deadline = time.monotonic() + wait_s
+        watched: set[int] = set()  # ranges led here since the drain began
+        asked: dict[int, int] = {}  # range id -> the node last asked to take its lease
+        while wait_s > 0 and not self._stopping.is_set():
+            watched.update(loop.leases())
+            states = self.node_states()
+            states = replace(states, draining=states.draining | silent)
+            moving = self._hand_leases_over(watched, states, asked)
+            if not moving or time.monotonic() >= deadline:
+                break
+            self._stopping.wait(LEASE_POLL_S)
+        kept = loop.leases()
+        if kept:
+            log.info("draining: n%d still leads %d ranges: %s", me, len(kept), sorted(kept))
+        return kept
+
+    def _hand_leases_over(
+        self, watched: set[int], states: NodeStates, asked: dict[int, int]
+    ) -> set[int]:
+        """One round of :meth:`drain_leases`: ask each range of ``watched`` led here to
+        hand its lease over (again: Raft gives a transfer up after an election timeout,
+        and does not restart one under way), noting in ``asked`` where to (logged when
+        that changes). Returns the ranges still on the move (led here, or no other
+        leader known here yet); drops the others from ``watched``."""
+        loop, me = self.store.replicas, self.ident.node_id
+        if loop is None:
+            return set()
+        moving = set()
+        for range_id in sorted(watched):
+            try:
+                voters = loop.members(range_id).voters
+                leader = loop.status(range_id)[0]
+            except KeyError:  # NB: its replica was removed meanwhile
+                watched.discard(range_id)
+                continue
+            if loop.holds_lease(range_id):
+                target = choose_lease_target(voters, me, states)
+                if target is None:  # it keeps it: no one to hand it to
+                    watched.discard(range_id)
+                    continue
+                if asked.get(range_id) != target:
+                    log.info("draining: moving the lease of r%d to n%d", range_id, target)
+                    asked[range_id] = target
+                loop.transfer_lease(range_id, target)
+            elif leader not in (0, me):
+                watched.discard(range_id)
+                continue
+            moving.add(range_id)
+        return moving
+
     def quiesce(self) -> None:
         """The first step of a stop: no more heartbeats, replication or range ids, and
         requests that wait for a range give up; Raft goes on, so that the writes in
@@ -539,9 +620,20 @@ class Cluster:
             leader = loop.status(desc.range_id)[0] if known and loop is not None else 0
             raise NotLeaseHolderError(desc.range_id, me, leader)
         if node_id != me:
+            self.refuse_draining(node_id, f"the lease of {desc}")
             log.info("moving the lease of %s to n%d", desc, node_id)
             self._await_lease(desc, node_id)
         return replace(desc, replicas=(node_id, *(n for n in desc.replicas if n != node_id)))
+
+    def refuse_draining(self, node_id: int, what: str) -> None:
+        """Raise when ``node_id`` is draining: ``what`` may not move there."""
+        with self._lock:
+            draining = node_id in self.liveness.draining()
+        if draining:
+            raise InvalidArgumentError(
+                f"node n{node_id} is draining (it is stopping): {what} cannot move there; "
+                "move it to another node, or there once the node has restarted"
+            )
 
     def _await_lease(self, desc: RangeDescriptor, node_id: int) -> None:
         """Wait until this node sees the lease of ``desc``'s replicated range on
@@ -676,9 +768,10 @@ class Cluster:
             until_dead = zone.time_until_store_dead_ns or self.config.time_until_store_dead_ns
             dead = self.liveness.dead_for_longer_than(until_dead, now)
             load = {n: self.directory.ranges_of(n) for n in known}
+            draining = frozenset(self.liveness.draining())
         # NB: a live node that is leaving still votes: it counts towards quorums
         leaving = {n for n, m in membership.items() if m is not Membership.ACTIVE}
-        return NodeStates(frozenset(live), frozenset(dead | leaving), load)
+        return NodeStates(frozenset(live), frozenset(dead | leaving), load, draining)
 
     def replication_zones(self) -> ReplicationZones:
         with self._lock:
@@ -877,7 +970,8 @@ class Cluster:
                 for d in self.liveness.nodes()
                 if self.liveness.is_live(d.node_id, now)
                 and self.membership.get(d.node_id, Membership.ACTIVE) is Membership.ACTIVE
-            ]  # NB: no range moves to a node that is leaving
+                and not d.draining
+            ]  # NB: no range moves to a node that is leaving or stopping
             counts = {n.node_id: self.directory.ranges_of(n.node_id) for n in self.liveness.nodes()}
         loop = self.store.replicas
         mine = [
@@ -896,20 +990,23 @@ class Cluster:
             except FeedKVError as exc:
                 log.warning("rebalancing %s to n%d failed: %s", desc, target, exc)
 
-    def heartbeat(self, address: str) -> None:
+    def heartbeat(self, address: str) -> bool:
+        """Gossip with the node at ``address``; returns whether it answered."""
         clock = self.store.clock
         sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
             if "refused" in answer:
                 self._leave(str(answer["refused"]))
-                return
+                return False
             received = clock.physical_now()
             # NB: the answer's clock was read between sent and received: the offset is
             # known to half the round trip, which a loaded machine makes long
             self._take(answer, answer["wall"] - (sent + received) // 2, (received - sent) // 2)
+            return True
         except FeedKVError as exc:
             log.debug("heartbeat to %s failed: %s", address, exc)
+            return False
 
     def _channel(self, address: str) -> grpc.Channel:
         with self._lock:
@@ -1053,6 +1150,7 @@ def _node_to(desc: NodeDescriptor) -> list[Any]:
         str(desc.locality),
         desc.sql_address,
         desc.build,
+        desc.draining,
     ]
 
 
@@ -1061,8 +1159,9 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     locality = Locality.parse(str(raw[4])) if len(raw) > 4 else Locality()
     sql_address = str(raw[5]) if len(raw) > 5 else ""
     build = str(raw[6]) if len(raw) > 6 else ""
+    draining = bool(raw[7]) if len(raw) > 7 else False
     return NodeDescriptor(
-        int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address, build
+        int(raw[0]), str(raw[1]), int(raw[2]), started, locality, sql_address, build, draining
     )
 
 

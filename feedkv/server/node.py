@@ -5,9 +5,10 @@ and the SQL port (PostgreSQL's wire protocol, :mod:`feedkv.pgwire`).
 ``feedkv start`` runs one that listens; tests and embedded users that need a URL (Spark
 executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``, and
 one that serves PostgreSQL clients with :meth:`Node.serve_sql` (``DB.serve_sql``).
-Stopping drains: the SQL connections close (their open transactions roll back), the
-rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the server refuses new calls and
-lets calls in flight finish, then the store closes.
+Stopping drains: in a cluster, the leases of the ranges the node leads move to other
+nodes first (:meth:`Cluster.drain_leases`); the SQL connections close (their open
+transactions roll back), the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the
+server refuses new calls and lets calls in flight finish, then the store closes.
 
 Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
 grpcio cannot share its port with another protocol without a proxy in every call's path.
@@ -447,7 +448,10 @@ class Node:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
         calls in flight (Raft goes on meanwhile, so that writes in flight commit; the
         other nodes' Raft streams into this one end after them, not at the grace), then
-        close the store. Idempotent."""
+        close the store. In a cluster it first hands the leases of its ranges to other
+        nodes (:meth:`Cluster.drain_leases`). Idempotent."""
+        if self.cluster is not None:
+            self.cluster.drain_leases()
         access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
         if access is not None:
             access.close()

@@ -80,6 +80,7 @@ class Relocations:
             return RelocateResponse(self.cluster.move_lease(desc, node_id))
         if desc.lease_holder == node_id:
             return RelocateResponse(desc)
+        self.cluster.refuse_draining(node_id, str(desc))
         address = self.cluster.liveness.address(node_id)
         if address is None:
             raise InvalidArgumentError(f"there is no node n{node_id} in the cluster")

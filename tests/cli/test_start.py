@@ -25,6 +25,9 @@ def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
         (["--txn-liveness=0s"], "--txn-liveness '0s' must be more than zero"),
         (["--range-max-bytes", "1"], "--range-max-bytes '1' is below the minimum, 64KiB"),
         (["--closed-ts-target", "soon"], "bad duration 'soon'"),
+        (["--lease-transfer-wait", "-1s"], "--lease-transfer-wait '-1s' is negative"),
+        (["--rebalance-interval=-1s"], "--rebalance-interval '-1s' is negative"),
+        (["--lease-transfer-wait", "later"], "bad duration 'later'"),
     ],
 )
 def test_start_refuses_settings_out_of_range_naming_the_flag(

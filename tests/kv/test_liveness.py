@@ -39,6 +39,21 @@ def test_a_nodes_sql_address_opened_after_its_start_replaces_none_and_stays() ->
     assert peer.sql_address == "b:2"
 
 
+def test_a_nodes_drain_is_news_within_its_life_and_a_restart_forgets_it() -> None:
+    """A draining node's descriptor replaces its earlier one (a relayed copy from before
+    the drain does not undo it); its next life starts undrained."""
+    liveness = Liveness(NodeDescriptor(1, "a:1", 1))
+    assert liveness.learn(NodeDescriptor(2, "b:1", 1, sql_address="b:2"))
+    assert liveness.learn(NodeDescriptor(2, "b:1", 1, sql_address="b:2", draining=True))
+    assert not liveness.learn(NodeDescriptor(2, "b:1", 1, sql_address="b:2"))
+    assert not liveness.learn(NodeDescriptor(2, "b:1", 1, draining=True))  # forgets the port
+    assert liveness.draining() == {2}
+    [peer] = liveness.peers()
+    assert peer.sql_address == "b:2"
+    assert liveness.learn(NodeDescriptor(2, "b:1", 2))
+    assert liveness.draining() == set()
+
+
 def test_a_clock_far_from_the_majority_refuses_with_the_reason() -> None:
     liveness = Liveness(NodeDescriptor(1, "a:1", 1), max_offset_ns=S // 2)
     liveness.heard(NodeDescriptor(2, "b:1", 1), at_ns=S, offset_ns=800_000_000)

@@ -142,3 +142,17 @@ def test_a_leaving_lease_holder_hands_its_lease_to_a_live_staying_voter() -> Non
     assert choose_lease_target([1, 2, 3, 4], 1, nodes) == 4
     assert choose_lease_target([1, 3], 1, nodes) is None
     assert choose_lease_target([1, 2, 5], 1, nodes) == 2  # n5 is not live
+
+
+def test_a_draining_node_takes_no_lease_and_no_new_replica_but_keeps_its_own() -> None:
+    from feedkv.kv.placement import choose_lease_target
+
+    nodes = NodeStates(frozenset({1, 2, 3, 4}), frozenset(), {2: 0, 3: 5, 4: 9}, frozenset({2}))
+    # the lease holder n1 drains or leaves: its lease skips n2 (the least loaded)
+    assert choose_lease_target([1, 2, 3], 1, nodes) == 3
+    assert choose_lease_target([1, 2], 1, nodes) is None  # nothing to hand it to
+    # a new replica goes past n2 too, but n2's replica stays (it restarts soon)
+    assert choose_replica_change([1, 3], 3, 1, nodes) == AddVoter(4)
+    assert choose_replica_change([1, 2, 3], 3, 1, nodes) is None
+    alone = NodeStates(frozenset({1, 2}), frozenset(), {}, frozenset({2}))
+    assert choose_replica_change([1], 3, 1, alone) is None

@@ -1,7 +1,10 @@
 """Stopping a node of a replicated cluster (three in-process nodes on loopback, real gRPC):
 the calls in flight finish (Raft goes on while they do), then the other nodes' Raft
 streams into it end, so the stop lasts as long as its slowest call, not the server's
-whole grace (10 s by default: every stop of a node used to take it)."""
+whole grace (10 s by default: every stop of a node used to take it). The nodes here hand
+no lease over as they stop (``lease_transfer_wait_s=0``), so that n2 still leads the
+range of the write held in it: how a drain hands the leases over is
+``test_node_drain.py``'s."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from feedkv.errors import NodeUnavailableError
 from feedkv.kv.address import split_host_port
 from feedkv.kv.api import BatchRequest, BatchResponse, Header, Put, PutResponse
 from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.server.cluster import ClusterConfig
 from feedkv.server.node import Node
 from feedkv.testing.node_cluster import await_replicas, node_cluster
 from feedkv.testing.waiting import wait_until
@@ -28,7 +32,8 @@ WRITE = Put(b"slow", b"written while stopping")
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[list[Node]]:
-    with node_cluster(tmp_path) as started:
+    config = ClusterConfig(replicas=3, rebalance_interval_s=0, lease_transfer_wait_s=0)
+    with node_cluster(tmp_path, cluster_config=config) as started:
         yield started
 
 

@@ -44,7 +44,13 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone, infinite_timestamp, infinity_of
+from feedkv.sql.time_zone import (
+    INFINITE_MICROS,
+    InfiniteTimestamp,
+    current_zone,
+    infinite_timestamp,
+    infinity_of,
+)
 from feedkv.sql.types import (
     ColumnType,
     FixedChar,
@@ -474,14 +480,10 @@ def _numeric_binary(value: Any) -> bytes:
     return header + struct.pack(f"!{len(groups)}h", *groups)
 
 
-# A timestamp's binary ``infinity`` and ``-infinity``, as PostgreSQL's.
-_INFINITE_MICROS = {"infinity": 2**63 - 1, "-infinity": -(2**63)}
-
-
 def _micros_since(value: datetime.datetime) -> int:
     infinity = infinity_of(value)
     if infinity is not None:
-        return _INFINITE_MICROS[infinity]
+        return INFINITE_MICROS[infinity]
     delta = value - (_PG_EPOCH if value.tzinfo is None else _PG_EPOCH_TZ)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -709,8 +711,8 @@ def _date_binary(raw: bytes) -> datetime.date:
 
 def _timestamp_binary(raw: bytes) -> datetime.datetime:
     micros = _exact(8, "!q")(raw)
-    if micros in (_INFINITE_MICROS["infinity"], _INFINITE_MICROS["-infinity"]):
-        return datetime.datetime.max if micros > 0 else datetime.datetime.min
+    if micros in (INFINITE_MICROS["infinity"], INFINITE_MICROS["-infinity"]):
+        return InfiniteTimestamp(micros > 0, aware=False)
     return _PG_EPOCH + datetime.timedelta(microseconds=micros)
 
 

@@ -53,7 +53,7 @@ from feedkv.sql.plan import (
     constraint_target,
     holds,
 )
-from feedkv.sql.query import query, read_source
+from feedkv.sql.query import check_full_scan, query, read_source, refuse_full_scans
 from feedkv.sql.row_codec import (
     decode_row_key,
     row_kvs,
@@ -336,6 +336,7 @@ def update(ex: Execution, s: st.Update) -> Result:
     desc = ex.table(s.table, "UPDATE")
     ex.require_privilege(desc, "SELECT")  # NB: it reads the rows it changes (CockroachDB's)
     plan = ex.plan(s, desc, UpdatePlan.of)
+    check_full_scan(ex, desc, plan.selection, s)
     if plan.blind is not None and ex.autocommit and not desc.constrained:
         key = plan.blind(ex.context)
         pair = _whole_row(ex, desc, plan, key) if key is not None else None
@@ -426,6 +427,7 @@ def _joined_targets(
         check_returning(returning)
     desc = ex.table(s.table, "UPDATE" if isinstance(s, st.Update) else "DELETE")
     ex.require_privilege(desc, "SELECT")
+    refuse_full_scans(ex, s)  # NB: the table is read whole
     targets = list(ex.rows(desc, table_span(desc.id)))
     envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
     read = [read_source(ex, join.table) for join in s.joins]
@@ -488,6 +490,7 @@ def delete(ex: Execution, s: st.Delete) -> Result:
     desc = ex.table(s.table, "DELETE")
     ex.require_privilege(desc, "SELECT")  # NB: it reads the rows it deletes (CockroachDB's)
     plan = ex.plan(s, desc, DeletePlan.of)
+    check_full_scan(ex, desc, plan.selection, s)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     returning = plan.returning
     chosen = ex.chosen(desc, plan.selection, plan.order, s.limit)

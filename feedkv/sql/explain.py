@@ -375,7 +375,8 @@ class _Planner:
             if spans == _NOTHING:
                 return Node("norows")
             if spans is not None:
-                read = _scan(desc, index.name, spans)
+                partial_index = " (partial index)" if index.predicate is not None else ""
+                read = _scan(desc, index.name + partial_index, spans)
                 node = Node("index join", [f"table: {desc.name}@{desc.name}_pkey"], [read])
                 return Node("filter", [filtered], [node]) if selection.test else node
         span, exact = selection.span(context)
@@ -450,6 +451,8 @@ def _spans(columns: list[Column], plan: Any, context: Any, descending: bool = Fa
     """The span ``plan`` (equalities on the leading ``columns``, then a range on the
     next, ``descending`` in the keys or not) reads, as CockroachDB writes spans (in key
     order: a DESC column's low bound ends them); ``None``: the table is read whole."""
+    if not plan.equal and plan.low is None and plan.high is None:
+        return "FULL SCAN"  # a partial index's every entry
     try:
         equal = []
         for compiled, column in zip(plan.equal, columns, strict=False):

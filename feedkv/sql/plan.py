@@ -252,9 +252,6 @@ class Selection:
     listed_index: tuple[Index, Callable[[Context], list[Any] | None]] | None = None
     # Whether the rows read carry their MVCC timestamp last (feedkv.sql.mvcc_column).
     mvcc: bool = False
-    # Whether a partial index holds every row WHERE selects (see _usable_indexes): a
-    # read of it is no full table scan, as CockroachDB counts one.
-    partial: bool = False
 
     @classmethod
     def of(
@@ -279,10 +276,7 @@ class Selection:
                 else:
                     by_index = _index_plan(desc, where, scope)
         span = _span_plan(desc, where, plan)
-        partial = where is not None and any(
-            index.predicate is not None for index in _usable_indexes(desc, where)
-        )
-        return cls(span, test, point, by_index, key_list, listed_index, mvcc, partial)
+        return cls(span, test, point, by_index, key_list, listed_index, mvcc)
 
 
 def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, bool]:
@@ -452,15 +446,22 @@ def _best_index(
     desc: TableDescriptor, where: exp.Expr, scope: Scope
 ) -> tuple[Index, _KeyPlan] | None:
     """The secondary index whose leading columns ``where`` fixes most (equalities, then
-    a range on the next column; a unique index all of whose columns are fixed wins)."""
+    a range on the next column; a unique index all of whose columns are fixed wins);
+    failing that, a partial index ``where`` implies, read whole (it holds only the rows
+    of its predicate, so reading it is no full table scan, as CockroachDB counts one)."""
     best: tuple[tuple[int, int, int], Index, _KeyPlan] | None = None
     for index in _usable_indexes(desc, where):
         columns = [c for i in index.column_ids if (c := desc.column_by_id(i)) is not None]
         plan = _key_plan(desc, where, scope, columns)
+        if plan is None and index.predicate is not None:
+            plan = _KeyPlan([])
         if plan is None:
             continue
         whole = index.unique and len(plan.equal) == len(columns)
-        rank = (int(whole), len(plan.equal), int(plan.low is not None or plan.high is not None))
+        bounded = plan.low is not None or plan.high is not None
+        rank = (int(whole), len(plan.equal), int(bounded))
+        if not plan.equal and not bounded:
+            rank = (-1, 0, 0)  # NB: a whole partial index only when no index narrows more
         if best is None or rank > best[0]:
             best = (rank, index, plan)
     return None if best is None else (best[1], best[2])

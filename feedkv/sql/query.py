@@ -63,7 +63,16 @@ from feedkv.sql.types import (
 from feedkv.sql.views import view_query
 from feedkv.util.keys import prefix_end
 
-__all__ = ["HANDLERS", "query", "read_source", "read_view", "select", "stream"]
+__all__ = [
+    "HANDLERS",
+    "check_full_scan",
+    "query",
+    "read_source",
+    "read_view",
+    "refuse_full_scans",
+    "select",
+    "stream",
+]
 
 
 def select(ex: Execution, s: st.Select) -> Result:
@@ -173,8 +182,10 @@ def _query(ex: Execution, q: st.Query) -> Result:
         return _select_sources(ex, q)
     if _full_scans_disallowed(ex):
         plan = ex.plan(q, desc, partial(SelectPlan.of, outer=ex.outer_scope))
-        if _reads_whole(ex, desc, plan.selection):
-            raise _full_scan(q)
+        result = plan.result
+        grouped = q.group_by or _aggregates(q) or result.windows
+        limited = not (grouped or result.distinct or result.distinct_on)
+        check_full_scan(ex, desc, plan.selection, q, limited=limited)
     if q.group_by or (q.items and _aggregates(q)):
         fast = analytic.try_select(ex, q)
         if fast is not None:
@@ -246,13 +257,14 @@ _KEY_ORDERED = frozenset(
 )
 
 
-def _in_key_order(desc: TableDescriptor, s: st.Select) -> bool:
+def _in_key_order(desc: TableDescriptor, s: st.Select | st.Update | st.Delete) -> bool:
     """Whether ``s``'s ORDER BY is the order a scan of ``desc`` gives: a prefix of its
     primary key's columns, each in its key's direction (a DESC key column's NULLs come
     last, as ORDER BY ... DESC puts them), each named as a column (not a result's
     alias)."""
     keys = desc.key_columns
-    aliases = {item.alias for item in s.items if isinstance(item, exp.Alias)}
+    items = s.items if isinstance(s, st.Select) else ()
+    aliases = {item.alias for item in items if isinstance(item, exp.Alias)}
     if len(s.order_by) > len(keys):
         return False
     for n, ((node, descending), key) in enumerate(zip(s.order_by, keys, strict=False)):
@@ -272,15 +284,43 @@ def _full_scans_disallowed(ex: Execution) -> bool:
     return ex.session.variable("disallow_full_table_scans") == "on"
 
 
+def check_full_scan(
+    ex: Execution,
+    desc: TableDescriptor,
+    selection: Selection,
+    s: st.Select | st.Update | st.Delete,
+    *,
+    limited: bool = True,
+) -> None:
+    """P0003 when the session's ``disallow_full_table_scans`` is on and ``s`` reads the
+    whole of ``desc`` through ``selection``, as CockroachDB counts a full scan. A scan
+    that stops at ``s``'s LIMIT is none (CockroachDB's optimizer gives it a hard limit):
+    one with no WHERE and no ORDER BY but the primary key's order, when ``limited``
+    (nothing between the scan and the LIMIT: no grouping, aggregate, window or
+    DISTINCT)."""
+    if not _full_scans_disallowed(ex) or not _reads_whole(ex, desc, selection):
+        return
+    if limited and s.limit is not None and s.where is None and _in_key_order(desc, s):
+        return
+    raise _full_scan(s)
+
+
+def refuse_full_scans(ex: Execution, s: st.Statement) -> None:
+    """P0003 for ``s``, which reads a table whole, when the session's
+    ``disallow_full_table_scans`` is on."""
+    if _full_scans_disallowed(ex):
+        raise _full_scan(s)
+
+
 def _reads_whole(ex: Execution, desc: TableDescriptor, selection: Selection) -> bool:
     """Whether ``selection`` reads every row of ``desc``: no key span, key list or
-    index narrows it, and no partial index holds the rows it selects."""
-    if selection.index_span is not None or selection.key_list is not None or selection.partial:
+    index (a partial one read whole included) narrows it."""
+    if selection.index_span is not None or selection.key_list is not None:
         return False
     return selection.span(ex.context)[0] == table_span(desc.id)
 
 
-def _full_scan(s: st.Select) -> SQLError:
+def _full_scan(s: st.Statement) -> SQLError:
     """CockroachDB's error for a query that reads a whole table while the session's
     ``disallow_full_table_scans`` is on (feedkv keeps no table statistics, so every
     full scan counts as a large one)."""

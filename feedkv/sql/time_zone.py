@@ -12,9 +12,9 @@ statement (:func:`statement_zone`), so that the conversions deep in the type lay
 session's statement (a changefeed decoding rows) it is UTC.
 
 TIMESTAMP and TIMESTAMPTZ have two more values, as in PostgreSQL (and CockroachDB since
-v24.3): ``infinity``, later than every other, and ``-infinity``, earlier. They are held
-as the latest and the earliest ``datetime`` (NB: so 9999-12-31 23:59:59.999999 is
-``infinity``), which order as they should; :func:`infinity_of` tells them, and they are
+v24.3): ``infinity``, later than every other, and ``-infinity``, earlier. They are
+:class:`InfiniteTimestamp` values, apart from every real one (9999-12-31 23:59:59.999999
+and 0001-01-01 00:00:00 are values too); :func:`infinity_of` tells them, and they are
 written, read and cast as themselves, never shifted to a zone.
 """
 
@@ -25,11 +25,14 @@ import functools
 import re
 import zoneinfo
 from contextvars import ContextVar
+from typing import Any, Self
 
 from feedkv.errors import SQLError
 
 __all__ = [
+    "INFINITE_MICROS",
     "ZONE",
+    "InfiniteTimestamp",
     "checked_zone",
     "current_zone",
     "infinite_timestamp",
@@ -136,12 +139,104 @@ def offset_text(value: datetime.datetime) -> str:
     return text
 
 
+# ``infinity`` and ``-infinity`` as microseconds, stored and on the wire (as PostgreSQL's
+# binary form): the ends of the INT64 range, far past any real timestamp's (years 1 to
+# 9999 are within +-2**58 of 1970 or 2000).
+INFINITE_MICROS = {"infinity": 2**63 - 1, "-infinity": -(2**63)}
+
+
+class InfiniteTimestamp(datetime.datetime):
+    """``infinity`` (``positive``) or ``-infinity``, a TIMESTAMP's (naive) or a
+    TIMESTAMPTZ's (``aware``, in UTC): later (earlier) than every real datetime and equal
+    only to the same infinity. NB: its fields are the latest (earliest) datetime's, so
+    code that reads them unasked sees a far moment; adding an interval leaves it, a zone
+    change gives the same infinity with or without the zone."""
+
+    positive: bool
+
+    def __new__(cls, positive: bool, aware: bool) -> Self:
+        edge = datetime.datetime.max if positive else datetime.datetime.min
+        zone = datetime.UTC if aware else None
+        self = super().__new__(
+            cls, *edge.timetuple()[:6], microsecond=edge.microsecond, tzinfo=zone
+        )
+        self.positive = positive
+        return self
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (InfiniteTimestamp, (self.positive, self.tzinfo is not None))
+
+    def _side(self, other: object) -> int | None:
+        """How ``other`` compares: 1 if self is later, -1 earlier, 0 equal; None when
+        they do not compare (not a datetime; naive against aware, which datetime refuses)."""
+        if not isinstance(other, datetime.datetime):
+            return None
+        if (self.tzinfo is None) != (other.tzinfo is None):
+            return None
+        mine = 1 if self.positive else -1
+        if isinstance(other, InfiniteTimestamp):
+            return (mine - (1 if other.positive else -1)) // 2
+        return mine
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, datetime.date):
+            return self._side(other) == 0
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, datetime.date):
+            return self._side(other) != 0
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((InfiniteTimestamp, self.positive, self.tzinfo is None))
+
+    def __lt__(self, other: datetime.date) -> bool:
+        side = self._side(other)
+        return NotImplemented if side is None else side < 0
+
+    def __le__(self, other: datetime.date) -> bool:
+        side = self._side(other)
+        return NotImplemented if side is None else side <= 0
+
+    def __gt__(self, other: datetime.date) -> bool:
+        side = self._side(other)
+        return NotImplemented if side is None else side > 0
+
+    def __ge__(self, other: datetime.date) -> bool:
+        side = self._side(other)
+        return NotImplemented if side is None else side >= 0
+
+    def __add__(self, other: datetime.timedelta) -> Self:
+        return self if isinstance(other, datetime.timedelta) else NotImplemented
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self if isinstance(other, datetime.timedelta) else super().__sub__(other)
+
+    def replace(self, *args: Any, **kwargs: Any) -> Self:
+        if args or set(kwargs) - {"tzinfo"}:
+            raise ValueError(f"{infinity_of(self)} has no fields to replace")
+        zone = kwargs.get("tzinfo", self.tzinfo)
+        return type(self)(self.positive, zone is not None)
+
+    def astimezone(self, tz: datetime.tzinfo | None = None) -> Self:
+        return type(self)(self.positive, aware=True)
+
+    def __str__(self) -> str:
+        return "infinity" if self.positive else "-infinity"
+
+    def __repr__(self) -> str:
+        aware = self.tzinfo is not None
+        return f"InfiniteTimestamp(positive={self.positive}, aware={aware})"
+
+
 def infinity_of(value: datetime.datetime) -> str | None:
     """``'infinity'`` or ``'-infinity'`` for a timestamp that is one, else None."""
-    wall = value.replace(tzinfo=None)
-    if wall == datetime.datetime.max:
-        return "infinity"
-    return "-infinity" if wall == datetime.datetime.min else None
+    if isinstance(value, InfiniteTimestamp):
+        return "infinity" if value.positive else "-infinity"
+    return None
 
 
 def infinite_timestamp(text: str, aware: bool) -> datetime.datetime | None:
@@ -150,8 +245,7 @@ def infinite_timestamp(text: str, aware: bool) -> datetime.datetime | None:
     word = text.strip().lower()
     if word not in ("infinity", "+infinity", "-infinity"):
         return None
-    value = datetime.datetime.min if word[0] == "-" else datetime.datetime.max
-    return value.replace(tzinfo=datetime.UTC) if aware else value
+    return InfiniteTimestamp(word[0] != "-", aware)
 
 
 def timestamp_text(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> str:

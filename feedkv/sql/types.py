@@ -42,7 +42,14 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, is_json
-from feedkv.sql.time_zone import current_zone, infinite_timestamp, infinity_of, timestamp_text
+from feedkv.sql.time_zone import (
+    INFINITE_MICROS,
+    InfiniteTimestamp,
+    current_zone,
+    infinite_timestamp,
+    infinity_of,
+    timestamp_text,
+)
 from feedkv.util.hlc import Timestamp
 from feedkv.util.units import parse_duration_ns
 
@@ -856,6 +863,9 @@ Primitive = None | bool | int | float | str | bytes
 
 
 def _micros(value: datetime.datetime) -> int:
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return INFINITE_MICROS[infinity]
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     delta = value - EPOCH
@@ -863,6 +873,8 @@ def _micros(value: datetime.datetime) -> int:
 
 
 def _from_micros(micros: int, aware: bool) -> datetime.datetime:
+    if micros in (INFINITE_MICROS["infinity"], INFINITE_MICROS["-infinity"]):
+        return InfiniteTimestamp(micros > 0, aware)
     value = EPOCH + datetime.timedelta(microseconds=micros)
     return value.replace(tzinfo=UTC) if aware else value
 

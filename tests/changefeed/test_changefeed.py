@@ -206,10 +206,17 @@ def test_every_type_in_cockroachdb_json_form(db: DB) -> None:
 
 def test_infinite_timestamps_are_written_as_the_words(db: DB) -> None:
     db.sql("CREATE TABLE ends (k INT PRIMARY KEY, at TIMESTAMP, atz TIMESTAMPTZ)")
-    db.sql("INSERT INTO ends VALUES (1, 'infinity', '-infinity')")
+    db.sql(
+        "INSERT INTO ends VALUES (1, 'infinity', '-infinity'), "
+        "(2, '0001-01-01 00:00:00', '9999-12-31 23:59:59.999999+00')"
+    )
     result = feed(db, "EXPERIMENTAL CHANGEFEED FOR ends WITH initial_scan='only'")
-    ((_t, _k, value),) = list(result)
-    assert json.loads(value)["after"] == {"k": 1, "at": "infinity", "atz": "-infinity"}
+    values = [json.loads(value)["after"] for _t, _k, value in result]
+    # NB: the earliest and latest real timestamps are no infinities
+    assert values == [
+        {"k": 1, "at": "infinity", "atz": "-infinity"},
+        {"k": 2, "at": "0001-01-01T00:00:00", "atz": "9999-12-31T23:59:59.999999Z"},
+    ]
 
 
 def test_column_families_merge_into_whole_rows(db: DB) -> None:

@@ -85,3 +85,52 @@ def test_an_infinite_timestamp_is_no_date(pg_url: str) -> None:
             "extract(hour FROM 'infinity'::TIMESTAMP), to_json('-infinity'::TIMESTAMPTZ)"
         ).fetchone()
         assert row == (True, None, "-infinity")
+
+
+class _Micros(psycopg.adapt.Loader):
+    """A binary TIMESTAMP/TIMESTAMPTZ as its INT8 microseconds since 2000 (psycopg has no
+    datetime for infinity)."""
+
+    format = psycopg.pq.Format.BINARY
+
+    def load(self, data: bytes | bytearray | memoryview) -> int:
+        return int.from_bytes(data, "big", signed=True)
+
+
+def test_year_one_and_the_last_microsecond_are_not_the_infinities(pg_url: str) -> None:
+    first = datetime.datetime(1, 1, 1)
+    last = datetime.datetime.max
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE x (at TIMESTAMP PRIMARY KEY, atz TIMESTAMPTZ)")
+        with conn.cursor(binary=True) as cur:
+            cur.executemany(
+                "INSERT INTO x VALUES (%b, %b)",
+                [(first, last.replace(tzinfo=datetime.UTC)), (last, None)],
+            )
+        conn.execute("INSERT INTO x VALUES ('infinity', '-infinity'), ('-infinity', 'infinity')")
+        query = "SELECT at, atz FROM x WHERE at > '-infinity' AND at < 'infinity' ORDER BY at"
+        expected = [(first, last.replace(tzinfo=datetime.UTC)), (last, None)]
+        for binary in (False, True):
+            with conn.cursor(binary=binary) as cur:
+                assert cur.execute(query).fetchall() == expected
+        text = conn.execute("SELECT at::STRING, atz::STRING FROM x ORDER BY at").fetchall()
+        assert text == [
+            ("-infinity", "infinity"),
+            ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999+00"),
+            ("9999-12-31 23:59:59.999999", None),
+            ("infinity", "-infinity"),
+        ]
+        with conn.cursor(binary=True) as cur:
+            cur.adapters.register_loader("timestamp", _Micros)
+            cur.adapters.register_loader("timestamptz", _Micros)
+            micros = cur.execute("SELECT at FROM x ORDER BY at").fetchall()
+        seconds_to_2000 = 946_684_800 * 1_000_000
+        assert micros == [
+            (-(2**63),),
+            (
+                int((first - datetime.datetime(1970, 1, 1)).total_seconds()) * 10**6
+                - seconds_to_2000,
+            ),
+            (253_402_300_799_999_999 - seconds_to_2000,),
+            (2**63 - 1,),
+        ]

@@ -74,6 +74,26 @@ def test_a_secondary_index_read_is_an_index_join(tables: DB) -> None:
     ]
 
 
+def test_a_partial_index_where_implies_is_read_whole(db: DB) -> None:
+    # CockroachDB reads the index that holds only the rows WHERE can select: no full
+    # table scan (so disallow_full_table_scans lets it run)
+    db.sql("CREATE TABLE p (k INT PRIMARY KEY, a INT, b INT, INDEX pos_b (b) WHERE a > 0)")
+    db.sql("INSERT INTO p VALUES (1, 1, 10), (2, -1, 20), (3, 5, NULL)")
+    assert plan(db, "SELECT k FROM p WHERE a > 0") == [
+        "• filter",
+        "│ filter: a > 0",
+        "│",
+        "└── • index join",
+        "    │ table: p@p_pkey",
+        "    │",
+        "    └── • scan",
+        *scan("p@pos_b (partial index)", "FULL SCAN", "          "),
+    ]
+    assert db.sql("SELECT k FROM p WHERE a > 0").rows == [(1,), (3,)]
+    assert db.sql("DELETE FROM p WHERE a > 0 AND a < 3 RETURNING k").rows == [(1,)]
+    assert db.sql("SELECT k FROM p WHERE a > 0").rows == [(3,)]
+
+
 def test_grouping_sorting_and_limit_stack_in_the_order_they_run(tables: DB) -> None:
     assert plan(tables, "SELECT v, count(*) FROM t GROUP BY v ORDER BY v LIMIT 5") == [
         "• limit",

@@ -70,6 +70,7 @@ from feedkv.sql.types import (
     format_value,
     from_key,
 )
+from feedkv.sql.volatility import refuse_zoned_casts
 from feedkv.util.encoding import Direction, decode_value
 from feedkv.util.keys import check_key
 from feedkv.util.units import counted, parse_duration_ns
@@ -819,15 +820,7 @@ def _check_computed_types(desc: TableDescriptor) -> None:
         scope.add(["", desc.name], column.name, index, column.type)
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
-        for cast in node.find_all(exp.Cast):
-            source = type_of(cast.this, scope)
-            target = type_of(cast, scope)
-            if source is not None and target is not None and _zoned(source.kind, target.kind):
-                raise SQLError(
-                    "0A000",
-                    "context-dependent operators are not allowed in computed column: "
-                    f"{source.sql()}::{target.sql()} depends on the session's time zone",
-                )
+        refuse_zoned_casts(node, scope, "computed column")
         found = type_of(node, scope)
         if found is None:
             continue
@@ -845,16 +838,6 @@ def _check_computed_types(desc: TableDescriptor) -> None:
 def _type_name(kind: Kind) -> str:
     """A type as CockroachDB's type-check errors name it (``int``, ``string``)."""
     return {Kind.INT: "int", Kind.STRING: "string"}.get(kind, kind.value.lower())
-
-
-_ZONED = frozenset({Kind.TIMESTAMPTZ})
-_LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
-
-
-def _zoned(source: Kind, target: Kind) -> bool:
-    """Whether a cast from ``source`` to ``target`` reads the session's time zone (a
-    TIMESTAMPTZ to or from a local date, time or text): CockroachDB's "stable" casts."""
-    return (source in _ZONED and target in _LOCAL) or (source in _LOCAL and target in _ZONED)
 
 
 def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:

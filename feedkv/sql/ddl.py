@@ -868,7 +868,7 @@ def _check_computed_types(desc: TableDescriptor) -> None:
         scope.add(["", desc.name], column.name, index, column.type)
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
-        refuse_zoned_casts(node, scope, "computed column")
+        refuse_zoned_casts(node, lambda e: type_of(e, scope), "computed column")
         found = type_of(node, scope)
         if found is None:
             continue

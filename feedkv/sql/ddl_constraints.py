@@ -148,7 +148,7 @@ def _predicate(desc: TableDescriptor, node: exp.Expr) -> str:
     refuse_non_immutable(node, "index predicate")
     scope = table_scope(desc, "")
     compile_expr(node, scope)  # 42703 for a column it does not have
-    refuse_zoned_casts(node, scope, "index predicate")
+    refuse_zoned_casts(node, lambda e: type_of(e, scope), "index predicate")
     found = type_of(node, scope)
     if found is not None and found.kind is not Kind.BOOL:
         raise SQLError(

@@ -49,7 +49,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal, cursor_syntax
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt
+from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt, outer_nodes, refuse_aggregates
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -325,8 +325,6 @@ def _jsonb_agg(args: list[exp.Expr], spelled: str = "jsonb_agg") -> exp.Expr:
 def _refuse_aggregates_in_from(item: exp.Expr) -> None:
     """A function in FROM is one row of its value: an aggregate or a window function
     there is refused (42803, 42P20), as CockroachDB's, not taken as a group of one row."""
-    from feedkv.sql.expr import outer_nodes, refuse_aggregates  # NB: expr imports parser
-
     if any(True for _ in outer_nodes(item, exp.Window)):
         raise SQLError("42P20", "window functions are not allowed in FROM")
     refuse_aggregates(item, "FROM")

@@ -11,13 +11,14 @@ written, so both are refused there with CockroachDB's 0A000.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql.expr import Scope
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["refuse_non_immutable", "refuse_zoned_casts"]
+__all__ = ["TypeOf", "refuse_non_immutable", "refuse_zoned_casts"]
 
 _STABLE = frozenset(
     """now current_timestamp current_date current_time localtime localtimestamp
@@ -32,6 +33,7 @@ _VOLATILE = frozenset(
 )
 _STABLE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentUser)
 _VOLATILE_NODES = (exp.Rand,)
+TypeOf = Callable[[exp.Expr], ColumnType | None]
 _ZONED = frozenset({Kind.TIMESTAMPTZ})
 _LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
 
@@ -59,15 +61,13 @@ def _zoned(source: Kind, target: Kind) -> bool:
     return (source in _ZONED and target in _LOCAL) or (source in _LOCAL and target in _ZONED)
 
 
-def refuse_zoned_casts(node: exp.Expr, scope: Scope, where: str) -> None:
-    """0A000 if ``node`` (over ``scope``'s columns) casts between a TIMESTAMPTZ and a
-    local date, time or text: the cast reads the session's time zone (CockroachDB's
-    "stable" casts)."""
-    from feedkv.sql.describe import type_of  # NB: describe imports computed, which imports this
-
+def refuse_zoned_casts(node: exp.Expr, type_of: TypeOf, where: str) -> None:
+    """0A000 if ``node`` casts between a TIMESTAMPTZ and a local date, time or text:
+    the cast reads the session's time zone (CockroachDB's "stable" casts). ``type_of``
+    gives an expression's type where it follows from the expression (None if not)."""
     for cast in node.find_all(exp.Cast):
-        source = type_of(cast.this, scope)
-        target = type_of(cast, scope)
+        source = type_of(cast.this)
+        target = type_of(cast)
         if source is not None and target is not None and _zoned(source.kind, target.kind):
             raise SQLError(
                 "0A000",

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import SQLError
+from feedkv.sql.describe import type_of
 from feedkv.sql.expr import Scope
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.types import ColumnType, Kind
-from feedkv.sql.volatility import refuse_non_immutable, refuse_zoned_casts
+from feedkv.sql.volatility import TypeOf, refuse_non_immutable, refuse_zoned_casts
 
 
 @pytest.mark.parametrize(
@@ -34,12 +35,12 @@ def test_an_immutable_expression_passes(text: str) -> None:
     assert refuse_non_immutable(parse_expression(text), "index predicate") is None
 
 
-def _scope() -> Scope:
+def _types() -> TypeOf:
     scope = Scope(table_name="t")
     scope.add(["", "t"], "ts", 0, ColumnType(Kind.TIMESTAMPTZ))
     scope.add(["", "t"], "s", 1, ColumnType(Kind.STRING))
     scope.add(["", "t"], "n", 2, ColumnType(Kind.INT))
-    return scope
+    return lambda node: type_of(node, scope)
 
 
 @pytest.mark.parametrize(
@@ -47,11 +48,11 @@ def _scope() -> Scope:
 )
 def test_a_cast_that_reads_the_time_zone_is_refused(text: str) -> None:
     with pytest.raises(SQLError) as raised:
-        refuse_zoned_casts(parse_expression(text), _scope(), "computed column")
+        refuse_zoned_casts(parse_expression(text), _types(), "computed column")
     assert raised.value.code == "0A000"
     assert "depends on the session's time zone" in str(raised.value)
 
 
 @pytest.mark.parametrize("text", ["n::STRING = '1'", "ts + INTERVAL '1 day' > ts"])
 def test_a_cast_free_of_the_time_zone_passes(text: str) -> None:
-    assert refuse_zoned_casts(parse_expression(text), _scope(), "computed column") is None
+    assert refuse_zoned_casts(parse_expression(text), _types(), "computed column") is None

@@ -29,6 +29,7 @@ from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.expr import Compiled, Context, Scope, compile_expr
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.types import coerce
+from feedkv.sql.volatility import refuse_non_immutable
 
 __all__ = [
     "check_computed",
@@ -40,30 +41,7 @@ __all__ = [
     "renamed_in",
 ]
 
-# Functions that read something besides their arguments (CockroachDB: stable, "context
-# dependent") or give a new value per call (volatile): not allowed in a computed column.
-_STABLE = frozenset(
-    """now current_timestamp current_date current_time localtime localtimestamp
-    statement_timestamp transaction_timestamp current_user session_user user
-    current_database current_schema current_schemas version timeofday
-    cluster_logical_timestamp crdb_internal.cluster_name current_setting
-    to_char age""".split()  # noqa: SIM905
-)
-_VOLATILE = frozenset(
-    """random rand gen_random_uuid uuid_generate_v4 uuid_v4 unique_rowid unordered_unique_rowid
-    nextval currval lastval setval clock_timestamp pg_sleep gen_random_ulid""".split()  # noqa: SIM905
-)
-_STABLE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentUser)
-_VOLATILE_NODES = (exp.Rand,)
 _WHERE = "computed column"
-
-
-def _function_name(node: exp.Expr) -> str | None:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return None
 
 
 def _check_expression(desc: TableDescriptor, column: Column, node: exp.Expr) -> None:
@@ -77,11 +55,6 @@ def _check_expression(desc: TableDescriptor, column: Column, node: exp.Expr) -> 
             raise SQLError("42803", f"aggregate functions are not allowed in {_WHERE}")
         if isinstance(found, exp.Placeholder | exp.Parameter):
             raise SQLError("42P02", f"placeholders are not allowed in {_WHERE}")
-        name = _function_name(found)
-        if isinstance(found, _VOLATILE_NODES) or name in _VOLATILE:
-            raise SQLError("0A000", f"volatile functions are not allowed in {_WHERE}")
-        if isinstance(found, _STABLE_NODES) or name in _STABLE:
-            raise SQLError("0A000", f"context-dependent operators are not allowed in {_WHERE}")
         if isinstance(found, exp.Column):
             if found.table and found.table != desc.name:
                 raise SQLError(
@@ -96,6 +69,7 @@ def _check_expression(desc: TableDescriptor, column: Column, node: exp.Expr) -> 
                 raise SQLError(
                     "42P16", "computed column expression cannot reference computed columns"
                 )
+    refuse_non_immutable(node, _WHERE)
 
 
 def _scope(desc: TableDescriptor) -> Scope:

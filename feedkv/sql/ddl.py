@@ -70,6 +70,7 @@ from feedkv.sql.types import (
     format_value,
     from_key,
 )
+from feedkv.sql.volatility import refuse_zoned_casts
 from feedkv.util.encoding import Direction, decode_value
 from feedkv.util.keys import check_key
 from feedkv.util.units import counted, parse_duration_ns
@@ -222,22 +223,20 @@ def _with_identity_sequence(
     if spec.computed is not None:
         raise SQLError("42601", f'both generated and identity specified for column "{spec.name}"')
     name = f"{table.name}_{spec.name}_seq"
+    # NB: the DEFAULT names the sequence's database, which a session in another one
+    # would not find by the bare name (or find another sequence by it)
+    database = ex.database(table.database).name
     settings = identity.sequence
     sequence = st.CreateSequence(
         "",
-        st.TableName(name, table.database),
+        st.TableName(name, database),
         settings.increment,
         settings.min_value,
         settings.max_value,
         settings.start,
     )
     create_sequence(ex, sequence)
-    qualified = (
-        quote_name(name)
-        if table.database is None
-        else (f"{quote_name(table.database)}.{quote_name(name)}")
-    )
-    text = qualified.replace("'", "''")
+    text = f"{quote_name(database)}.public.{quote_name(name)}".replace("'", "''")
     return replace(spec, default=parse_expression(f"nextval('{text}')"), nullable=False)
 
 
@@ -440,18 +439,53 @@ def _check_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnS
     sequences.sequence_named(ex.session, ex.read_source, args[0].name)
 
 
-def _default_sequence_ids(ex: Execution, column: Column) -> list[int]:
-    """The sequences a column's DEFAULT calls nextval() on."""
+def _default_sequence_ids(ex: Execution, column: Column, database: DatabaseDescriptor) -> list[int]:
+    """The sequences a column's DEFAULT calls nextval() on; a name without a database
+    is one of ``database`` (its table's)."""
     if column.default is None or "nextval" not in column.default.lower():
         return []
     found = []
     for call in _sequence_calls(parse_expression(column.default)):
-        name = call.expressions[0].name if call.expressions else ""
         try:
-            found.append(sequences.sequence_named(ex.session, ex.read_source, name).id)
+            named, name = sequences.parse_sequence_name(
+                call.expressions[0].name if call.expressions else ""
+            )
+            home = database if named is None else ex.session.resolve_database(ex.read_source, named)
+            found.append(catalog.sequence_by_name(ex.read_source, home, name).id)
         except SQLError:
             continue
     return found
+
+
+def _default_user(
+    ex: Execution, sequence: SequenceDescriptor, *, besides: int = 0
+) -> tuple[TableDescriptor, Column] | None:
+    """A column, of any table but ``besides`` in any database, whose DEFAULT calls
+    nextval() on ``sequence``, and its table; None if there is none."""
+    txn = ex.write_txn
+    for database in catalog.list_databases(txn):
+        for table in catalog.list_tables(txn, database):
+            if table.id == besides:
+                continue
+            for column in table.columns:
+                if sequence.id in _default_sequence_ids(ex, column, database):
+                    return table, column
+    return None
+
+
+def _identity_sequences(ex: Execution, desc: TableDescriptor) -> list[SequenceDescriptor]:
+    """The sequences ``desc``'s identity columns own (which go with the table)."""
+    txn = ex.write_txn
+    database = catalog.get_descriptor(txn, desc.database_id)
+    if not isinstance(database, DatabaseDescriptor):
+        return []
+    return [
+        sequence
+        for column in desc.columns
+        if column.identity is not None
+        for sequence_id in _default_sequence_ids(ex, column, database)
+        if isinstance(sequence := catalog.get_descriptor(txn, sequence_id), SequenceDescriptor)
+    ]
 
 
 def _families(
@@ -568,6 +602,25 @@ def _refuse_if_read_by_views(
 
 
 def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) -> None:
+    owned = _identity_sequences(ex, desc)
+    for sequence in owned:
+        user = _default_user(ex, sequence, besides=desc.id)
+        if user is None:
+            continue
+        table, column = user
+        detail = (
+            f'The default of column "{column.name}" of table "{table.name}" uses sequence '
+            f'"{sequence.name}".'
+        )
+        if cascade:  # NB: CockroachDB's CASCADE would drop that DEFAULT; feedkv's does not
+            raise SQLError(
+                "0A000", f"DROP TABLE {desc.name} CASCADE is not supported", detail=detail
+            )
+        raise SQLError(
+            "2BP01",
+            f"cannot drop table {desc.name} because other objects depend on it",
+            detail=detail,
+        )
     if cascade:
         ddl_constraints.drop_inbound(ex, desc)
     else:
@@ -583,12 +636,8 @@ def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) 
     catalog.remove_name(txn, desc.database_id, desc.name)
     comments.forget(txn, desc.id)
     ex.session.forget(table=desc.id)
-    for column in desc.columns:  # NB: an identity column's sequence goes with it
-        if column.identity is not None:
-            for sequence_id in _default_sequence_ids(ex, column):
-                sequence = catalog.get_descriptor(txn, sequence_id)
-                if isinstance(sequence, SequenceDescriptor):
-                    _drop_sequence(ex, sequence)
+    for sequence in owned:  # NB: an identity column's sequence goes with it
+        _drop_sequence(ex, sequence)
 
 
 def truncate(ex: Execution, s: st.Truncate) -> Result:
@@ -819,15 +868,7 @@ def _check_computed_types(desc: TableDescriptor) -> None:
         scope.add(["", desc.name], column.name, index, column.type)
     for column in desc.computed_columns:
         node = parse_expression(column.computed or "")
-        for cast in node.find_all(exp.Cast):
-            source = type_of(cast.this, scope)
-            target = type_of(cast, scope)
-            if source is not None and target is not None and _zoned(source.kind, target.kind):
-                raise SQLError(
-                    "0A000",
-                    "context-dependent operators are not allowed in computed column: "
-                    f"{source.sql()}::{target.sql()} depends on the session's time zone",
-                )
+        refuse_zoned_casts(node, lambda e: type_of(e, scope), "computed column")
         found = type_of(node, scope)
         if found is None:
             continue
@@ -845,16 +886,6 @@ def _check_computed_types(desc: TableDescriptor) -> None:
 def _type_name(kind: Kind) -> str:
     """A type as CockroachDB's type-check errors name it (``int``, ``string``)."""
     return {Kind.INT: "int", Kind.STRING: "string"}.get(kind, kind.value.lower())
-
-
-_ZONED = frozenset({Kind.TIMESTAMPTZ})
-_LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
-
-
-def _zoned(source: Kind, target: Kind) -> bool:
-    """Whether a cast from ``source`` to ``target`` reads the session's time zone (a
-    TIMESTAMPTZ to or from a local date, time or text): CockroachDB's "stable" casts."""
-    return (source in _ZONED and target in _LOCAL) or (source in _LOCAL and target in _ZONED)
 
 
 def _refuse_if_computed_from(desc: TableDescriptor, column: Column) -> None:
@@ -1753,14 +1784,14 @@ def drop_sequence(ex: Execution, s: st.DropSequence) -> Result:
                 continue
             raise
         ex.require_privilege(sequence, "DROP")
-        for table in catalog.list_tables(ex.write_txn, database):
-            for column in table.columns:
-                if sequence.id in _default_sequence_ids(ex, column):
-                    raise SQLError(
-                        "2BP01",
-                        f'cannot drop sequence "{sequence.name}": the default of column '
-                        f'"{column.name}" of table "{table.name}" uses it',
-                    )
+        user = _default_user(ex, sequence)
+        if user is not None:
+            table, column = user
+            raise SQLError(
+                "2BP01",
+                f'cannot drop sequence "{sequence.name}": the default of column '
+                f'"{column.name}" of table "{table.name}" uses it',
+            )
         _drop_sequence(ex, sequence)
     return Result(tag="DROP SEQUENCE")
 

@@ -29,6 +29,7 @@ from feedkv.sql.indexes import index_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import table_scope
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.volatility import refuse_non_immutable, refuse_zoned_casts
 
 __all__ = [
     "HANDLERS",
@@ -138,13 +139,16 @@ def _index(
 
 def _predicate(desc: TableDescriptor, node: exp.Expr) -> str:
     """A partial index's WHERE as its SQL text, once it is known to be a boolean over
-    the table's columns, as CockroachDB requires."""
+    the table's columns that calls only immutable functions, as CockroachDB requires."""
     if node.find(exp.Select) is not None:
         raise SQLError("0A000", "subqueries are not allowed in index predicate")
     if node.find(exp.AggFunc, exp.Window) is not None:
         raise SQLError("42803", "aggregate functions are not allowed in index predicate")
+    # NB: a row's membership would otherwise depend on when or by whom it was written
+    refuse_non_immutable(node, "index predicate")
     scope = table_scope(desc, "")
     compile_expr(node, scope)  # 42703 for a column it does not have
+    refuse_zoned_casts(node, lambda e: type_of(e, scope), "index predicate")
     found = type_of(node, scope)
     if found is not None and found.kind is not Kind.BOOL:
         raise SQLError(

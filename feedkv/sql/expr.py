@@ -25,7 +25,7 @@ import math
 import operator
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -33,7 +33,12 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql import datetime_functions, jsonb, scalar_functions
-from feedkv.sql.aggregate_nodes import AGGREGATES
+from feedkv.sql.aggregate_nodes import (
+    AGGREGATES,
+    aggregate_name,
+    outer_nodes,
+    refuse_aggregates,
+)
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.as_json import as_json
 from feedkv.sql.bits import BitString
@@ -255,38 +260,12 @@ class Scope:
         return found
 
 
-# A query of its own inside an expression (ANY and ALL hold one, maybe bare).
-_NESTED = (exp.Subquery, exp.Exists, exp.Select, exp.Any, exp.All)
-
-
-def outer_nodes(node: exp.Expr, *types: type[exp.Expr]) -> Iterator[exp.Expr]:
-    """The nodes of ``types`` in ``node``, but for those inside its subqueries (whose
-    names and aggregates are their own)."""
-    for part in node.walk(prune=lambda n: n is not node and isinstance(n, _NESTED)):
-        if isinstance(part, types):
-            yield part
-
-
 def contains_aggregate(node: exp.Expr) -> bool:
     """Whether ``node`` calls an aggregate (a window's function is no such call)."""
     return any(
         not (isinstance(call.parent, exp.Window) and call.parent.this is call)
         for call in outer_nodes(node, *AGGREGATES)
     )
-
-
-def refuse_aggregates(node: exp.Expr | None, clause: str) -> None:
-    """42803 for an aggregate called in ``node`` (not in its subqueries), which stands in
-    ``clause``: CockroachDB's message, ``sum(): aggregate functions are not allowed in
-    WHERE``."""
-    if node is None:
-        return
-    for call in outer_nodes(node, *AGGREGATES):
-        if not (isinstance(call.parent, exp.Window) and call.parent.this is call):
-            raise SQLError(
-                "42803",
-                f"{expression_name(call)}(): aggregate functions are not allowed in {clause}",
-            )
 
 
 def expression_name(node: exp.Expr) -> str:
@@ -341,14 +320,8 @@ def _figured_name(node: exp.Expr) -> tuple[int, str]:
 def _function_name(node: exp.Expr) -> str:
     """The name of a function call written in its own syntax (TRIM(... FROM ...),
     POSITION(... IN ...), EXTRACT, CURRENT_TIMESTAMP), or one feedkv's parser builds."""
-    if isinstance(node, exp.Count):
-        return "count"
-    if isinstance(node, exp.VariancePop):
-        return "var_pop"
-    if isinstance(node, exp.JSONArrayAgg):
-        return "jsonb_agg"
-    if isinstance(node, exp.GroupConcat):
-        return "string_agg"
+    if isinstance(node, AGGREGATES):
+        return aggregate_name(node)
     if isinstance(node, exp.TimestampTrunc):
         return "date_trunc"
     if isinstance(node, exp.Trim):
@@ -358,8 +331,6 @@ def _function_name(node: exp.Expr) -> str:
         return "lpad" if node.args.get("is_left") else "rpad"
     if type(node) in _FUNCTION_NODES:
         return _FUNCTION_NODES[type(node)][0]
-    if isinstance(node, exp.BitwiseAndAgg | exp.BitwiseOrAgg):
-        return "bit_and" if isinstance(node, exp.BitwiseAndAgg) else "bit_or"
     if isinstance(node, exp.Func):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else node.name
         return name.lower()

@@ -49,7 +49,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal, cursor_syntax
 from feedkv.sql import statements as st
-from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt
+from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt, outer_nodes, refuse_aggregates
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -320,6 +320,14 @@ def _jsonb_agg(args: list[exp.Expr], spelled: str = "jsonb_agg") -> exp.Expr:
     node = exp.JSONArrayAgg(this=args[0])
     node.meta["spelled"] = spelled
     return node
+
+
+def _refuse_aggregates_in_from(item: exp.Expr) -> None:
+    """A function in FROM is one row of its value: an aggregate or a window function
+    there is refused (42803, 42P20), as CockroachDB's, not taken as a group of one row."""
+    if any(True for _ in outer_nodes(item, exp.Window)):
+        raise SQLError("42P20", "window functions are not allowed in FROM")
+    refuse_aggregates(item, "FROM")
 
 
 def _filtered(node: exp.Filter) -> exp.Expr:
@@ -3597,6 +3605,7 @@ class _Converter:
         name = _ident(alias.this) if alias is not None and alias.this is not None else ""
         columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
         item = node.this.copy()
+        _refuse_aggregates_in_from(item)
         query = self._query(exp.select(exp.alias_(item, name) if name and not columns else item))
         return st.Derived(query, name, columns), None, name or None
 
@@ -3637,7 +3646,7 @@ class _Converter:
             return source, None, name or None
         if isinstance(node, exp.Unnest):
             return _unnest(node), None, None
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)
         if not isinstance(node, exp.Table):
             raise SQLError("0A000", "SELECT reads from tables and subqueries (no functions)")

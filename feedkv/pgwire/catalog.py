@@ -25,7 +25,7 @@ import json
 import re
 import sqlite3
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
     PRIMARY_INDEX_ID,
     RESERVED_WORDS,
+    Column,
     DatabaseDescriptor,
     SequenceDescriptor,
     TableDescriptor,
@@ -357,9 +358,9 @@ def _build(
     users: Sequence[User],
     memberships: Sequence[tuple[str, str]] = (),
     types: Sequence[TypeDescriptor] = (),
-) -> tuple[sqlite3.Connection, dict[str, int]]:
-    """The catalog of ``database`` as SQLite tables, and the OIDs of its relations by
-    name (for ``regclass``)."""
+) -> tuple[sqlite3.Connection, dict[str, int], dict[str, int]]:
+    """The catalog of ``database`` as SQLite tables, the OIDs of its relations by name
+    (for ``regclass``) and of its enum types by name."""
     db = sqlite3.connect(":memory:", detect_types=sqlite3.PARSE_DECLTYPES)
     db.execute("ATTACH DATABASE ':memory:' AS information_schema")
     db.executescript(_SCHEMA)
@@ -413,7 +414,7 @@ def _build(
             names[index.name] = _secondary_oid(desc, index.id)
         _add_secondary(db, database, desc, by_id)
     db.commit()
-    return db, names
+    return db, names, enums
 
 
 def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
@@ -474,6 +475,46 @@ def _add_enums(db: sqlite3.Connection, types: Sequence[TypeDescriptor]) -> dict[
     return oids
 
 
+def _column_rows(
+    database: str, relid: int, relname: str, columns: Sequence[Column], enums: dict[str, int]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The pg_attribute, pg_attrdef and information_schema.columns rows of the columns
+    of relation ``relid`` (a table's or a view's), numbered from 1."""
+    attributes: list[tuple[Any, ...]] = []
+    defaults: list[tuple[Any, ...]] = []
+    info: list[tuple[Any, ...]] = []
+    for n, column in enumerate(columns, start=1):
+        typid, typmod = _pg_type(column.type, enums)
+        # NB: as PostgreSQL shows a generated column: attgenerated 's' and its
+        # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
+        # psql before 18 reads another letter as a plain DEFAULT
+        generated = "" if column.computed is None else "s"
+        expression = column.default if column.computed is None else column.computed
+        attributes.append(
+            (relid, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
+             expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
+             OID.VARCHAR, OID.BPCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
+        )  # fmt: skip
+        if expression is not None:
+            defaults.append((_INDEX_OID_BASE * 2 + relid * 1000 + n, relid, n, expression))
+        formatted = _format_type(typid, typmod) or "unknown"
+        data_type = re.sub(r"\(.*", "", formatted)
+        udt_name = _TYPE_NAMES.get(typid, "unknown")
+        if column.type.kind is Kind.ARRAY:
+            data_type = "ARRAY"
+        elif typid in enums.values():
+            data_type, udt_name = "USER-DEFINED", str(column.type.type_name)
+        info.append(
+            (database, "public", relname, column.name, n, column.default,
+             "YES" if column.nullable else "NO", data_type,
+             column.type.width if column.type.kind is Kind.STRING else None,
+             _precision(column.type), column.type.scale, udt_name,
+             "NEVER" if column.computed is None else "ALWAYS", column.computed or "",
+             "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
+        )  # fmt: skip
+    return attributes, defaults, info
+
+
 def _add_table(
     db: sqlite3.Connection, database: str, desc: TableDescriptor, enums: dict[str, int]
 ) -> None:
@@ -494,36 +535,7 @@ def _add_table(
              0, None, None, None, False, 0),
         ],
     )  # fmt: skip
-    attributes, defaults, info = [], [], []
-    for n, column in enumerate(columns, start=1):
-        typid, typmod = _pg_type(column.type, enums)
-        # NB: as PostgreSQL shows a generated column: attgenerated 's' and its
-        # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
-        # psql before 18 reads another letter as a plain DEFAULT
-        generated = "" if column.computed is None else "s"
-        expression = column.default if column.computed is None else column.computed
-        attributes.append(
-            (desc.id, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
-             expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
-             OID.VARCHAR, OID.BPCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
-        )  # fmt: skip
-        if expression is not None:
-            defaults.append((_INDEX_OID_BASE * 2 + desc.id * 1000 + n, desc.id, n, expression))
-        formatted = _format_type(typid, typmod) or "unknown"
-        data_type = re.sub(r"\(.*", "", formatted)
-        udt_name = _TYPE_NAMES.get(typid, "unknown")
-        if column.type.kind is Kind.ARRAY:
-            data_type = "ARRAY"
-        elif typid in enums.values():
-            data_type, udt_name = "USER-DEFINED", str(column.type.type_name)
-        info.append(
-            (database, "public", desc.name, column.name, n, column.default,
-             "YES" if column.nullable else "NO", data_type,
-             column.type.width if column.type.kind is Kind.STRING else None,
-             _precision(column.type), column.type.scale, udt_name,
-             "NEVER" if column.computed is None else "ALWAYS", column.computed or "",
-             "YES" if column.hidden else "NO", column.type.sql(), None, "NO")
-        )  # fmt: skip
+    attributes, defaults, info = _column_rows(database, desc.id, desc.name, columns, enums)
     _insert(db, "pg_attribute", attributes)
     for n, key_id in enumerate(key_ids, start=1):
         db.execute(
@@ -585,9 +597,14 @@ def _add_table(
 
 
 def _add_other(
-    db: sqlite3.Connection, database: str, other: ViewDescriptor | SequenceDescriptor
+    db: sqlite3.Connection,
+    database: str,
+    other: ViewDescriptor | SequenceDescriptor,
+    view_types: Sequence[ColumnType | None],
+    enums: dict[str, int],
 ) -> None:
-    """A view (``relkind`` v, information_schema VIEW) or a sequence (``relkind`` S)."""
+    """A view (``relkind`` v, information_schema VIEW, its columns of ``view_types``)
+    or a sequence (``relkind`` S)."""
     view = isinstance(other, ViewDescriptor)
     width = len(other.columns) if isinstance(other, ViewDescriptor) else 3
     _insert(
@@ -599,6 +616,16 @@ def _add_other(
     )  # fmt: skip
     if isinstance(other, ViewDescriptor):
         _insert(db, "information_schema.tables", [(database, "public", other.name, "VIEW", "NO")])
+        # NB: as CockroachDB's view descriptor keeps them: each column's type, nullable;
+        # a type the view's description does not give is read as its text
+        known = [*view_types, *[None] * len(other.columns)]
+        columns = [
+            Column(n, name, known[n - 1] or ColumnType(Kind.STRING))
+            for n, name in enumerate(other.columns, start=1)
+        ]
+        attributes, _, info = _column_rows(database, other.id, other.name, columns, enums)
+        _insert(db, "pg_attribute", attributes)
+        _insert(db, "information_schema.columns", info)
     else:  # NB: as CockroachDB's: INT8, a cache of 1, no CYCLE
         _insert(
             db,
@@ -1501,6 +1528,7 @@ def run_catalog_query(
     user: str,
     version: str,
     others: Sequence[ViewDescriptor | SequenceDescriptor] = (),
+    view_types: Mapping[int, Sequence[ColumnType | None]] | None = None,
     users: Sequence[User] = (),
     grants: Sequence[tuple[int, str, frozenset[str]]] = (),
     memberships: Sequence[tuple[str, str]] = (),
@@ -1511,6 +1539,7 @@ def run_catalog_query(
 ) -> Result:
     """Run ``text`` (a query that :func:`reads_catalog`) over the catalog of
     ``database`` built from ``schema`` (and ``others``, its views and sequences;
+    ``view_types``, its views' column types by view id, as their descriptions give them;
     ``users``, the cluster's users: none given, root and ``user``; ``grants``, every
     ``(object id, grantee, privileges)``, shown as ``relacl`` and ``datacl``;
     ``memberships``, every ``(role, member)`` but admin's; ``comments``, every
@@ -1523,9 +1552,9 @@ def run_catalog_query(
         return Result(translated.empty, [], "SELECT 0")
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
-    db, names = _build(schema, database, users, memberships, types)
+    db, names, enums = _build(schema, database, users, memberships, types)
     for other in others:
-        _add_other(db, database, other)
+        _add_other(db, database, other, (view_types or {}).get(other.id, ()), enums)
         names[other.name] = names[f"public.{other.name}"] = other.id
     admin = _is_admin(user, users, memberships)
     _add_acls(db, schema, grants if admin else [g for g in grants if g[1] == user])

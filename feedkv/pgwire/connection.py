@@ -909,6 +909,7 @@ class Connection:
         if _DECLARE_CURSOR.match(text):
             return self._sql.declare_over(text, lambda query: self._catalog(query, params))
         session = self._sql
+        others = session.views_and_sequences()
         return run_catalog_query(
             text,
             params,
@@ -916,7 +917,8 @@ class Connection:
             database=session.database,
             user=self.user,
             version=VERSION_STRING,
-            others=session.views_and_sequences(),
+            others=others,
+            view_types={v.id: self._view_types(v) for v in others if isinstance(v, ViewDescriptor)},
             users=session.users(),
             grants=session.grants(),
             memberships=session.memberships(),
@@ -932,6 +934,15 @@ class Connection:
                 if name  # NB: as PostgreSQL's, not the unnamed statement
             ],
         )
+
+    def _view_types(self, view: ViewDescriptor) -> tuple[ColumnType | None, ...]:
+        """The types of ``view`` (of the current database)'s columns, as its query's
+        description gives them (``None``: known only from its values)."""
+        try:
+            described = self._sql.describe(view.query).columns
+        except SQLError:
+            return ()  # NB: a view that no longer reads fails when read, with its SQLSTATE
+        return tuple(ctype for _name, ctype in (described or ())[: len(view.columns)])
 
     def _begin_query(self) -> None:
         """A query starts: a cancel that came before it is spent."""

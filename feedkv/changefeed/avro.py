@@ -32,7 +32,8 @@ version gives new schemas, registered the first time a row of that version is en
 Column types: INT long, FLOAT double, DECIMAL(p,s) the ``decimal`` logical type over
 bytes or, for NaN and the infinities, a string (a DECIMAL without a precision is a
 string), STRING/UUID/JSONB string, BYTES bytes, BOOL boolean, DATE the ``date`` logical
-type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros``, TIME ``time-micros``, ARRAY an Avro
+type, TIMESTAMP/TIMESTAMPTZ ``timestamp-micros`` (``infinity`` and ``-infinity`` as
+CockroachDB's sentinel instants, :func:`_sentinel_micros`), TIME ``time-micros``, ARRAY an Avro
 array of its element's type (each element a union with null), ENUM, INTERVAL and INET
 strings in their SQL text (the Avro types table of CockroachDB's changefeed messages
 docs). BIT and VARBIT are an Avro array of longs, CockroachDB's packed form of a bit
@@ -67,6 +68,7 @@ from feedkv.changefeed.rows import RowEvent
 from feedkv.changefeed.sink import SinkError
 from feedkv.sql import jsonb
 from feedkv.sql.descriptor import Column, Family, TableDescriptor
+from feedkv.sql.time_zone import COCKROACH_INFINITY, infinity_of
 from feedkv.sql.types import ColumnType, Kind, format_value
 from feedkv.util.hlc import Timestamp
 
@@ -233,9 +235,27 @@ def _avro_typed(ctype: ColumnType, value: Any) -> Any:
         return format_value(value)
     if kind is Kind.DECIMAL and not value.is_finite():
         return str(value)  # "NaN", "Infinity", "-Infinity": the string branch
-    if kind is Kind.TIMESTAMP and value.tzinfo is not None:
-        return value.replace(tzinfo=None)
+    if kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
+        infinity = infinity_of(value)
+        if infinity is not None:
+            return _sentinel_micros(infinity)
+        if kind is Kind.TIMESTAMP and value.tzinfo is not None:
+            return value.replace(tzinfo=None)
     return value
+
+
+def _sentinel_micros(infinity: str) -> int:
+    """``infinity`` or ``-infinity`` as CockroachDB's Avro writes it: its sentinel
+    instant (:data:`~feedkv.sql.time_zone.COCKROACH_INFINITY`) in microseconds, counted
+    as its Avro library counts them, ``seconds * 10**6 + nanoseconds // 1000`` in
+    64-bit two's complement. NB: ``infinity``'s does not fit in a long and wraps to a
+    negative count, as CockroachDB's does; ``-infinity``'s is exact."""
+    seconds, nanos = COCKROACH_INFINITY[infinity]
+    micros = (seconds * 1_000_000 + nanos // 1000) & _UINT64
+    return micros - (1 << 64) if micros >> 63 else micros
+
+
+_UINT64 = (1 << 64) - 1
 
 
 def _columns(

@@ -16,9 +16,11 @@ protobuf.
 Column values (``Value``; no member set is NULL): BOOL ``bool_value``, INT
 ``int64_value``, FLOAT ``double_value``, STRING, ENUM, INET, BIT and JSONB (its JSON text)
 ``string_value``, DECIMAL ``decimal_value`` (exact text), BYTES ``bytes_value``,
-TIMESTAMP/TIMESTAMPTZ ``timestamp_value``, DATE ``date_value`` (``2006-01-02``),
-INTERVAL ``interval_value`` and TIME ``time_value`` (their SQL text), UUID
-``uuid_value``, ARRAY ``array_value``. Bytes are deterministic (map entries sorted).
+TIMESTAMP/TIMESTAMPTZ ``timestamp_value`` (``infinity`` and ``-infinity`` as CockroachDB's
+sentinel instants, :data:`~feedkv.sql.time_zone.COCKROACH_INFINITY`), DATE
+``date_value`` (``2006-01-02``), INTERVAL ``interval_value`` and TIME ``time_value``
+(their SQL text), UUID ``uuid_value``, ARRAY ``array_value``. Bytes are deterministic
+(map entries sorted).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.interval import Interval
+from feedkv.sql.time_zone import COCKROACH_INFINITY, infinity_of
 from feedkv.sql.types import Kind, format_value
 from feedkv.util.hlc import Timestamp
 
@@ -64,6 +67,10 @@ def set_value(out: Any, value: Any) -> None:
     elif isinstance(value, bytes):
         out.bytes_value = value
     elif isinstance(value, datetime.datetime):
+        infinity = infinity_of(value)
+        if infinity is not None:  # NB: CockroachDB's sentinel instant, past a datetime's range
+            out.timestamp_value.seconds, out.timestamp_value.nanos = COCKROACH_INFINITY[infinity]
+            return
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
         out.timestamp_value.FromDatetime(value)

@@ -30,6 +30,7 @@ from typing import Any, Self
 from feedkv.errors import SQLError
 
 __all__ = [
+    "COCKROACH_INFINITY",
     "INFINITE_MICROS",
     "ZONE",
     "InfiniteTimestamp",
@@ -237,6 +238,17 @@ def infinity_of(value: datetime.datetime) -> str | None:
     if isinstance(value, InfiniteTimestamp):
         return "infinity" if value.positive else "-infinity"
     return None
+
+
+# CockroachDB's ``infinity`` and ``-infinity`` timestamps are sentinel instants (its
+# pgdate.TimeInfinity, 294277-01-01 23:59:59.999999 UTC, a day past its latest
+# supported time; TimeNegativeInfinity, 4714-11-23 BC 00:00:00 UTC, a day before its
+# earliest), as (seconds, nanoseconds) since the Unix epoch: what its Avro and protobuf
+# changefeed encoders write for them.
+COCKROACH_INFINITY = {
+    "infinity": (9_224_318_102_399, 999_999_000),
+    "-infinity": (-210_898_425_600, 0),
+}
 
 
 def infinite_timestamp(text: str, aware: bool) -> datetime.datetime | None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import io
 import json
 import struct
 import uuid
 from collections.abc import Iterator
 from typing import Any, cast
 
+import fastavro
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
@@ -282,6 +284,45 @@ def test_messages_carry_magic_byte_and_the_schema_id_the_registry_assigned(
     assert [f["name"] for f in value_fields] == ["after"]
     row_fields = value_fields[0]["type"][1]["fields"]
     assert [f["name"] for f in row_fields] == list(ROW_1)
+
+
+def without_logical_types(schema: Any) -> Any:
+    """An Avro schema with its logical types left out: their values read as the raw
+    longs and ints they are written as."""
+    if isinstance(schema, dict):
+        return {k: without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [without_logical_types(item) for item in schema]
+    return schema
+
+
+def test_infinite_timestamps_are_cockroachdbs_sentinel_instants(
+    db: DB, registry: SchemaRegistryServer
+) -> None:
+    """As CockroachDB's Avro writes its sentinel instants: ``-infinity`` is 4714-11-23 BC
+    in microseconds; ``infinity`` (294277-01-01 23:59:59.999999) overflows a long and
+    wraps, as its Avro library's 64-bit count does."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ)")
+    db.sql("INSERT INTO t VALUES (1, 'infinity', '-infinity'), (2, '-infinity', 'infinity')")
+    db.sql("INSERT INTO t VALUES (3, '9999-12-31 23:59:59.999999', '0001-01-01 00:00:00+00')")
+    feed = AvroFeed(db, registry)
+    try:
+        messages = feed.take(3)
+    finally:
+        feed.close()
+    [value_schema] = registry.subjects()["t-value"]
+    schema = fastavro.parse_schema(without_logical_types(json.loads(value_schema.schema)))
+    rows = {}
+    for _topic, _key, value in messages:
+        assert value is not None
+        after = fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, None)["after"]
+        rows[after["id"]] = (after["ts"], after["tz"])
+    positive, negative = -9_222_425_971_309_551_617, -210_898_425_600_000_000
+    assert rows == {
+        1: (positive, negative),
+        2: (negative, positive),
+        3: (253_402_300_799_999_999, -62_135_596_800_000_000),  # real ones, exact
+    }
 
 
 def test_adding_a_column_registers_a_new_value_schema_version(

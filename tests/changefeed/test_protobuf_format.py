@@ -136,6 +136,25 @@ def test_wrapped_messages_carry_each_type_as_cockroachdb_does(typed: DB) -> None
     assert pb.Key.FromString(key).key["id"].int64_value == 1
 
 
+def test_infinite_timestamps_are_cockroachdbs_sentinel_instants(db: DB) -> None:
+    """``infinity`` is 294277-01-01 23:59:59.999999 UTC and ``-infinity`` 4714-11-23 BC,
+    CockroachDB's sentinel instants, as a ``google.protobuf.Timestamp``'s seconds and
+    nanos."""
+    db.sql("CREATE TABLE ends (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ)")
+    db.sql("INSERT INTO ends VALUES (1, 'infinity', '-infinity')")
+    result = feed(db, "ends", "")
+    try:
+        [(_table, _key, value)] = take(result, 1)
+    finally:
+        result.close()
+    after = pb.Message.FromString(value).wrapped.after.values
+    stamps = [after[name].timestamp_value for name in ("ts", "tz")]
+    assert [(t.seconds, t.nanos) for t in stamps] == [
+        (9_224_318_102_399, 999_999_000),
+        (-210_898_425_600, 0),
+    ]
+
+
 def test_a_deletion_has_no_after_and_diff_adds_before(db: DB) -> None:
     """``diff`` adds ``before`` (field 2); a deletion's ``after`` is unset; a NULL
     column is a ``Value`` with no member set."""

@@ -49,6 +49,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
+from feedkv.sql.sequences import shown_default
 from feedkv.sql.types import ColumnType, Kind, format_value
 
 __all__ = ["CursorRow", "PreparedRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
@@ -489,7 +490,8 @@ def _column_rows(
         # expression in pg_attrdef. A virtual one is 's' too, as CockroachDB shows it:
         # psql before 18 reads another letter as a plain DEFAULT
         generated = "" if column.computed is None else "s"
-        expression = column.default if column.computed is None else column.computed
+        default = None if column.default is None else shown_default(column.default, database)
+        expression = default if column.computed is None else column.computed
         attributes.append(
             (relid, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
              expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
@@ -505,7 +507,7 @@ def _column_rows(
         elif typid in enums.values():
             data_type, udt_name = "USER-DEFINED", str(column.type.type_name)
         info.append(
-            (database, "public", relname, column.name, n, column.default,
+            (database, "public", relname, column.name, n, default,
              "YES" if column.nullable else "NO", data_type,
              column.type.width if column.type.kind is Kind.STRING else None,
              _precision(column.type), column.type.scale, udt_name,

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from feedkv.errors import (
     InvalidArgumentError,
+    InvariantViolation,
     SQLError,
 )
 from feedkv.kv.store import DEFAULT_GC_TTL_NS
@@ -236,7 +237,7 @@ def _with_identity_sequence(
         settings.start,
     )
     create_sequence(ex, sequence)
-    text = f"{quote_name(database)}.public.{quote_name(name)}".replace("'", "''")
+    text = sequences.sequence_reference(database, name).replace("'", "''")
     return replace(spec, default=parse_expression(f"nextval('{text}')"), nullable=False)
 
 
@@ -332,14 +333,17 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):
             raise SQLError("0A000", f'default of column "{spec.name}" cannot refer to columns')
-        calls = _sequence_calls(spec.default)
-        for call in calls:
-            _check_sequence_default(ex, call, spec)
-        if not calls:  # NB: evaluating nextval() would hand out a value
+        tree = spec.default
+        calls = _sequence_calls(tree)
+        if calls:  # NB: a copy: the statement's tree may be cached
+            tree = tree.copy()
+            for call in _sequence_calls(tree):
+                _resolve_sequence_default(ex, call, spec)
+        else:  # NB: evaluating nextval() would hand out a value
             value = ex.constant(spec.default)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: unique_rowid()
-        default = spec.default.sql(dialect="postgres", normalize_functions="lower")
+        default = tree.sql(dialect="postgres", normalize_functions="lower")
     computed = (
         None
         if spec.computed is None
@@ -419,13 +423,20 @@ def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
     ]
 
 
-def _check_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
-    """A DEFAULT nextval('s') names a sequence that exists (with a string constant)."""
+def _resolve_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
+    """A DEFAULT nextval('s') (or CockroachDB's ``nextval('public.s'::REGCLASS)``) names
+    a sequence that exists, with a string constant; ``call`` is rewritten to name it by
+    :func:`~feedkv.sql.sequences.sequence_reference`, resolved now, as CockroachDB
+    keeps a reference to the sequence: an INSERT from a session in another database
+    takes its values from the same sequence."""
     args = call.expressions
     if str(call.this).lower() != "nextval" or len(args) != 1:
         raise SQLError(
             "0A000", f"default of column \"{spec.name}\" may call only nextval('sequence')"
         )
+    if isinstance(args[0], exp.Cast) and args[0].to.sql().upper() == "REGCLASS":
+        args[0].replace(args[0].this)
+        args = call.expressions
     if not isinstance(args[0], exp.Literal) or not args[0].is_string:
         raise SQLError(
             "0A000", f'default of column "{spec.name}": nextval() takes the sequence\'s name'
@@ -436,7 +447,11 @@ def _check_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnS
             f'default of column "{spec.name}" is an INT8 (nextval) but the column is '
             f"{spec.type.sql()}",
         )
-    sequences.sequence_named(ex.session, ex.read_source, args[0].name)
+    found = sequences.sequence_named(ex.session, ex.read_source, args[0].name)
+    home = catalog.get_descriptor(ex.read_source, found.database_id)
+    if not isinstance(home, DatabaseDescriptor):
+        raise InvariantViolation(f"sequence {found.name!r} has no database {found.database_id}")
+    args[0].replace(exp.Literal.string(sequences.sequence_reference(home.name, found.name)))
 
 
 def _default_sequence_ids(ex: Execution, column: Column, database: DatabaseDescriptor) -> list[int]:
@@ -1072,7 +1087,11 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
     # NB: as CockroachDB, the table named as the statement names it
     name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
-    text = desc.create_statement()
+    if isinstance(desc, TableDescriptor):
+        home = ex.database(s.table.database).name
+        text = desc.create_statement(shown_default=lambda d: sequences.shown_default(d, home))
+    else:
+        text = desc.create_statement()
     if isinstance(desc, TableDescriptor):
         # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
         # comments follow it as COMMENT ON statements

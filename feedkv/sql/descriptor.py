@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -413,7 +414,12 @@ class TableDescriptor:
 
     # Text.
 
-    def create_statement(self, qualified_name: str | None = None) -> str:
+    def create_statement(
+        self,
+        qualified_name: str | None = None,
+        *,
+        shown_default: Callable[[str], str] | None = None,
+    ) -> str:
         """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
         the name in its schema (``public.t``); each column with its type, ``NOT
         VISIBLE``, ``NULL`` or ``NOT NULL``, its DEFAULT (GENERATED ... AS IDENTITY for
@@ -422,7 +428,8 @@ class TableDescriptor:
         then indexes (``(c ASC)``, ``STORING``), then the families (unless there is
         only one, called ``primary``), then CHECKs. feedkv's parser reads it back into
         the same table. A column an open transaction is adding is not shown (see
-        Column)."""
+        Column). ``shown_default`` gives a DEFAULT's text as shown (by default, as
+        stored)."""
         lines = []
         for column in self.columns:
             if column.adding:
@@ -436,7 +443,8 @@ class TableDescriptor:
                 if column.identity_options:
                     line += f" ({column.identity_options})"
             elif column.default is not None:
-                line += f" DEFAULT {column.default}"
+                shown = column.default if shown_default is None else shown_default(column.default)
+                line += f" DEFAULT {shown}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"
             lines.append(line)

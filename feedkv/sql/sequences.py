@@ -14,19 +14,28 @@ never repeats), and concurrent sessions never wait on each other's transactions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import catalog
-from feedkv.sql.descriptor import SequenceDescriptor
+from feedkv.sql.descriptor import SequenceDescriptor, quote_name
 from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind
 
 if TYPE_CHECKING:
     from feedkv.sql.session_context import SessionContext
 
-__all__ = ["FUNCTIONS", "as_relation", "call", "parse_sequence_name", "sequence_named"]
+__all__ = [
+    "FUNCTIONS",
+    "as_relation",
+    "call",
+    "parse_sequence_name",
+    "sequence_named",
+    "sequence_reference",
+    "shown_default",
+]
 
 FUNCTIONS = ("nextval", "currval", "lastval", "setval")
 INT8_MAX = 2**63 - 1
@@ -65,6 +74,33 @@ def parse_sequence_name(text: str) -> tuple[str | None, str]:
     if len(parts) == 3 and parts[1] == "public":
         return parts[0], parts[2]
     raise SQLError("42602", f"invalid sequence name {text!r}")
+
+
+def sequence_reference(database: str, name: str) -> str:
+    """How a column's DEFAULT names the sequence it calls nextval() on, resolved when the
+    column is made (as CockroachDB keeps the sequence's id): ``"db".public."s"``, which
+    names the same sequence from a session in any database."""
+    return f"{quote_name(database)}.public.{quote_name(name)}"
+
+
+_NEXTVAL = re.compile(r"nextval\('((?:[^']|'')*)'\)", re.IGNORECASE)
+
+
+def shown_default(default: str, database: str) -> str:
+    """A column's DEFAULT text as CockroachDB shows it (SHOW CREATE TABLE,
+    information_schema): each ``nextval('s')`` as its reference to the sequence,
+    ``nextval('public.s'::REGCLASS)``, the sequence's database first when it is not
+    ``database`` (the table's)."""
+    if "nextval" not in default.lower():
+        return default
+
+    def shown(match: re.Match[str]) -> str:
+        named, name = parse_sequence_name(match.group(1).replace("''", "'"))
+        prefix = "" if named in (None, database) else f"{quote_name(named)}."
+        text = f"{prefix}public.{quote_name(name)}".replace("'", "''")
+        return f"nextval('{text}'::REGCLASS)"
+
+    return _NEXTVAL.sub(shown, default)
 
 
 def sequence_named(

@@ -770,8 +770,8 @@ def _add_secondary(
             db,
             "pg_index",
             [(oid, desc.id, len(keys), len(index.column_ids), index.unique, False, False,
-              True, False, True, True, True, False, indkey, zeros, zeros, options, None, None,
-              False)],
+              True, False, True, True, True, False, indkey, zeros, zeros, options, None,
+              index.predicate, False)],
         )  # fmt: skip
         _insert(
             db,
@@ -1485,7 +1485,8 @@ def _indexdef(db: sqlite3.Connection, oid: int, column: int = 0) -> str | None:
         names = _key_names(db, oid).split(", ")
         return names[column - 1] if 0 < column <= len(names) else None
     row = db.execute(
-        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indoption FROM pg_index x "
+        "SELECT i.relname, t.relname, x.indisunique, x.indnkeyatts, x.indoption, x.indpred "
+        "FROM pg_index x "
         "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
         "WHERE x.indexrelid = ?",
         (oid,),
@@ -1500,7 +1501,8 @@ def _indexdef(db: sqlite3.Connection, oid: int, column: int = 0) -> str | None:
     keys, included = names[: row[3]], names[row[3] :]
     unique = "UNIQUE " if _bool(row[2]) else ""
     text = f"CREATE {unique}INDEX {row[0]} ON public.{row[1]} USING btree ({', '.join(keys)})"
-    return text + (f" INCLUDE ({', '.join(included)})" if included else "")
+    text += f" INCLUDE ({', '.join(included)})" if included else ""
+    return text + (f" WHERE ({row[5]})" if row[5] else "")  # NB: a partial index's predicate
 
 
 def _constraintdef(db: sqlite3.Connection, oid: int) -> str | None:

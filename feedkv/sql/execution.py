@@ -66,6 +66,7 @@ from feedkv.util.keys import Span, key_next
 
 if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
+    from feedkv.util.hlc import Timestamp
 
 __all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "RowLocking", "publish_added_columns"]
 
@@ -368,11 +369,20 @@ class Execution:
         return compile_expr(node, Scope())((), self.context)
 
     def rows(
-        self, desc: TableDescriptor, span: Span, *, lock: RowLocking | None = None
+        self,
+        desc: TableDescriptor,
+        span: Span,
+        *,
+        lock: RowLocking | None = None,
+        stamps: dict[bytes, Timestamp] | None = None,
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes]]]:
         """The rows of ``desc`` in ``span``, each with its KV pairs; ``lock``: read them
-        with locks, held until the transaction ends (see :meth:`chosen`)."""
-        rows = RowAssembler(desc).rows(self._scan_pages(desc, span, lock))
+        with locks, held until the transaction ends (see :meth:`chosen`); ``stamps``:
+        each pair's MVCC timestamp is put in it by its key as the pair is read."""
+        kvs = self._scan_pages(desc, span, lock)
+        if stamps is not None:
+            kvs = _stamped(kvs, stamps)
+        rows = RowAssembler(desc).rows(kvs)
         if not has_virtual(desc):
             return rows
         return self._with_virtual(desc, rows)
@@ -505,11 +515,24 @@ class Execution:
             test = selection.test
         ids = [c.id for c in desc.columns]
         for span in spans:
-            for row, pairs in self.rows(desc, span, lock=lock):
-                env = tuple(row[i] for i in ids)
+            for row, pairs, env in self._row_envs(desc, span, lock, ids, selection.mvcc):
                 if test is not None and not holds(test(env, context)):
                     continue
                 yield row, pairs, env
+
+    def _row_envs(
+        self, desc: TableDescriptor, span: Span, lock: RowLocking | None, ids: list[int], mvcc: bool
+    ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
+        """:meth:`rows` with each row's values in ``ids``' order; ``mvcc``: its MVCC
+        timestamp (its newest pair's) after them (:mod:`feedkv.sql.mvcc_column`)."""
+        if not mvcc:
+            for row, pairs in self.rows(desc, span, lock=lock):
+                yield row, pairs, tuple(row[i] for i in ids)
+            return
+        stamps: dict[bytes, Timestamp] = {}
+        for row, pairs in self.rows(desc, span, lock=lock, stamps=stamps):
+            newest = max(stamps.pop(key) for key in pairs)
+            yield row, pairs, (*(row[i] for i in ids), logical_decimal(newest))
 
     def _matching_by_index(
         self,
@@ -525,8 +548,7 @@ class Execution:
         found = self._indexed_rows(desc, entries)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:
-            for row, pairs in self.rows(desc, span, lock=lock):
-                env = tuple(row[i] for i in ids)
+            for row, pairs, env in self._row_envs(desc, span, lock, ids, selection.mvcc):
                 if test is None or holds(test(env, context)):
                     yield row, pairs, env
 
@@ -674,3 +696,10 @@ def _lock_not_available(desc: TableDescriptor, key: bytes) -> SQLError:
     names = ", ".join(c.name for c in desc.key_columns)
     shown = ", ".join("NULL" if v is None else str(v) for v in values)
     return SQLError("55P03", f"could not obtain lock on row ({names})=({shown}) in {where}")
+
+
+def _stamped(kvs: Iterator[KeyValue], stamps: dict[bytes, Timestamp]) -> Iterator[KeyValue]:
+    """``kvs``, each pair's timestamp put in ``stamps`` by its key as it passes."""
+    for kv in kvs:
+        stamps[kv.key] = kv.ts
+        yield kv

@@ -6,18 +6,23 @@ leaves it out.
 
 Nothing of it is stored. A query whose text names it plans against the table with the
 column appended last (:func:`with_mvcc`), and reads its rows with each row's timestamp
-appended (``Execution.envs(..., mvcc=True)``); other queries pay nothing for it.
+appended (``Execution.envs(..., mvcc=True)``); other queries pay nothing for it. So do
+an UPDATE's and a DELETE's WHERE, ORDER BY and SET expressions (the timestamp of the
+row version they read), as CockroachDB's; their RETURNING names only the table's own
+columns (42703 for this one, as CockroachDB's), and a statement that would write it
+fails with 42P10 (:func:`target_column`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["MVCC_COLUMN", "names_mvcc", "with_mvcc"]
+__all__ = ["MVCC_COLUMN", "names_mvcc", "target_column", "with_mvcc"]
 
 MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
 
@@ -37,3 +42,15 @@ def with_mvcc(desc: TableDescriptor) -> TableDescriptor:
         max(c.id for c in desc.columns) + 1, MVCC_COLUMN, ColumnType(Kind.DECIMAL), hidden=True
     )
     return dataclasses.replace(desc, columns=(*desc.columns, column))
+
+
+def target_column(desc: TableDescriptor, name: str) -> Column:
+    """The column of ``desc`` an INSERT or UPDATE writes, called ``name``: 42P10 for
+    this column, which no statement writes (as CockroachDB's "cannot modify system
+    column"), 42703 for one ``desc`` does not have."""
+    try:
+        return desc.column(name)
+    except SQLError:
+        if name == MVCC_COLUMN:
+            raise SQLError("42P10", f'cannot modify system column "{name}"') from None
+        raise

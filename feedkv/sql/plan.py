@@ -47,7 +47,7 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.indexes import values_prefix
-from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
+from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -894,7 +894,7 @@ class InsertPlan:
             if s.rows and len(s.rows[0]) < len(targets):
                 targets = targets[: len(s.rows[0])]
         else:
-            targets = [desc.column(name) for name in s.columns]
+            targets = [target_column(desc, name) for name in s.columns]
             if len({c.id for c in targets}) != len(targets):
                 raise SQLError("42701", "a column is listed more than once in INSERT")
             refuse_writes(targets)
@@ -943,7 +943,7 @@ class InsertPlan:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
-            (desc.column(n), _conflict_value(desc, n, e, conflict_scope, targets))
+            (target_column(desc, n), _conflict_value(desc, n, e, conflict_scope, targets))
             for n, e in s.conflict_sets
         ]
         for (column, _), (_, node) in zip(sets, s.conflict_sets, strict=True):
@@ -1209,19 +1209,25 @@ class UpdatePlan:
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Update, database: str) -> UpdatePlan:
-        scope = table_scope(desc, database, s.alias)
+        # NB: WHERE, SET and ORDER BY may read crdb_internal_mvcc_timestamp, RETURNING not
+        mvcc = names_mvcc(s)
+        read = with_mvcc(desc) if mvcc else desc
+        scope = table_scope(read, database, s.alias)
         for _name, node in s.sets:
             refuse_aggregates(node, "UPDATE SET")
         _refuse_identity_updates(desc, s.sets)
-        sets = [(desc.column(name), _assigned_value(desc, name, e, scope)) for name, e in s.sets]
+        sets = [
+            (target_column(desc, name), _assigned_value(desc, name, e, scope)) for name, e in s.sets
+        ]
         for (column, _), (_, node) in zip(sets, s.sets, strict=True):
             _check_assigned_node(node, scope, column)
         refuse_writes([column for column, _ in sets])
-        returning = _returning(desc, s.returning, scope, s.alias)
-        selection = Selection.of(desc, s.where, scope)
+        returning = _returning(desc, s.returning, table_scope(desc, database, s.alias), s.alias)
+        selection = Selection.of(read, s.where, scope, mvcc)
         assigned = frozenset(column.id for column, _ in sets)
         whole = (
-            returning is None
+            not mvcc
+            and returning is None
             and s.limit is None
             and len(desc.families) == 1
             # NB: a DECIMAL key as WHERE writes it may differ in scale from the row's
@@ -1243,10 +1249,13 @@ class DeletePlan:
 
     @classmethod
     def of(cls, desc: TableDescriptor, s: st.Delete, database: str) -> DeletePlan:
-        scope = table_scope(desc, database, s.alias)
-        returning = _returning(desc, s.returning, scope, s.alias)
+        # NB: WHERE and ORDER BY may read crdb_internal_mvcc_timestamp, RETURNING not
+        mvcc = names_mvcc(s)
+        read = with_mvcc(desc) if mvcc else desc
+        scope = table_scope(read, database, s.alias)
+        returning = _returning(desc, s.returning, table_scope(desc, database, s.alias), s.alias)
         order = _mutation_order_keys(desc, s.order_by, scope, "DELETE")
-        return cls(Selection.of(desc, s.where, scope), returning, order, scope)
+        return cls(Selection.of(read, s.where, scope, mvcc), returning, order, scope)
 
 
 def _mutation_order_keys(

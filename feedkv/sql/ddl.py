@@ -683,8 +683,9 @@ def add_column(ex: Execution, s: st.AddColumn) -> Result:
         if s.if_not_exists:
             return Result(tag="ALTER TABLE")
         raise SQLError("42701", f'column "{spec.name}" of relation "{desc.name}" already exists')
-    if spec.identity is not None:
-        raise SQLError("0A000", "ADD COLUMN ... GENERATED AS IDENTITY is not supported")
+    # NB: as CockroachDB's: an identity column's sequence is made with it, and the
+    # backfill gives each row the sequence's next value
+    spec = _with_identity_sequence(ex, s.table, spec)
     column = _column(ex, spec, desc.next_column_id, key=False)
     if not ex.autocommit:
         # NB: as CockroachDB's column mutation: the rest of the transaction writes it but

@@ -240,11 +240,11 @@ def infinity_of(value: datetime.datetime) -> str | None:
     return None
 
 
-# CockroachDB's ``infinity`` and ``-infinity`` timestamps are sentinel instants (its
-# pgdate.TimeInfinity, 294277-01-01 23:59:59.999999 UTC, a day past its latest
-# supported time; TimeNegativeInfinity, 4714-11-23 BC 00:00:00 UTC, a day before its
-# earliest), as (seconds, nanoseconds) since the Unix epoch: what its Avro and protobuf
-# changefeed encoders write for them.
+# CockroachDB's ``infinity`` and ``-infinity`` timestamps are sentinel instants: its
+# pgdate.TimeInfinity, 294277-01-01 23:59:59.999999 UTC (a day past its latest supported
+# time), and TimeNegativeInfinity, -210898425600 s from the epoch (late 4715 BC, before
+# its earliest), as (seconds, nanoseconds) since the Unix epoch: what its Avro and
+# protobuf changefeed encoders write for them.
 COCKROACH_INFINITY = {
     "infinity": (9_224_318_102_399, 999_999_000),
     "-infinity": (-210_898_425_600, 0),

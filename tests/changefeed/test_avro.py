@@ -299,7 +299,7 @@ def without_logical_types(schema: Any) -> Any:
 def test_infinite_timestamps_are_cockroachdbs_sentinel_instants(
     db: DB, registry: SchemaRegistryServer
 ) -> None:
-    """As CockroachDB's Avro writes its sentinel instants: ``-infinity`` is 4714-11-23 BC
+    """As CockroachDB's Avro writes its sentinel instants: ``-infinity`` is late 4715 BC
     in microseconds; ``infinity`` (294277-01-01 23:59:59.999999) overflows a long and
     wraps, as its Avro library's 64-bit count does."""
     db.sql("CREATE TABLE t (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ)")

@@ -137,9 +137,9 @@ def test_wrapped_messages_carry_each_type_as_cockroachdb_does(typed: DB) -> None
 
 
 def test_infinite_timestamps_are_cockroachdbs_sentinel_instants(db: DB) -> None:
-    """``infinity`` is 294277-01-01 23:59:59.999999 UTC and ``-infinity`` 4714-11-23 BC,
-    CockroachDB's sentinel instants, as a ``google.protobuf.Timestamp``'s seconds and
-    nanos."""
+    """``infinity`` is 294277-01-01 23:59:59.999999 UTC and ``-infinity`` -210898425600 s
+    from the epoch (late 4715 BC), CockroachDB's sentinel instants, as a
+    ``google.protobuf.Timestamp``'s seconds and nanos."""
     db.sql("CREATE TABLE ends (id INT PRIMARY KEY, ts TIMESTAMP, tz TIMESTAMPTZ)")
     db.sql("INSERT INTO ends VALUES (1, 'infinity', '-infinity')")
     result = feed(db, "ends", "")

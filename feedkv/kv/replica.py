@@ -96,6 +96,7 @@ from feedkv.raft import (
     decode_message,
     encode_message,
 )
+from feedkv.raft.progress import ProgressState
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 
@@ -343,6 +344,22 @@ class Replica:
     @property
     def members(self) -> ConfState:
         return self.raft.conf_state()
+
+    def voters_behind(self) -> dict[int, int | None]:
+        """While this replica leads: for the node of each other voter, how many entries
+        of this replica's log its replica lacks (``None``: a snapshot is on its way to
+        it); empty otherwise. Reads the Raft state only (no engine)."""
+        raft = self.raft
+        if raft.role is not Role.LEADER:
+            return {}
+        last, voters = raft.log.last_index(), raft.voters
+        behind: dict[int, int | None] = {}
+        for replica_id, pr in list(raft.prs.items()):
+            node = self.node_of(replica_id)
+            if replica_id != self.replica_id and replica_id in voters and node:
+                snapshot = pr.state is ProgressState.SNAPSHOT
+                behind[node] = None if snapshot else max(0, last - pr.match)
+        return behind
 
     # -- driving ---------------------------------------------------------------------
 

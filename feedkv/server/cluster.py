@@ -458,8 +458,9 @@ class Cluster:
         this node marks itself draining and tells the live nodes at once (its
         heartbeats say so from now on), so that none hands it a lease or a replica;
         then it hands the lease of each range it leads to the range's live voter that is
-        not draining (:func:`~feedkv.kv.placement.choose_lease_target`) and waits until
-        they moved, up to ``lease_transfer_wait_s``; writes to those ranges go on at the
+        not draining, not waiting for a snapshot, and the most caught up with its log
+        (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved,
+        up to ``lease_transfer_wait_s``; writes to those ranges go on at the
         new lease holders, not after an election timeout once this node is gone. A range
         with no such voter (held alone, its other nodes down or draining too) keeps its
         lease, and is not waited for: the last node of a cluster stops at once. Returns
@@ -516,7 +517,8 @@ class Cluster:
                 watched.discard(range_id)
                 continue
             if loop.holds_lease(range_id):
-                target = choose_lease_target(voters, me, states)
+                behind = loop.voters_behind(range_id)
+                target = choose_lease_target(voters, me, states, behind, prefer=asked.get(range_id))
                 if target is None:  # it keeps it: no one to hand it to
                     watched.discard(range_id)
                     continue
@@ -828,7 +830,9 @@ class Cluster:
                 log.info("adding a replica of %s on n%d", desc, change.node_id)
                 store.add_replica(desc.range_id, change.node_id)
             elif change.node_id == me and (
-                target := choose_lease_target(desc.replicas, me, states)
+                target := choose_lease_target(
+                    desc.replicas, me, states, loop.voters_behind(desc.range_id)
+                )
             ):
                 # the lease goes first (the new holder then removes this replica): the
                 # range is not left waiting out an election timeout

@@ -163,6 +163,45 @@ def test_writes_while_the_node_drains_go_on_at_the_new_lease_holders(tmp_path: P
 
 
 @pytest.mark.slow(30)
+def test_a_drain_hands_each_lease_to_a_caught_up_voter_not_one_behind(tmp_path: Path) -> None:
+    """n1 hears nothing of n2's ranges (their Raft messages to it are dropped as they
+    arrive), so its replicas fall behind while n3's keep up. n1 is the voter a drain
+    would pick otherwise (the lowest id among voters equally loaded), and a transfer to
+    it would wait until it caught up: here for ever (the wait is far longer than the
+    test's deadline). The drain hands every lease to n3 instead."""
+    config = ClusterConfig(replicas=3, rebalance_interval_s=0, lease_transfer_wait_s=600.0)
+    with (
+        node_cluster(tmp_path, cluster_config=config) as nodes,
+        feedkv.connect(nodes[0].url) as db,
+    ):
+        _lead_on_n2(db)
+        n1, n2, _ = nodes
+        led = {next(r.range_id for r in db.ranges() if r.span.contains_key(k)) for k in KEYS}
+        loop, lagging = n1.store.replicas, n2.store.replicas
+        assert loop is not None and lagging is not None and n2.cluster is not None
+        receive = loop.receive
+
+        def deaf_to_n2(batch: list[tuple[int, bytes]], sender: int = 0) -> None:
+            kept = [m for m in batch if sender != 2 or m[0] not in led]
+            if kept:
+                receive(kept, sender)
+
+        loop.receive = deaf_to_n2  # type: ignore[method-assign]
+        for key in KEYS:
+            db.put(key + b"/1", b"n1 misses this")
+
+        def behind() -> bool:
+            lags = [lagging.voters_behind(range_id) for range_id in led]
+            return all(lag.get(1, 0) and lag.get(3) == 0 for lag in lags)
+
+        wait_until(behind, timeout_s=DEADLINE_S, what="n1 behind and n3 caught up")
+
+        assert _in_thread(n2.cluster.drain_leases) == [[]]
+        assert all(h == {3} for h in _lease_holders(nodes, db).values())
+        loop.receive = receive  # type: ignore[method-assign]
+
+
+@pytest.mark.slow(30)
 def test_the_last_node_stops_without_waiting_for_a_lease_transfer(tmp_path: Path) -> None:
     """Each node stopping in turn hands its leases to those still up and not draining;
     the last has none to hand them to and stops at once (the bound here is far longer

@@ -916,7 +916,8 @@ class Cluster:
             )
         with self._lock:
             for node in [sender, *map(_node_from, message["nodes"])]:
-                if self.liveness.learn(node):
+                known = self.liveness.descriptor(node.node_id)
+                if self.liveness.learn(node) and _another_life(known, node):
                     self.dialer.forget(node.node_id)  # a restart may have moved it
             self.liveness.heard(sender, time.monotonic_ns(), offset_ns, uncertainty_ns)
             for node_id, seq, ranges, leases in message["reports"]:
@@ -1143,6 +1144,15 @@ class Cluster:
 
     def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
         return {"me": self.ident.node_id, "nodes": [n.encode() for n in self.nodes()]}
+
+
+def _another_life(known: NodeDescriptor | None, desc: NodeDescriptor) -> bool:
+    """Whether ``desc`` tells of a node restarted since ``known`` (or moved): the
+    connection to it goes, so that the next call dials where it listens now, without
+    waiting out a reconnect's backoff. News of the same life (it drains, it opened its SQL
+    port) keeps the connection: closing it would cut the calls in flight on it, and
+    writes among them would end ambiguous."""
+    return known is None or known.epoch != desc.epoch or known.address != desc.address
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:

@@ -6,8 +6,10 @@ and Raft (:mod:`feedkv.testing.node_cluster`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -199,6 +201,50 @@ def test_a_drain_hands_each_lease_to_a_caught_up_voter_not_one_behind(tmp_path: 
         assert _in_thread(n2.cluster.drain_leases) == [[]]
         assert all(h == {3} for h in _lease_holders(nodes, db).values())
         loop.receive = receive  # type: ignore[method-assign]
+
+
+@pytest.mark.slow(30)
+def test_writes_through_a_nodes_client_while_another_drains_end_none_ambiguous(
+    tmp_path: Path,
+) -> None:
+    """Writers share n1's own client (as its SQL sessions do: their concurrent batches to
+    n2 travel on one stream) while n2 stops, handing its leases over: every write
+    applies, none fails, none ends ambiguous. (Before, n1 dropped its connection to n2
+    as soon as it heard n2 drain, news it took for a restart, and the writes in flight
+    on it ended as 'result is ambiguous', SQL's 40003.)"""
+    with node_cluster(tmp_path) as nodes, feedkv.connect(nodes[0].url) as db:
+        _lead_on_n2(db)
+        n1, n2, _ = nodes
+        assert n1.cluster is not None
+        client = KVClient(n1.cluster.dialer)
+        outcomes: Counter[str] = Counter()
+        counting = threading.Lock()
+        done = threading.Event()
+
+        def write(writer: int) -> None:
+            for n in itertools.count():
+                if done.is_set():
+                    return
+                key = KEYS[n % len(KEYS)] + b"/%d/%d" % (writer, n)
+                outcome = _outcome(lambda k=key: client.put(k, b"v"))  # type: ignore[misc]
+                kind = type(outcome).__name__ if isinstance(outcome, Exception) else "ok"
+                with counting:
+                    outcomes[kind] += 1
+
+        writers = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(8)]
+        try:
+            for writer in writers:
+                writer.start()
+            wait_until(lambda: outcomes["ok"] >= 200, timeout_s=DEADLINE_S, what="writes")
+            assert _in_thread(n2.stop) == [None]
+            after = outcomes["ok"]
+            wait_until(lambda: outcomes["ok"] >= after + 200, timeout_s=DEADLINE_S, what="more")
+        finally:
+            done.set()
+            for writer in writers:
+                writer.join(DEADLINE_S)
+            client.close()
+        assert set(outcomes) == {"ok"}, outcomes
 
 
 @pytest.mark.slow(30)

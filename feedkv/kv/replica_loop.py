@@ -613,7 +613,7 @@ class ReplicaLoop:
             if replica is not None:
                 to = [r for r in replica.members.voters if replica.node_of(r) == item.to]
                 if to:
-                    replica.raft.transfer_leader(to[0])
+                    replica.transfer_lease(to[0])
             return
         if isinstance(item, _SnapshotSent):
             replica = self._replicas.get(item.range_id)

@@ -328,3 +328,36 @@ def _settled_holder(sim: RangeSim) -> Replica:
         ):
             return holder
     raise AssertionError("no lease holder")
+
+
+def test_a_lease_handed_over_leaves_no_proposal_ambiguous(tmp_path: Path) -> None:
+    """Five replicas; the lease holder hears from the target of its hand-over alone, so
+    its proposal, on the target too, is not committed (two of five) when the target
+    campaigns and wins (the others vote for its longer log): the old holder steps down
+    with the proposal in flight. It is answered as it applies there through the next
+    leader, not as ambiguous; a command that comes meanwhile is refused, naming the
+    target."""
+    sim = RangeSim(tmp_path, 5, ids=(1, 2, 3, 4, 5))
+    try:
+        sim.settle()
+        holder = _settled_holder(sim)
+        me = holder.replica_id
+        target, *lagging = [r for r in sim.ids if r != me]
+        sim.cut = {link for other in lagging for link in ((me, other), (other, me))}
+        engine = sim.nodes[me].engine
+        with engine.snapshot() as snap:
+            done = holder.propose(snap, lambda rw: ("handed over", Effects()))
+        assert holder.transfer_lease(target)
+        with engine.snapshot() as snap, pytest.raises(NotLeaseHolderError) as refused:
+            holder.propose(snap, lambda rw: (None, Effects()))
+        assert refused.value.lease_holder == target
+        for _ in range(100):
+            if done.done():
+                break
+            sim.round(propose=0, read=0)
+        assert done.result(timeout=0) == "handed over"
+        sim.settle()
+        sim.check_converged()
+        assert sim.lease_holder() is sim.nodes[target].replica
+    finally:
+        sim.close()

@@ -495,7 +495,31 @@ class Cluster:
         kept = loop.leases()
         if kept:
             log.info("draining: n%d still leads %d ranges: %s", me, len(kept), sorted(kept))
+        peers = [p.address for p in self.liveness.peers() if p.node_id not in silent]
+        self._spread_handovers(set(asked) - set(kept), peers, deadline)
         return kept
+
+    def _spread_handovers(self, handed: set[int], peers: list[str], deadline: float) -> None:
+        """After :meth:`drain_leases` handed the leases of ``handed`` over: gossip with
+        ``peers`` until this node's directory has the new lease holders' claims, then
+        once more, so that every node's lookups name them now, not after their next
+        heartbeats (up to ``heartbeat_s``): meanwhile a lookup sent clients to this node,
+        which its stop could cut off with their writes in flight (ambiguous). Up to
+        ``deadline``."""
+        me = self.ident.node_id
+        while handed and not self._stopping.is_set():
+            for address in peers:
+                self.heartbeat(address)
+            with self._lock:
+                claims = self.directory.lease_claims()
+            handed = {r for r in handed if r not in claims or claims[r].lease_holder == me}
+            if not handed:
+                for address in peers:  # NB: carries each peer's claims to the others
+                    self.heartbeat(address)
+            elif time.monotonic() >= deadline:
+                return
+            else:
+                self._stopping.wait(LEASE_POLL_S)
 
     def _hand_leases_over(
         self, watched: set[int], states: NodeStates, asked: dict[int, int]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import feedkv
@@ -302,3 +303,57 @@ def test_a_crashed_peer_still_seen_live_takes_no_lease_and_is_not_waited_for(
             if line["message"].startswith("draining: moving the lease")
         ]
         assert len(moves) >= len(KEYS) and all(m.endswith(" to n3") for m in moves), moves
+
+
+@pytest.mark.xdist_group("cluster")
+@pytest.mark.slow(60)
+def test_sql_writes_while_a_node_process_drains_end_none_ambiguous(tmp_path: Path) -> None:
+    """psql-like clients of n1 and n3 write rows of a table whose ranges n2 leads while
+    n2 is SIGTERMed: every statement succeeds; none fails with 40003 ('result is
+    ambiguous'), as each did when its gateway cut its writes to n2 on hearing n2
+    drain."""
+    with LocalCluster(
+        tmp_path, 3, "--replicas", "3", rebalance_interval="0s", insecure=True
+    ) as cluster:
+        gateways = [cluster.processes[0], cluster.processes[2]]
+        assert all(node is not None for node in gateways)
+        urls = [node.sql_url for node in gateways if node is not None]
+        with psycopg.connect(urls[0], autocommit=True) as conn:
+            conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+        with cluster.connect(0) as db:
+            await_replicas(db, 3, timeout_s=60.0)
+            for r in db.ranges():
+                db.relocate(r.span.start or b"\x00", 2)
+        outcomes: Counter[str] = Counter()
+        counting = threading.Lock()
+        done = threading.Event()
+
+        def write(writer: int) -> None:
+            with psycopg.connect(urls[writer % 2], autocommit=True) as session:
+                for n in itertools.count():
+                    if done.is_set():
+                        return
+                    try:
+                        session.execute("UPSERT INTO kv VALUES (%s, 'v')", (writer << 32 | n,))
+                        kind = "ok"
+                    except psycopg.Error as exc:
+                        kind = exc.sqlstate or type(exc).__name__
+                    with counting:
+                        outcomes[kind] += 1
+
+        writers = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(8)]
+        try:
+            for writer in writers:
+                writer.start()
+            wait_until(lambda: outcomes["ok"] >= 100, timeout_s=DEADLINE_S, what="writes")
+            n2 = cluster.processes[1]
+            assert n2 is not None
+            assert n2.terminate(timeout_s=DEADLINE_S) == 0
+            cluster.processes[1] = None
+            after = outcomes["ok"]
+            wait_until(lambda: outcomes["ok"] >= after + 100, timeout_s=DEADLINE_S, what="more")
+        finally:
+            done.set()
+            for writer in writers:
+                writer.join(DEADLINE_S)
+        assert set(outcomes) == {"ok"}, outcomes

@@ -15,7 +15,8 @@ Three ``feedkv start`` processes on loopback (secure, as started by default):
   ``--lease-transfer-wait`` (``0s``: the stopping node hands no lease over, as before
   the lease drain; ``5s``: the default), over the windows from each SIGTERM until the
   node serves again: ``max_gap_s`` (the longest time without a successful write),
-  ``p99_ms`` (of the writes begun in them), ``errors`` (writes that failed) and
+  ``p99_ms`` (of the writes begun in them), ``errors`` (writes that failed; of them
+  ``ambiguous``: whose outcome the client could not tell, SQL's 40003) and
   ``stop_s`` (the slowest of the three stops);
 - ``split_counter_unavailable_s`` (three in-process nodes, ``replicas=3``): the range
   holding the range-id counter split off, its lease on n2, then n2 and n3 stopped (no
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import feedkv
-from feedkv.errors import FeedKVError
+from feedkv.errors import AmbiguousResultError, FeedKVError
 from feedkv.kv.dialer import ClusterDialer
 from feedkv.kv.range_id_alloc import BLOCK_SIZE, RANGE_IDS_KEY
 from feedkv.testing.cluster import LocalCluster
@@ -113,7 +114,7 @@ class _Writer:
     def __init__(self, db: feedkv.DB) -> None:
         self.db = db
         self.writes: list[tuple[float, float]] = []  # (began, ended), monotonic
-        self.errors: list[float] = []
+        self.errors: list[tuple[float, bool]] = []  # (when, whether ambiguous)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -125,8 +126,8 @@ class _Writer:
             began = time.monotonic()
             try:
                 self.db.put(key, b"x" * 16)
-            except FeedKVError:
-                self.errors.append(time.monotonic())
+            except FeedKVError as exc:
+                self.errors.append((time.monotonic(), isinstance(exc, AmbiguousResultError)))
                 continue
             self.writes.append((began, time.monotonic()))
 
@@ -149,7 +150,8 @@ def _window_figures(writer: _Writer, start: float, end: float) -> dict[str, floa
         "max_gap_s": round(gap, 3),
         "p99_ms": round(p99 * 1000, 1),
         "writes": len(latencies),
-        "errors": sum(1 for t in writer.errors if start <= t <= end),
+        "errors": sum(1 for t, _ in writer.errors if start <= t <= end),
+        "ambiguous": sum(1 for t, ambiguous in writer.errors if ambiguous and start <= t <= end),
     }
 
 
@@ -188,6 +190,7 @@ def rolling_restart(base: Path, wait: str) -> dict[str, Any]:
         "max_gap_s": max(w["max_gap_s"] for w in windows),
         "p99_ms": max(w["p99_ms"] for w in windows),
         "errors": sum(w["errors"] for w in windows),
+        "ambiguous": sum(w["ambiguous"] for w in windows),
         "writes": sum(w["writes"] for w in windows),
         "stop_s": round(max(stops), 3),
         "per_node": windows,

@@ -102,6 +102,10 @@ class Liveness:
         desc = self._nodes.get(node_id)
         return desc.address if desc is not None else None
 
+    def descriptor(self, node_id: int) -> NodeDescriptor | None:
+        """What this node knows of ``node_id`` (``None``: nothing)."""
+        return self._nodes.get(node_id)
+
     def nodes(self) -> list[NodeDescriptor]:
         return [self._nodes[n] for n in sorted(self._nodes)]
 

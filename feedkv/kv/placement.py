@@ -156,15 +156,33 @@ class ReplicationZones:
         return max([self.default, *wanted])
 
 
-def choose_lease_target(voters: Sequence[int], me: int, nodes: NodeStates) -> int | None:
+def choose_lease_target(
+    voters: Sequence[int],
+    me: int,
+    nodes: NodeStates,
+    behind: Mapping[int, int | None] | None = None,
+    *,
+    prefer: int | None = None,
+) -> int | None:
     """Where the lease holder ``me`` should hand its lease before its own replica is
-    removed, or as it drains: the live, staying voter with the fewest replicas that is not
-    draining (``None``: there is none; then it removes itself, or stops, and the others
-    elect a leader after a timeout)."""
-    candidates = [n for n in voters if n != me and nodes.takes_new(n)]
+    removed, or as it drains: a live, staying voter that is not draining (``None``: there
+    is none; then it removes itself, or stops, and the others elect a leader after a
+    timeout).
+
+    ``behind``: how many entries of ``me``'s log each voter's replica lacks, as the Raft
+    leader knows it (``None``: it waits for a snapshot; a voter not named: not known).
+    Raft hands leadership over only once the target holds the whole log (etcd's raft
+    sends ``TimeoutNow`` when its match reaches the last index), so a voter waiting for a
+    snapshot takes no lease (its transfer would wait for the snapshot, or run out), and
+    the most caught-up goes first; among those alike, ``prefer`` (the voter asked
+    before: asking another would start a second campaign), then the fewest replicas."""
+    lag = behind or {}
+    candidates = [
+        n for n in voters if n != me and nodes.takes_new(n) and (n not in lag or lag[n] is not None)
+    ]
     if not candidates:
         return None
-    return min(candidates, key=lambda n: (nodes.load.get(n, 0), n))
+    return min(candidates, key=lambda n: (lag.get(n) or 0, n != prefer, nodes.load.get(n, 0), n))
 
 
 @dataclass(frozen=True, slots=True)

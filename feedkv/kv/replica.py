@@ -36,7 +36,10 @@ earlier leader committed, so nothing it evaluates misses a committed write. A le
 that loses its leadership forgets its overlay and fails its proposals in flight with
 :class:`~feedkv.errors.AmbiguousResultError` (their entries may still commit through the
 new leader, which applies them here too, as on any follower). A proposal whose index
-applies with another term's entry was overwritten: it fails, and did not happen.
+applies with another term's entry was overwritten: it fails, and did not happen. A lease
+handed over on purpose (:meth:`Replica.transfer_lease`, as a node drains) leaves none
+ambiguous: the leader refuses new commands at once, naming the target, and answers
+those in flight as their entries apply here, as CockroachDB's old lease holder does.
 
 Membership changes are Raft's one at a time (:meth:`Replica.change_members`): a new
 replica joins as a learner, receives a snapshot (its store knows nothing of the range),
@@ -96,6 +99,7 @@ from feedkv.raft import (
     decode_message,
     encode_message,
 )
+from feedkv.raft.progress import ProgressState
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 
@@ -228,6 +232,7 @@ class Replica:
         self._reads: list[_Read[Any]] = []  # evaluated, not answered; by context
         self._read_contexts = 0
         self._lease_started = False  # the lease was taken up and not yet reported
+        self._handed_over: int | None = None  # the lease term in which it was handed over
         # replica id -> node id of the peers it knows (its driver keeps it; None: the
         # replica ids are node ids, as in a simulation), and the next id the range gives
         self.nodes: dict[int, int] | None = None
@@ -244,6 +249,14 @@ class Replica:
 
     def _not_lease_holder(self) -> NotLeaseHolderError[Any]:
         return NotLeaseHolderError(self.range_id, self.replica_id, self.leader_node)
+
+    def _handing_over(self) -> NotLeaseHolderError[Any] | None:
+        """The refusal of a command while this leader hands its lease over: it names the
+        replica taking it (CockroachDB's redirect to a lease transfer's target)."""
+        transferee = self.raft.lead_transferee
+        if not transferee:
+            return None
+        return NotLeaseHolderError(self.range_id, self.replica_id, self.node_of(transferee))
 
     @staticmethod
     def bootstrap(rw: ReadWriter, range_id: int, voters: Sequence[int]) -> None:
@@ -274,12 +287,18 @@ class Replica:
         (nothing was evaluated into the log then), and whatever ``evaluate`` raises."""
         if not self.holds_lease:
             raise self._not_lease_holder()
+        refusal = self._handing_over()
+        if refusal is not None:
+            raise refusal  # NB: before evaluating: Raft would drop the entry
         view = OverlayView(base, self._overlay)
         result, effects = evaluate(view)
         entry = self.raft.propose(encode_command(view.batch, effects))
         if entry is None:
             raise self._not_lease_holder()
         self._overlay.add(entry.index, view.batch)
+        replaced = self._proposals.pop(entry.index, None)
+        if replaced is not None:  # NB: kept from a lease handed over; its entry was not kept
+            replaced.done.set_exception(self._not_lease_holder())
         done: Completion[T] = Completion()
         # NB: a split's new range is served only once applied: its caller waits for that
         self._proposals[entry.index] = _Proposal(entry.term, result, done, not effects.splits)
@@ -326,6 +345,17 @@ class Replica:
         started, self._lease_started = self._lease_started, False
         return started
 
+    def transfer_lease(self, to: int) -> bool:
+        """Hand the lease to voter ``to`` (Raft's leadership transfer); whether one is
+        under way. A planned hand-over leaves no proposal ambiguous: from now on this
+        replica refuses commands (naming ``to``), and the proposals in flight, whose
+        entries ``to`` holds before it campaigns, are answered as their entries apply
+        here once the lease moved (see :meth:`_lose_lease`)."""
+        if not self.raft.transfer_leader(to):
+            return False
+        self._handed_over = self._lease_term
+        return True
+
     def change_members(self, change: ConfChange) -> int:
         """Propose one membership change; returns its log index (it took effect once
         that index applies with this term). Only the lease holder proposes, one change at
@@ -343,6 +373,22 @@ class Replica:
     @property
     def members(self) -> ConfState:
         return self.raft.conf_state()
+
+    def voters_behind(self) -> dict[int, int | None]:
+        """While this replica leads: for the node of each other voter, how many entries
+        of this replica's log its replica lacks (``None``: a snapshot is on its way to
+        it); empty otherwise. Reads the Raft state only (no engine)."""
+        raft = self.raft
+        if raft.role is not Role.LEADER:
+            return {}
+        last, voters = raft.log.last_index(), raft.voters
+        behind: dict[int, int | None] = {}
+        for replica_id, pr in list(raft.prs.items()):
+            node = self.node_of(replica_id)
+            if replica_id != self.replica_id and replica_id in voters and node:
+                snapshot = pr.state is ProgressState.SNAPSHOT
+                behind[node] = None if snapshot else max(0, last - pr.match)
+        return behind
 
     # -- driving ---------------------------------------------------------------------
 
@@ -374,6 +420,9 @@ class Replica:
         """Answer the proposals whose entries committed since the last Ready, as
         :meth:`acknowledge` does, without waiting for the next Ready (its driver may
         have a write in flight)."""
+        raft = self.raft
+        if self._handed_over is not None and raft.role is Role.LEADER and not raft.lead_transferee:
+            self._handed_over = None  # NB: Raft gave the transfer up: it leads on
         committed = self.raft.committed
         while self._proposals:
             index = next(iter(self._proposals))
@@ -428,6 +477,7 @@ class Replica:
             self._truncate_to = 0
         if ready.snapshot is not None:
             self.applied = ready.snapshot.meta.index
+            self._fail_covered(self.applied)
         if self._conf is not None:
             self.storage.conf_staged(self._conf)
             self._conf = None
@@ -485,21 +535,36 @@ class Replica:
         """Take up or give up the lease as the group's leadership changed."""
         leading = self.raft.role is Role.LEADER
         if self._lease_term is not None and (not leading or self._lease_term != self.raft.term):
-            self._lose_lease()
+            self._lose_lease(handed_over=self._handed_over == self._lease_term)
         if leading and self._lease_term is None:
             # nothing was proposed in this term yet: the last entry is its empty first
             self._lease_term = self.raft.term
             self._term_start = self.raft.log.last_index()
             self._lease_started = True
 
-    def _lose_lease(self) -> None:
+    def _lose_lease(self, *, handed_over: bool = False) -> None:
+        """The lease is gone. Its proposals in flight may still commit through the next
+        leader, so their callers are told the outcome is unknown; unless it was handed
+        over (:meth:`transfer_lease`): then they stay, and are answered as their indices
+        apply here, as on any follower (:meth:`_settle`: applied with their own term,
+        they happened; with another's, they did not), or fail ambiguous only if this
+        replica stops first or a snapshot passes them (:meth:`_fail_covered`). The
+        target campaigned only once it held every entry proposed here (none was
+        proposed after it was asked): they commit in its term, unless another wins."""
         self._lease_term = None
+        self._handed_over = None
         self._lease_started = False
         self._fail_reads()
         self._overlay.clear()
-        proposals, self._proposals = self._proposals, {}
-        for index, proposal in proposals.items():
-            proposal.done.set_exception(
+        if not handed_over:
+            self._fail_covered(None)
+
+    def _fail_covered(self, up_to: int | None) -> None:
+        """Fail as ambiguous the proposals whose outcome this replica will not see: at
+        or below ``up_to`` (a snapshot replaced the entries; ``None``: all of them)."""
+        covered = [i for i in self._proposals if up_to is None or i <= up_to]
+        for index in covered:
+            self._proposals.pop(index).done.set_exception(
                 AmbiguousResultError(
                     f"range r{self.range_id}: replica {self.replica_id} lost its lease with "
                     f"the proposal at index {index} in flight; it may or may not apply"

@@ -522,6 +522,14 @@ class ReplicaLoop:
             tuple(sorted(map(replica.node_of, conf.learners))),
         )
 
+    def voters_behind(self, range_id: int) -> dict[int, int | None]:
+        """While this store's replica of ``range_id`` leads: how far each other voter's
+        replica is behind it, by node (:meth:`Replica.voters_behind`); empty otherwise
+        (read off the loop: a moment's view)."""
+        with self._lock:
+            replica = self._replicas.get(range_id)
+        return replica.voters_behind() if replica is not None else {}
+
     def term(self, range_id: int) -> int:
         """The Raft term this store's replica of ``range_id`` is in (a moment's view)."""
         with self._lock:
@@ -605,7 +613,7 @@ class ReplicaLoop:
             if replica is not None:
                 to = [r for r in replica.members.voters if replica.node_of(r) == item.to]
                 if to:
-                    replica.raft.transfer_leader(to[0])
+                    replica.transfer_lease(to[0])
             return
         if isinstance(item, _SnapshotSent):
             replica = self._replicas.get(item.range_id)

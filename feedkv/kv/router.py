@@ -426,8 +426,11 @@ class Router:
 
 def _newer(desc: RangeDescriptor, told: RangeDescriptor | None) -> RangeDescriptor | None:
     """``told``, a refusal's descriptor, when it is news to a client that addressed
-    ``desc``: another range, or ``desc``'s at a higher generation."""
-    if told is None or (told.range_id == desc.range_id and told.generation <= desc.generation):
+    ``desc``: of a higher generation, ``desc``'s range or another its keys went to (a
+    split's or merge's ranges are a generation above every range their keys were in
+    before; another range of a generation no higher is an ancestor, as the parent of the
+    split that made ``desc``)."""
+    if told is None or told.generation <= desc.generation:
         return None
     return told
 

@@ -21,10 +21,10 @@ status OK; a batch it never read was never applied, and the client reports it as
 The server refuses new calls, before evaluating anything (a batch is answered with
 :class:`~feedkv.errors.NodeUnavailableError`, so its client sends it elsewhere rather
 than report it as ambiguous), and waits for those in flight, up to the grace; its port
-closes after them. Calls that last until told to end (``endless``: other nodes' Raft
-streams) are not waited for: once the others ended, the node ends them
-(``end_streams``), so a stop lasts as long as its slowest call in flight, not the whole
-grace.
+closes after them, once no call came for a moment (``QUIET_S``). Calls that last until
+told to end (``endless``: other nodes' Raft streams) are not waited for: once the others
+ended, the node ends them (``end_streams``), so a stop lasts as long as its slowest call
+in flight, not the whole grace.
 """
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ log = logging.getLogger(__name__)
 MAX_REPLIES_BYTES = 4 << 20
 _POLL_S = 0.2
 DRAINING = "the node is draining (shutting down)"  # a call refused meanwhile is told so
+# A draining server stops once no call came for QUIET_S (waiting at most QUIET_MAX_S for
+# that, after the calls in flight ended): the clients still sent here (by a stale cache)
+# are refused, and learn where to go, before gRPC's stop cuts off whatever arrives (a
+# cancellation: a write then ends ambiguous)
+QUIET_S = 0.1
+QUIET_MAX_S = 1.0
 # NB: refused while draining by their handlers (a batch in its answer, a stream by its
 # clean end), which their clients read as nothing applied
 _BATCHES = frozenset({"Batch", "BatchStream"})
@@ -109,6 +115,7 @@ class NodeServer:
         self._draining = threading.Event()
         self._in_flight = threading.Condition()  # guards the count below
         self._counted = 0  # calls in flight, but those of endless methods
+        self._arrived = 0.0  # when the last of them came (monotonic)
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-rpc"),
@@ -162,18 +169,25 @@ class NodeServer:
         ``end_streams()`` (it ends the calls of the ``endless`` methods) and return once
         every call ended (those still running at the grace are cancelled).
 
-        NB: the port stays open until the calls in flight end, and a call arriving
-        meanwhile is refused here, before anything is evaluated, in words its client
-        can act on: a batch as :class:`~feedkv.errors.NodeUnavailableError` (nothing
-        applied: send it elsewhere), a stream's batches by its clean end, another call
-        as ``UNAVAILABLE``. gRPC's own refusal of a call that races its stop is a
+        NB: the port stays open until the calls in flight end and none came for
+        ``QUIET_S`` (up to ``QUIET_MAX_S`` more), and a call arriving meanwhile is
+        refused here, before anything is evaluated, in words its client can act on: a
+        batch as :class:`~feedkv.errors.NodeUnavailableError` (nothing applied: send it
+        elsewhere), a stream's batches by its clean end, another call as
+        ``UNAVAILABLE``. gRPC's own refusal of a call that races its stop is a
         cancellation, which a client cannot tell from a write cut off mid-way
-        (ambiguous); only calls in that last moment still meet it."""
+        (ambiguous); only calls in that last moment still meet it, when clients sent
+        here by stale caches stopped coming."""
         self._draining.set()
         deadline = time.monotonic() + grace_s
         with self._in_flight:
             while self._counted and (left := deadline - time.monotonic()) > 0:
                 self._in_flight.wait(left)
+            settled_by = min(deadline, time.monotonic() + QUIET_MAX_S)
+            while (quiet := self._arrived + QUIET_S - time.monotonic()) > 0 and (
+                left := settled_by - time.monotonic()
+            ) > 0:
+                self._in_flight.wait(min(quiet, left))
         stopped = self._server.stop(max(0.0, deadline - time.monotonic()))
         if end_streams is not None:
             end_streams()
@@ -196,6 +210,7 @@ class NodeServer:
                     context.abort(grpc.StatusCode.UNAVAILABLE, DRAINING)
                 with self._in_flight:
                     self._counted += 1
+                    self._arrived = time.monotonic()
                 # NB: by gRPC's callback, not a finally: a stream's generator left in a
                 # reference cycle would run its finally only when the collector finds it
                 if not context.add_callback(leave):

@@ -579,8 +579,11 @@ class Store:
         it, so its client updates its cache from the answer rather than a lookup: a
         replica without the lease, its own (the lease holder it knows first); a range
         not here, where the cluster's reports put the batch's keys, when that is
-        newer than the batch's address (not the very range, at a generation the
-        client has: no news)."""
+        newer than the batch's address: of a higher generation. (The ranges a split or
+        merge makes are a generation above every range their keys were in before, so
+        a range of a generation no higher is the very range as the client has it, or
+        an ancestor a report still names, as the parent of the split that made the
+        client's range: sending the client there would only cost it a round trip.)"""
         if exc.descriptor is not None:
             return
         if isinstance(exc, NotLeaseHolderError):
@@ -597,9 +600,7 @@ class Store:
             return  # NB: a batch of no key: no range to tell of
         desc = self.cluster.locate(key) if self.cluster is not None else None
         header = batch.header
-        if desc is not None and (
-            desc.range_id != header.range_id or desc.generation > header.generation
-        ):
+        if desc is not None and desc.generation > header.generation:
             exc.descriptor = desc
 
     def descriptors(self) -> list[RangeDescriptor]:

@@ -458,8 +458,9 @@ class Cluster:
         this node marks itself draining and tells the live nodes at once (its
         heartbeats say so from now on), so that none hands it a lease or a replica;
         then it hands the lease of each range it leads to the range's live voter that is
-        not draining (:func:`~feedkv.kv.placement.choose_lease_target`) and waits until
-        they moved, up to ``lease_transfer_wait_s``; writes to those ranges go on at the
+        not draining, not waiting for a snapshot, and the most caught up with its log
+        (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved,
+        up to ``lease_transfer_wait_s``; writes to those ranges go on at the
         new lease holders, not after an election timeout once this node is gone. A range
         with no such voter (held alone, its other nodes down or draining too) keeps its
         lease, and is not waited for: the last node of a cluster stops at once. Returns
@@ -494,7 +495,31 @@ class Cluster:
         kept = loop.leases()
         if kept:
             log.info("draining: n%d still leads %d ranges: %s", me, len(kept), sorted(kept))
+        peers = [p.address for p in self.liveness.peers() if p.node_id not in silent]
+        self._spread_handovers(set(asked) - set(kept), peers, deadline)
         return kept
+
+    def _spread_handovers(self, handed: set[int], peers: list[str], deadline: float) -> None:
+        """After :meth:`drain_leases` handed the leases of ``handed`` over: gossip with
+        ``peers`` until this node's directory has the new lease holders' claims, then
+        once more, so that every node's lookups name them now, not after their next
+        heartbeats (up to ``heartbeat_s``): meanwhile a lookup sent clients to this node,
+        which its stop could cut off with their writes in flight (ambiguous). Up to
+        ``deadline``."""
+        me = self.ident.node_id
+        while handed and not self._stopping.is_set():
+            for address in peers:
+                self.heartbeat(address)
+            with self._lock:
+                claims = self.directory.lease_claims()
+            handed = {r for r in handed if r not in claims or claims[r].lease_holder == me}
+            if not handed:
+                for address in peers:  # NB: carries each peer's claims to the others
+                    self.heartbeat(address)
+            elif time.monotonic() >= deadline:
+                return
+            else:
+                self._stopping.wait(LEASE_POLL_S)
 
     def _hand_leases_over(
         self, watched: set[int], states: NodeStates, asked: dict[int, int]
@@ -516,7 +541,8 @@ class Cluster:
                 watched.discard(range_id)
                 continue
             if loop.holds_lease(range_id):
-                target = choose_lease_target(voters, me, states)
+                behind = loop.voters_behind(range_id)
+                target = choose_lease_target(voters, me, states, behind, prefer=asked.get(range_id))
                 if target is None:  # it keeps it: no one to hand it to
                     watched.discard(range_id)
                     continue
@@ -828,7 +854,9 @@ class Cluster:
                 log.info("adding a replica of %s on n%d", desc, change.node_id)
                 store.add_replica(desc.range_id, change.node_id)
             elif change.node_id == me and (
-                target := choose_lease_target(desc.replicas, me, states)
+                target := choose_lease_target(
+                    desc.replicas, me, states, loop.voters_behind(desc.range_id)
+                )
             ):
                 # the lease goes first (the new holder then removes this replica): the
                 # range is not left waiting out an election timeout
@@ -912,7 +940,8 @@ class Cluster:
             )
         with self._lock:
             for node in [sender, *map(_node_from, message["nodes"])]:
-                if self.liveness.learn(node):
+                known = self.liveness.descriptor(node.node_id)
+                if self.liveness.learn(node) and _another_life(known, node):
                     self.dialer.forget(node.node_id)  # a restart may have moved it
             self.liveness.heard(sender, time.monotonic_ns(), offset_ns, uncertainty_ns)
             for node_id, seq, ranges, leases in message["reports"]:
@@ -1139,6 +1168,15 @@ class Cluster:
 
     def _on_nodes(self, message: dict[str, Any]) -> dict[str, Any]:
         return {"me": self.ident.node_id, "nodes": [n.encode() for n in self.nodes()]}
+
+
+def _another_life(known: NodeDescriptor | None, desc: NodeDescriptor) -> bool:
+    """Whether ``desc`` tells of a node restarted since ``known`` (or moved): the
+    connection to it goes, so that the next call dials where it listens now, without
+    waiting out a reconnect's backoff. News of the same life (it drains, it opened its SQL
+    port) keeps the connection: closing it would cut the calls in flight on it, and
+    writes among them would end ambiguous."""
+    return known is None or known.epoch != desc.epoch or known.address != desc.address
 
 
 def _node_to(desc: NodeDescriptor) -> list[Any]:

@@ -144,6 +144,31 @@ def test_a_leaving_lease_holder_hands_its_lease_to_a_live_staying_voter() -> Non
     assert choose_lease_target([1, 2, 5], 1, nodes) == 2  # n5 is not live
 
 
+def test_a_lease_goes_to_the_most_caught_up_voter_never_to_one_awaiting_a_snapshot() -> None:
+    from feedkv.kv.placement import choose_lease_target
+
+    nodes = states({1, 2, 3, 4}, n2=0, n3=5, n4=9)
+    # n2 holds the fewest replicas, but lacks entries n3 and n4 hold
+    assert choose_lease_target([1, 2, 3, 4], 1, nodes, {2: 40, 3: 0, 4: 0}) == 3
+    assert choose_lease_target([1, 2, 3, 4], 1, nodes, {2: 40, 3: 2, 4: 0}) == 4
+    # a voter waiting for a snapshot takes none, however caught up the others are
+    assert choose_lease_target([1, 2, 3, 4], 1, nodes, {2: None, 3: 7, 4: 9}) == 3
+    assert choose_lease_target([1, 2], 1, nodes, {2: None}) is None
+    # a voter the leader knows nothing of counts as caught up; no news: by load
+    assert choose_lease_target([1, 2, 3], 1, nodes, {3: 0}) == 2
+    assert choose_lease_target([1, 2, 3], 1, nodes, {}) == 2
+
+
+def test_a_lease_on_its_way_keeps_its_target_while_none_is_more_caught_up() -> None:
+    """The drain asks again each round: a second target would campaign too."""
+    from feedkv.kv.placement import choose_lease_target
+
+    nodes = states({1, 2, 3}, n2=0, n3=5)
+    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 0}, prefer=3) == 3
+    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 1}, prefer=3) == 2
+    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 0}, prefer=None) == 2
+
+
 def test_a_draining_node_takes_no_lease_and_no_new_replica_but_keeps_its_own() -> None:
     from feedkv.kv.placement import choose_lease_target
 

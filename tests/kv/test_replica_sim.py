@@ -20,7 +20,8 @@ import pytest
 from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
 from feedkv.kv.replica import Replica
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import ConfChange, ConfChangeType, Message, MessageType, decode_message
+from feedkv.raft import ConfChange, ConfChangeType, Message, MessageType, Role, decode_message
+from feedkv.storage.engine import Completion
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.testing.range_sim import RangeFaults, RangeSim
 
@@ -328,3 +329,64 @@ def _settled_holder(sim: RangeSim) -> Replica:
         ):
             return holder
     raise AssertionError("no lease holder")
+
+
+def _hand_over_with_a_proposal_in_flight(
+    sim: RangeSim,
+) -> tuple[Replica, int, Completion[str]]:
+    """Five replicas; the lease holder hears from the target of its hand-over alone, so
+    its proposal, on the target too, is not committed (two of five) when the target
+    campaigns and wins (the others vote for its longer log): the old holder steps down
+    with the proposal in flight. Returns the old holder, the target and the proposal,
+    once the old holder stepped down."""
+    sim.settle()
+    holder = _settled_holder(sim)
+    me = holder.replica_id
+    target, *lagging = [r for r in sim.ids if r != me]
+    sim.cut = {link for other in lagging for link in ((me, other), (other, me))}
+    engine = sim.nodes[me].engine
+    with engine.snapshot() as snap:
+        done: Completion[str] = holder.propose(snap, lambda rw: ("handed over", Effects()))
+    assert holder.transfer_lease(target)
+    with engine.snapshot() as snap, pytest.raises(NotLeaseHolderError) as refused:
+        holder.propose(snap, lambda rw: (None, Effects()))
+    assert refused.value.lease_holder == target  # a command meanwhile is sent there
+    for _ in range(100):
+        if holder.raft.role is not Role.LEADER:
+            break
+        sim.round(propose=0, read=0)
+    assert holder.raft.role is not Role.LEADER and not done.done()
+    return holder, target, done
+
+
+def test_a_lease_handed_over_leaves_no_proposal_ambiguous(tmp_path: Path) -> None:
+    """The proposal in flight as the lease moved is answered as it applies on the old
+    holder through the next leader, not as ambiguous."""
+    sim = RangeSim(tmp_path, 5, ids=(1, 2, 3, 4, 5))
+    try:
+        _, target, done = _hand_over_with_a_proposal_in_flight(sim)
+        for _ in range(100):
+            if done.done():
+                break
+            sim.round(propose=0, read=0)
+        assert done.result(timeout=0) == "handed over"
+        sim.settle()
+        sim.check_converged()
+        assert sim.lease_holder() is sim.nodes[target].replica
+    finally:
+        sim.close()
+
+
+def test_a_lease_holder_that_stops_after_its_hand_over_leaves_its_proposals_ambiguous(
+    tmp_path: Path,
+) -> None:
+    """Stopped before the proposal in flight applied there, it cannot tell its fate."""
+    sim = RangeSim(tmp_path, 5, ids=(1, 2, 3, 4, 5))
+    try:
+        holder, _, done = _hand_over_with_a_proposal_in_flight(sim)
+        sim.crash(holder.replica_id)
+        assert isinstance(done.exception(timeout=0), AmbiguousResultError)
+        sim.settle()
+        sim.check_converged()
+    finally:
+        sim.close()

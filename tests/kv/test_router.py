@@ -172,6 +172,18 @@ def test_a_refusal_naming_an_older_or_the_same_descriptor_is_no_news() -> None:
     assert _route(cluster) == [1, 2, 3]
 
 
+def test_a_refusal_naming_the_parent_of_the_split_that_made_the_range_is_no_news() -> None:
+    """The client addressed r2, the right-hand range of a split of r1 (which took r1 to
+    generation 2); n1, which r2 left, still holds r1's report from before the split:
+    following it would send the batch to r1, which refuses it too (a round trip more).
+    The other replicas are asked instead."""
+    child = RangeDescriptor(2, Span(b"m", KEY_MAX), 2, replicas=(1, 2, 3))
+    parent = RangeDescriptor(1, Span(KEY_MIN, KEY_MAX), 1, replicas=(1, 2, 3))
+    cluster = _Cluster(3, down=set(), seen=set(), hint=0, left=frozenset({1}), told=parent)
+    Router(cluster)._send(BatchRequest(Header(range_id=2, generation=2), (Get(b"n"),)), child)
+    assert cluster.dials == [1, 2, 3]
+
+
 def test_a_refusal_naming_the_range_the_keys_merged_into_is_a_key_mismatch() -> None:
     merged = RangeDescriptor(7, Span(KEY_MIN, KEY_MAX), 5, replicas=(2, 3))
     cluster = _Cluster(1, down=set(), seen=set(), hint=0, left=frozenset({1, 2, 3}), told=merged)

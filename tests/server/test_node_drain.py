@@ -6,12 +6,15 @@ and Raft (:mod:`feedkv.testing.node_cluster`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import feedkv
@@ -82,6 +85,12 @@ def test_a_draining_node_hands_every_lease_over_and_none_comes_back(tmp_path: Pa
 
         assert kept == [] and n2.store.replicas.leases() == []
         up = [nodes[0], nodes[2]]
+        # the others' lookups name the new lease holders at once (not n2 until their
+        # next heartbeats: clients would be sent to n2 as it stops)
+        for node in up:
+            assert node.cluster is not None
+            directory = node.cluster.directory
+            assert [directory.lookup(key)[0].lease_holder != 2 for key in KEYS] == [True] * 3
         wait_until(
             lambda: all(len(h) == 1 for h in _lease_holders(up, db).values()),
             timeout_s=DEADLINE_S,
@@ -163,6 +172,95 @@ def test_writes_while_the_node_drains_go_on_at_the_new_lease_holders(tmp_path: P
 
 
 @pytest.mark.slow(30)
+def test_a_drain_hands_each_lease_to_a_caught_up_voter_not_one_behind(tmp_path: Path) -> None:
+    """n1 hears nothing of n2's ranges (their Raft messages to it are dropped as they
+    arrive), so its replicas fall behind while n3's keep up. n1 is the voter a drain
+    would pick otherwise (the lowest id among voters equally loaded), and a transfer to
+    it would wait until it caught up: here for ever (the wait is far longer than the
+    test's deadline). The drain hands every lease to n3 instead."""
+    config = ClusterConfig(replicas=3, rebalance_interval_s=0, lease_transfer_wait_s=600.0)
+    with (
+        node_cluster(tmp_path, cluster_config=config) as nodes,
+        feedkv.connect(nodes[0].url) as db,
+    ):
+        _lead_on_n2(db)
+        n1, n2, _ = nodes
+        led = {next(r.range_id for r in db.ranges() if r.span.contains_key(k)) for k in KEYS}
+        loop, lagging = n1.store.replicas, n2.store.replicas
+        assert loop is not None and lagging is not None and n2.cluster is not None
+        receive = loop.receive
+
+        def deaf_to_n2(batch: list[tuple[int, bytes]], sender: int = 0) -> None:
+            kept = [m for m in batch if sender != 2 or m[0] not in led]
+            if kept:
+                receive(kept, sender)
+
+        loop.receive = deaf_to_n2  # type: ignore[method-assign]
+        for key in KEYS:
+            db.put(key + b"/1", b"n1 misses this")
+
+        def behind() -> bool:
+            lags = [lagging.voters_behind(range_id) for range_id in led]
+            return all(lag.get(1, 0) and lag.get(3) == 0 for lag in lags)
+
+        wait_until(behind, timeout_s=DEADLINE_S, what="n1 behind and n3 caught up")
+
+        assert _in_thread(n2.cluster.drain_leases) == [[]]
+        assert all(h == {3} for h in _lease_holders(nodes, db).values())
+        loop.receive = receive  # type: ignore[method-assign]
+
+
+@pytest.mark.slow(30)
+def test_writes_while_a_node_drains_end_none_ambiguous(tmp_path: Path) -> None:
+    """Writers share n1's own client (as its SQL sessions do: their concurrent batches to
+    n2 travel on one stream), and others have clients of their own, while n2 stops,
+    handing its leases over: every write applies, none fails, none ends ambiguous.
+    (Before, n1 dropped its connection to n2 as soon as it heard n2 drain, news it took
+    for a restart, and the writes in flight on it ended as 'result is ambiguous', SQL's
+    40003; and now and then clients sent to n2 by lookups that still named it as lease
+    holder met gRPC's stop, a cancellation, as ambiguous.)"""
+    with node_cluster(tmp_path) as nodes, feedkv.connect(nodes[0].url) as db:
+        _lead_on_n2(db)
+        n1, n2, _ = nodes
+        assert n1.cluster is not None
+        shared = KVClient(n1.cluster.dialer)
+        own = [feedkv.connect(n1.url) for _ in range(8)]
+        outcomes: Counter[str] = Counter()
+        counting = threading.Lock()
+        done = threading.Event()
+
+        def write(writer: int, client: KVClient) -> None:
+            for n in itertools.count():
+                if done.is_set():
+                    return
+                key = KEYS[n % len(KEYS)] + b"/%d/%d" % (writer, n)
+                outcome = _outcome(lambda k=key: client.put(k, b"v"))  # type: ignore[misc]
+                kind = type(outcome).__name__ if isinstance(outcome, Exception) else "ok"
+                with counting:
+                    outcomes[kind] += 1
+
+        clients = [shared] * 8 + own
+        writers = [
+            threading.Thread(target=write, args=(i, client), daemon=True)
+            for i, client in enumerate(clients)
+        ]
+        try:
+            for writer in writers:
+                writer.start()
+            wait_until(lambda: outcomes["ok"] >= 200, timeout_s=DEADLINE_S, what="writes")
+            assert _in_thread(n2.stop) == [None]
+            after = outcomes["ok"]
+            wait_until(lambda: outcomes["ok"] >= after + 200, timeout_s=DEADLINE_S, what="more")
+        finally:
+            done.set()
+            for writer in writers:
+                writer.join(DEADLINE_S)
+            for client in {id(c): c for c in clients}.values():
+                client.close()
+        assert set(outcomes) == {"ok"}, outcomes
+
+
+@pytest.mark.slow(30)
 def test_the_last_node_stops_without_waiting_for_a_lease_transfer(tmp_path: Path) -> None:
     """Each node stopping in turn hands its leases to those still up and not draining;
     the last has none to hand them to and stops at once (the bound here is far longer
@@ -205,3 +303,57 @@ def test_a_crashed_peer_still_seen_live_takes_no_lease_and_is_not_waited_for(
             if line["message"].startswith("draining: moving the lease")
         ]
         assert len(moves) >= len(KEYS) and all(m.endswith(" to n3") for m in moves), moves
+
+
+@pytest.mark.xdist_group("cluster")
+@pytest.mark.slow(60)
+def test_sql_writes_while_a_node_process_drains_end_none_ambiguous(tmp_path: Path) -> None:
+    """psql-like clients of n1 and n3 write rows of a table whose ranges n2 leads while
+    n2 is SIGTERMed: every statement succeeds; none fails with 40003 ('result is
+    ambiguous'), as each did when its gateway cut its writes to n2 on hearing n2
+    drain."""
+    with LocalCluster(
+        tmp_path, 3, "--replicas", "3", rebalance_interval="0s", insecure=True
+    ) as cluster:
+        gateways = [cluster.processes[0], cluster.processes[2]]
+        assert all(node is not None for node in gateways)
+        urls = [node.sql_url for node in gateways if node is not None]
+        with psycopg.connect(urls[0], autocommit=True) as conn:
+            conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+        with cluster.connect(0) as db:
+            await_replicas(db, 3, timeout_s=60.0)
+            for r in db.ranges():
+                db.relocate(r.span.start or b"\x00", 2)
+        outcomes: Counter[str] = Counter()
+        counting = threading.Lock()
+        done = threading.Event()
+
+        def write(writer: int) -> None:
+            with psycopg.connect(urls[writer % 2], autocommit=True) as session:
+                for n in itertools.count():
+                    if done.is_set():
+                        return
+                    try:
+                        session.execute("UPSERT INTO kv VALUES (%s, 'v')", (writer << 32 | n,))
+                        kind = "ok"
+                    except psycopg.Error as exc:
+                        kind = exc.sqlstate or type(exc).__name__
+                    with counting:
+                        outcomes[kind] += 1
+
+        writers = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(8)]
+        try:
+            for writer in writers:
+                writer.start()
+            wait_until(lambda: outcomes["ok"] >= 100, timeout_s=DEADLINE_S, what="writes")
+            n2 = cluster.processes[1]
+            assert n2 is not None
+            assert n2.terminate(timeout_s=DEADLINE_S) == 0
+            cluster.processes[1] = None
+            after = outcomes["ok"]
+            wait_until(lambda: outcomes["ok"] >= after + 100, timeout_s=DEADLINE_S, what="more")
+        finally:
+            done.set()
+            for writer in writers:
+                writer.join(DEADLINE_S)
+        assert set(outcomes) == {"ok"}, outcomes

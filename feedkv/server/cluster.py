@@ -137,6 +137,9 @@ ALREADY_INITIALIZED = "cluster has already been initialized"
 _IDENT_FILE = "cluster.json"
 _PEERS_FILE = "peers.json"
 _NODE_IDS_KEY = b"\x00\x00cluster/node-ids"
+# the node id handed to each joiner, by the token it joins with (so a retried join,
+# its answer lost to a timeout, gets the same id again rather than a second one)
+_JOINED_PREFIX = b"\x00\x00cluster/joined/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,16 +202,17 @@ def start_ident(
 
 
 def join_once(
-    join: Sequence[str], tls: ClientTLS | None, timeout_s: float
+    join: Sequence[str], tls: ClientTLS | None, timeout_s: float, token: str
 ) -> tuple[tuple[str, int] | None, list[str]]:
     """Ask each member at ``join`` in turn for a node id: the cluster id and the new
     node's id from the first that answers (``None``: none did), and why the others
-    failed. A refused caller raises :class:`PermissionDeniedError`."""
+    failed. A refused caller raises :class:`PermissionDeniedError`. The joiner's
+    ``token`` names it: asked again with it, the cluster answers the same id."""
     failures: list[str] = []
     for address in join:
         try:
             with open_channel(address, [], tls) as channel:
-                answer = call(channel, "Join", {}, timeout_s)
+                answer = call(channel, "Join", {"token": token}, timeout_s)
             return (answer["cluster_id"], answer["node_id"]), failures
         except NodeUnavailableError as exc:
             failures.append(f"{address}: {exc}")
@@ -221,8 +225,9 @@ def join_cluster(
     """Ask the members at ``join`` for a node id, until one answers; returns the cluster
     id and the new node's id."""
     deadline = time.monotonic() + timeout_s
+    token = secrets.token_hex(8)
     while True:
-        answer, failures = join_once(join, tls, CALL_TIMEOUT_S)
+        answer, failures = join_once(join, tls, CALL_TIMEOUT_S, token)
         if answer is not None:
             return answer
         if time.monotonic() > deadline:
@@ -1121,11 +1126,18 @@ class Cluster:
         from feedkv.kv.db import KVClient
 
         client = KVClient(self.dialer)
+        token = str(message.get("token", ""))
+        joined = _JOINED_PREFIX + token.encode() if token else None
 
         def allocate(txn: Any) -> int:
+            given = txn.get(joined) if joined else None
+            if given is not None:  # NB: a retry: the first answer never reached it
+                return int(given)
             raw = txn.get(_NODE_IDS_KEY)
             node_id = (int(raw) if raw is not None else 1) + 1
             txn.put(_NODE_IDS_KEY, str(node_id).encode())
+            if joined:
+                txn.put(joined, str(node_id).encode())
             return node_id
 
         node_id = client.run_transaction(allocate)

@@ -289,7 +289,7 @@ def await_init(server: InitServer, tls: ClientTLS | None) -> tuple[str, int] | N
         with server.lock:
             if server.init_requested.is_set():
                 return None
-            answer, failures = join_once(join, tls, JOIN_CALL_S)
+            answer, failures = join_once(join, tls, JOIN_CALL_S, server.claims.token)
             if answer is not None:
                 server.claims.become_member()
                 return answer

@@ -28,7 +28,7 @@ from feedkv.kv.dialer import nodes
 from feedkv.rangefeed.event import Checkpoint
 from feedkv.rangefeed.feed_client import open_client
 from feedkv.security.tls import ServerTLS
-from feedkv.server.cluster import join_cluster
+from feedkv.server.cluster import join_cluster, join_once
 from feedkv.server.relocation import STALL_ENV
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
@@ -557,3 +557,18 @@ def test_a_node_that_cannot_join_says_why(cluster: LocalCluster, tmp_path: Path)
     with pytest.raises(NodeUnavailableError) as nobody:
         join_cluster(["127.0.0.1:1"], timeout_s=0, tls=stranger)
     assert "a new cluster starts from one node started without --join" in str(nobody.value)
+
+
+def test_a_join_asked_again_gets_the_same_node_id(cluster: LocalCluster) -> None:
+    """A joiner whose answer was lost (its call timed out under load) asks again with
+    the same token: it gets the id it was given, not a second one (a 3-node cluster
+    whose third node came up as n4 broke relocations that named n3)."""
+    assert cluster.certs_dir is not None
+    tls = ServerTLS.load(cluster.certs_dir).client()
+    members = [cluster.address(1), cluster.address(0)]
+    first, _ = join_once(members, tls, 30.0, "retried")
+    again, _ = join_once(list(reversed(members)), tls, 30.0, "retried")
+    other, _ = join_once(members, tls, 30.0, "another")
+    assert first is not None and again is not None and other is not None
+    assert again == first
+    assert other[1] == first[1] + 1

@@ -87,6 +87,7 @@ __all__ = ["Config", "RaftState", "ReadState", "Ready", "Role", "SoftState"]
 
 MT = MessageType
 _EARLY = frozenset({MT.APP, MT.HEARTBEAT})
+_HEARTBEATS = frozenset({MT.HEARTBEAT})
 
 
 class Role(Enum):
@@ -468,15 +469,19 @@ class RaftState:
             read_states=tuple(self._read_states),
         )
 
-    def take_early_messages(self, taken: int = 0) -> list[Message]:
+    def take_early_messages(self, taken: int = 0, *, appends: bool = True) -> list[Message]:
         """The messages that may go before they are persisted (appends, heartbeats) among
         those after the first ``taken`` (the messages of a Ready taken and not yet
-        advanced), removed from the next Ready."""
-        self._flush_appends()
+        advanced), removed from the next Ready. ``appends=False``: the heartbeats only;
+        the appends stay due, and the next Ready carries one per follower with every
+        entry proposed and the commit index reached until then."""
+        if appends:
+            self._flush_appends()
+        kinds = _EARLY if appends else _HEARTBEATS
         rest = self._msgs[taken:]
-        early = [m for m in rest if m.type in _EARLY]
+        early = [m for m in rest if m.type in kinds]
         if early:
-            self._msgs[taken:] = [m for m in rest if m.type not in _EARLY]
+            self._msgs[taken:] = [m for m in rest if m.type not in kinds]
         return early
 
     def advance(self, ready: Ready) -> None:

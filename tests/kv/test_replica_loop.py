@@ -23,7 +23,7 @@ from feedkv.errors import (
 from feedkv.kv.replica import AppliedEntry, Replica
 from feedkv.kv.replica_loop import ReplicaLoop
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import RAFT_DB, Config
+from feedkv.raft import RAFT_DB, Config, MessageType, decode_message
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
@@ -55,6 +55,7 @@ class Cluster:
         self.loops: dict[int, ReplicaLoop] = {}
         self.applied_ops: dict[int, dict[int, list[LogicalOp]]] = {n: {} for n in NODES}
         self.clock = 0
+        self.sent: list[tuple[int, list[tuple[int, bytes]]]] = []  # (to node, batch)
         for node in NODES:
             engine = CountingEngine(
                 directory / f"n{node}", databases=(*MVCC_DATABASES, RAFT_DB), sync=False
@@ -87,6 +88,7 @@ class Cluster:
         self.loops[node] = loop.start()
 
     def _send(self, node: int, batch: list[tuple[int, bytes]]) -> None:
+        self.sent.append((node, batch))
         loop = self.loops.get(node)
         if loop is not None:
             loop.receive(batch)
@@ -130,6 +132,17 @@ class Cluster:
 
         taker: int = wait_until(attempt, timeout_s=DEADLINE_S, what=f"a write to r{range_id}")
         return taker
+
+    def batches_with(self, key: bytes) -> list[tuple[int, list[bytes]]]:
+        """The batches sent with appends holding writes of keys starting with ``key``:
+        ``(node, the entries' data)`` each, in order."""
+        found = []
+        for node, batch in list(self.sent):
+            messages = [decode_message(raw) for _, raw in batch]
+            data = [e.data for m in messages if m.type is MessageType.APP for e in m.entries]
+            if any(key in d for d in data):
+                found.append((node, data))
+        return found
 
     def wait_caught_up(self, range_id: int) -> None:
         def caught_up() -> bool:
@@ -221,3 +234,59 @@ def test_proposals_waiting_together_are_evaluated_in_order_in_one_read(cluster: 
     # one read up to the failure, one for the rest (one more if a Raft message came
     # between two of the proposals: it is taken in its place)
     assert engine.reads_now - reads_before <= 3
+
+
+def test_appends_made_while_a_write_is_in_flight_leave_together_when_it_ends(
+    cluster: Cluster,
+) -> None:
+    leader = cluster.write(1, b"first", b"1")
+    loop, engine = cluster.loops[leader], cluster.engines[leader]
+    followers = sorted(n for n in NODES if n != leader)
+    held, release = threading.Event(), threading.Event()
+    evaluated: list[bytes] = []
+
+    def hold(_: None) -> None:  # NB: after its commit: eval_lock is free, reads go on
+        held.set()
+        release.wait(DEADLINE_S)
+
+    def put(key: bytes) -> Callable[[ReadWriter], tuple[None, Effects]]:
+        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
+            evaluated.append(key)
+            return None, Effects(tuple(mvcc.put(rw, key, Timestamp(500), b"v")))
+
+        return evaluate
+
+    def turn_ended() -> None:
+        """Wait for a heartbeat of the range sent from now: the leader's turn that
+        evaluated the proposals so far has ended."""
+        since = len(cluster.sent)
+        wait_until(
+            lambda: any(
+                range_id == 1 and decode_message(raw).type is MessageType.HEARTBEAT
+                for _, batch in cluster.sent[since:]
+                for range_id, raw in batch
+            ),
+            timeout_s=DEADLINE_S,
+            what="a heartbeat",
+        )
+
+    blocker = engine.submit(lambda rw: None, hold)
+    assert held.wait(DEADLINE_S)  # the commit thread waits, and the loop's next write
+    proposed = [loop.propose(1, put(b"in-flight"))]
+    wait_until(lambda: len(evaluated) == 1, timeout_s=DEADLINE_S, what="an evaluation")
+    turn_ended()  # NB: a write of the leader's is in flight now, this one's or an older
+    try:
+        proposed += [loop.propose(1, put(b"later-%d" % i)) for i in range(3)]
+        wait_until(lambda: len(evaluated) == 4, timeout_s=DEADLINE_S, what="evaluations")
+        turn_ended()
+        assert cluster.batches_with(b"later-") == []  # held while the write is in flight
+    finally:
+        release.set()
+    blocker.result(timeout=DEADLINE_S)
+    for done in proposed:
+        assert done.result(timeout=DEADLINE_S) is None
+    # they left together: each follower's first batch with one carried them all
+    sent = cluster.batches_with(b"later-")
+    for follower in followers:
+        data = next(data for node, data in sent if node == follower)
+        assert all(any(b"later-%d" % i in d for d in data) for i in range(3))

@@ -170,3 +170,26 @@ def test_a_leader_persisting_a_ready_sends_new_appends_and_commits_on_its_follow
     _persist(leader, in_flight)
     rd = leader.ready()
     assert second.index in {e.index for e in rd.committed_entries}
+
+
+def test_heartbeats_taken_alone_leave_the_appends_for_the_next_ready_together() -> None:
+    # a loop with a write in flight sends its heartbeats at once and holds its appends:
+    # the entries proposed meanwhile go in one append per follower with the next Ready
+    sim = RaftSim(0)
+    sim.elect(1)
+    leader = sim.raft(1)
+    assert leader.propose(b"a") is not None
+    in_flight = leader.ready()
+    proposed = [leader.propose(b"b"), leader.propose(b"c")]
+    assert None not in proposed
+    for _ in range(leader.cfg.heartbeat_tick):
+        leader.tick()
+    taken = leader.take_early_messages(len(in_flight.messages), appends=False)
+    assert {(m.type, m.to) for m in taken} == {(MT.HEARTBEAT, 2), (MT.HEARTBEAT, 3)}
+    assert leader.take_early_messages(len(in_flight.messages), appends=False) == []
+    _persist(leader, in_flight)
+    rd = leader.ready()
+    appends = [m for m in rd.early_messages if m.type is MT.APP]
+    assert sorted(m.to for m in appends) == [2, 3]
+    for m in appends:
+        assert [e.index for e in m.entries] == [e.index for e in proposed if e is not None]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from feedkv.errors import (
+    AmbiguousResultError,
     ClientClosedError,
     ConditionFailedError,
     InvalidArgumentError,
@@ -69,6 +70,7 @@ T = TypeVar("T")
 EXPORT_PAGE_SIZE = 5000
 FIRST_BYTES_PAGE = 64  # an export bounded by bytes: its first page, before sizes are known
 INGEST_BATCH = 10_000  # pairs a command of :meth:`KVClient.ingest` writes at most
+SPLIT_ATTEMPTS = 3  # asks of a split whose outcome was lost (see KVClient.split)
 _NO_HEADER = Header()  # a plain write's: the router addresses it, the node stamps it
 
 
@@ -387,9 +389,17 @@ class KVClient:
         return self._transport.now()
 
     def split(self, key: bytes) -> tuple[RangeDescriptor, RangeDescriptor]:
-        """Split the range holding ``key`` so a range starts at ``key``."""
+        """Split the range holding ``key`` so a range starts at ``key``. A split whose
+        outcome was lost (its range's lease moved with it in flight) is asked again: a
+        split at a range's start answers the split that made it."""
         check_key(key)
-        response = self._router.send_key(key, Header(), (Split(key),))
+        for attempt in range(SPLIT_ATTEMPTS):
+            try:
+                response = self._router.send_key(key, Header(), (Split(key),))
+                break
+            except AmbiguousResultError:
+                if attempt == SPLIT_ATTEMPTS - 1:
+                    raise
         result = response.responses[0]
         if not isinstance(result, SplitResponse):
             raise InvalidArgumentError(f"split answered with {result!r}")

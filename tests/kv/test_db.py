@@ -11,6 +11,7 @@ import pytest
 import feedkv
 from feedkv import DB
 from feedkv.errors import (
+    AmbiguousResultError,
     FeedKVError,
     InvalidArgumentError,
     InvalidKeyError,
@@ -226,6 +227,26 @@ def test_a_split_at_an_existing_boundary_changes_nothing(db: DB) -> None:
     left, right = db.split(b"m")
     assert (left.end, right.start) == (b"m", b"m")
     assert db.ranges() == before
+
+
+def test_a_split_whose_answer_was_lost_is_asked_again(
+    db: DB, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split applied whose answer never came back (its lease moved with it in
+    flight: AmbiguousResultError) is asked again, and answers the split it made."""
+    lost: list[BatchRequest] = []
+
+    def send_losing_the_first_split_answer(batch: BatchRequest) -> BatchResponse:
+        response = store.send(batch)
+        if any(isinstance(r, Split) for r in batch.requests) and not lost:
+            lost.append(batch)
+            raise AmbiguousResultError("the lease moved with the split in flight")
+        return response
+
+    monkeypatch.setattr(db.transport, "send", send_losing_the_first_split_answer)
+    left, right = db.split(b"m")
+    assert lost and (left.end, right.start) == (b"m", b"m")
+    assert [r.span.start for r in db.ranges()][-1] == b"m"
 
 
 def test_ranges_report_closed_timestamps_that_follow_the_clock(

@@ -1651,7 +1651,12 @@ class _Compiler:
         return pg_typeof
 
     def _sequence_function(self, name: str, node: exp.Anonymous) -> Compiled:
-        args = [self.compile(arg) for arg in node.expressions]
+        # NB: a sequence function takes a REGCLASS, which a name is cast to ('s'::regclass,
+        # as CockroachDB shows a DEFAULT's call): the sequence functions resolve the name
+        args = [
+            self.compile(_uncast_regclass(arg) if n == 0 else arg)
+            for n, arg in enumerate(node.expressions)
+        ]
 
         def sequence_function(row: Env, ctx: Context) -> Any:
             if ctx.sequence is None:
@@ -1706,6 +1711,14 @@ class _Compiler:
 
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
+
+
+def _uncast_regclass(node: exp.Expr) -> exp.Expr:
+    """``node`` without a cast of it to REGCLASS."""
+    if isinstance(node, exp.Cast) and node.to.sql().upper() in ("REGCLASS", "PG_CATALOG.REGCLASS"):
+        inner: exp.Expr = node.this
+        return inner
+    return node
 
 
 def _enum_cast(inner: Compiled, name: str) -> Compiled:

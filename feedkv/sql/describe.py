@@ -45,6 +45,7 @@ from feedkv.sql.descriptor import (
 )
 from feedkv.sql.expr import Scope, static_kind
 from feedkv.sql.join import JoinPlan
+from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
@@ -301,6 +302,8 @@ def _select(
         names = ResultPlan.of([], scope, s).names
     elif s.joins or not isinstance(descs[0], TableDescriptor):
         databases = [_database(source, database) for source in sources]
+        if names_mvcc(s):  # NB: as query() reads the tables, each with the column
+            descs = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in descs]
         plan = JoinPlan.of(descs, s, databases)
         names = plan.result.names
         scope = plan.scope  # NB: with the columns JOIN ... USING merges
@@ -423,6 +426,8 @@ def _mutation(
             _params_in(s.conflict_where, scope, params)
         if s.query is not None:
             _query_columns(s.query, resolve, database, params, {})
+    elif s.joins:
+        return _joined_mutation(s, desc, scope, resolve, database, params, origins)
     else:
         if isinstance(s, st.Update):
             returning = UpdatePlan.of(desc, s, db_name).returning
@@ -441,6 +446,26 @@ def _mutation(
     types = _item_types(s.returning, scope, tables, params)
     origins.extend(_item_origins(s.returning, scope, tables, _read_origins(desc, 0)))
     return tuple(zip(returning[0], types, strict=True))
+
+
+def _joined_mutation(
+    s: st.Update | st.Delete,
+    desc: TableDescriptor,
+    scope: Scope,
+    resolve: Resolve,
+    database: str,
+    params: list[ColumnType | None],
+    origins: list[Origin],
+) -> tuple[Column, ...]:
+    """:func:`_mutation` of UPDATE ... FROM or DELETE ... USING: its WHERE and RETURNING
+    over the joined rows, as the SELECT of them it runs (``feedkv.sql.dml``)."""
+    if isinstance(s, st.Update):
+        for name, value in s.sets:
+            _params_in(value, scope, params, target_column(desc, name).type)
+    items = s.returning or (exp.Star(),)
+    select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
+    columns = _query_columns(select, resolve, database, params, {}, origins)
+    return columns if s.returning is not None else ()
 
 
 def _is_star(node: exp.Expr) -> bool:

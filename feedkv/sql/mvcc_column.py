@@ -22,9 +22,10 @@ from feedkv.sql import statements as st
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["MVCC_COLUMN", "names_mvcc", "target_column", "with_mvcc"]
+__all__ = ["MVCC_COLUMN", "MVCC_TYPE", "names_mvcc", "target_column", "with_mvcc"]
 
 MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
+MVCC_TYPE = ColumnType(Kind.DECIMAL)
 
 
 def names_mvcc(statement: st.Statement) -> bool:
@@ -38,9 +39,7 @@ def with_mvcc(desc: TableDescriptor) -> TableDescriptor:
     hidden, after every other (where the rows read with it carry it). Never stored."""
     if desc.find_column(MVCC_COLUMN) is not None:
         return desc
-    column = Column(
-        max(c.id for c in desc.columns) + 1, MVCC_COLUMN, ColumnType(Kind.DECIMAL), hidden=True
-    )
+    column = Column(max(c.id for c in desc.columns) + 1, MVCC_COLUMN, MVCC_TYPE, hidden=True)
     return dataclasses.replace(desc, columns=(*desc.columns, column))
 
 

@@ -27,7 +27,7 @@ before it binds (asyncpg, pgjdbc) reads a view or a sequence with placeholders.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -43,7 +43,7 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     ViewDescriptor,
 )
-from feedkv.sql.expr import Scope, static_kind
+from feedkv.sql.expr import Scope, static_kind, subquery_key
 from feedkv.sql.join import JoinPlan
 from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.plan import (
@@ -184,9 +184,11 @@ def _query_columns(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     """The columns of a query (a SELECT, a set operation or VALUES), its CTEs' and
-    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given."""
+    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given;
+    ``outer``: the columns of the query around a subquery, which it may name."""
     ctes = dict(ctes)
     for cte in q.ctes:
         if cte.recursive:
@@ -194,7 +196,7 @@ def _query_columns(
         described = _query_columns(cte.query, resolve, database, params, ctes)
         ctes[cte.name] = _relation(cte.name, described, cte.columns)
     if isinstance(q, st.Select):
-        return _select(q, resolve, database, params, ctes, origins)
+        return _select(q, resolve, database, params, ctes, origins, outer)
     if isinstance(q, st.Values):
         return tuple(
             (f"column{n}", _shared([_safe_type(row[n - 1], Scope()) for row in q.rows]))
@@ -291,20 +293,19 @@ def _select(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    outer: Scope | None = None,
 ) -> tuple[Column, ...]:
-    for _node, inner in s.subqueries:
-        _query_columns(inner, resolve, database, params, ctes)
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
     descs = [_source(source, resolve, database, params, ctes) for source in sources]
     read: dict[int, Origin] = {}  # a row index -> the table column it holds
     if s.table is None:
-        scope = Scope()
+        scope = Scope(outer=outer)
         names = ResultPlan.of([], scope, s).names
     elif s.joins or not isinstance(descs[0], TableDescriptor):
         databases = [_database(source, database) for source in sources]
         if names_mvcc(s):  # NB: as query() reads the tables, each with the column
             descs = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in descs]
-        plan = JoinPlan.of(descs, s, databases)
+        plan = JoinPlan.of(descs, s, databases, outer)
         names = plan.result.names
         scope = plan.scope  # NB: with the columns JOIN ... USING merges
         for table in plan.tables:
@@ -316,9 +317,14 @@ def _select(
         desc = descs[0]
         if not isinstance(desc, TableDescriptor):
             raise _Undescribed
-        plan_ = SelectPlan.of(desc, s, _database(s.table, database))
+        plan_ = SelectPlan.of(desc, s, _database(s.table, database), outer)
         names, scope = plan_.result.names, plan_.scope
         read = _read_origins(desc, 0)
+    scalars: dict[str, ColumnType | None] = {}  # the type of each subquery's one column
+    for node, inner in s.subqueries:  # NB: a correlated one names this query's columns
+        described = _query_columns(inner, resolve, database, params, ctes, outer=scope)
+        if isinstance(node, exp.Subquery) and len(described) == 1:
+            scalars[subquery_key(node)] = described[0][1]
     for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
         _params_in(node, scope, params)
     for item in s.items:
@@ -330,7 +336,7 @@ def _select(
         raise _Undescribed  # NB: ``*`` shows the columns USING merges once, as it runs
     aliases = [s.alias, *(join.alias for join in s.joins)]
     tables = [(alias or desc.name, desc) for alias, desc in zip(aliases, descs, strict=False)]
-    types = _item_types(s.items, scope, tables, params)
+    types = _item_types(s.items, scope, tables, params, scalars)
     if origins is not None:
         origins.extend(_item_origins(s.items, scope, tables, read))
     return tuple(zip(names, types, strict=True))
@@ -381,14 +387,16 @@ def _item_types(
     scope: Scope,
     tables: Sequence[tuple[str, Source]],
     params: Sequence[ColumnType | None],
+    scalars: Mapping[str, ColumnType | None] | None = None,
 ) -> list[ColumnType | None]:
     """The types of the result columns ``items`` make over ``tables`` (each with the
     name that qualifies its columns; ``*`` expands as in
-    :func:`feedkv.sql.plan._projections`)."""
+    :func:`feedkv.sql.plan._projections`); ``scalars``: the types of the scalar
+    subqueries, by :func:`~feedkv.sql.expr.subquery_key`."""
     types: list[ColumnType | None] = []
     for item in items:
         if not _is_star(item):
-            types.append(type_of(unalias(item), scope, params))
+            types.append(_Typer(scope, params, scalars or {}).type_of(unalias(item)))
             continue
         for desc in _starred(item, tables):
             types.extend(c.type for c in desc.columns if c.shown)
@@ -599,9 +607,15 @@ def type_of(
 
 
 class _Typer:
-    def __init__(self, scope: Scope, params: Sequence[ColumnType | None]) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        params: Sequence[ColumnType | None],
+        scalars: Mapping[str, ColumnType | None] | None = None,
+    ) -> None:
         self.scope = scope
         self.params = params
+        self.scalars = scalars or {}
 
     def type_of(self, node: exp.Expr) -> ColumnType | None:
         return _type_of(node, self)
@@ -615,6 +629,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return typer.params[index] if 0 <= index < len(typer.params) else None
     if isinstance(node, exp.Paren | exp.Alias):
         return _type_of(node.this, typer)
+    if isinstance(node, exp.Window):
+        return _window_type(node.this, typer)
+    if isinstance(node, exp.Subquery):
+        return typer.scalars.get(subquery_key(node))
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
         return scope.lookup(node)[1]
     if isinstance(node, exp.Cast):
@@ -694,6 +712,24 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         (only,) = kinds if len(kinds) == 1 else (None,)
         return None if only is None else ColumnType(only)
     return None
+
+
+# The window functions of an INT8 result, of a FLOAT8 one, and of their argument's type
+_INT_RANKINGS = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
+_FLOAT_RANKINGS = (exp.PercentRank, exp.CumeDist)
+_SHIFTS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+
+def _window_type(function: exp.Expr, typer: _Typer) -> ColumnType | None:
+    """The type of ``function() OVER (...)``: a ranking's, a shift's (its value's), or
+    the aggregate's."""
+    if isinstance(function, _INT_RANKINGS):
+        return _INT
+    if isinstance(function, _FLOAT_RANKINGS):
+        return ColumnType(Kind.FLOAT)
+    if isinstance(function, _SHIFTS):
+        return typer.type_of(function.this)
+    return typer.type_of(function)
 
 
 # NB: an array's elements are of the plain kind of its values (no width), as the

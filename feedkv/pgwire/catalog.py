@@ -67,7 +67,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements)\b",
+    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements|pg_get_viewdef)\b",
     re.IGNORECASE,
 )
 
@@ -829,7 +829,8 @@ def _add_secondary(
         _constraint(db, database, desc, _secondary_oid(desc, 500 + n), fk.name, "f",
                     _referenced_index(parent, fk.referenced), parent.id,
                     [position[i] for i in fk.column_ids], [theirs[i] for i in fk.referenced],
-                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})",
+                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})"
+                    + fk.actions_sql(),
                     (_ACTION_CODES[fk.on_update], _ACTION_CODES[fk.on_delete], "s"))  # fmt: skip
     for n, check in enumerate(desc.checks, start=1):
         _constraint(db, database, desc, _secondary_oid(desc, 800 + n), check.name, "c", 0, 0,
@@ -1302,10 +1303,15 @@ def _array_of(select: exp.Select, values: dict[str, str]) -> exp.Expr:
 
 
 def _functions(
-    db: sqlite3.Connection, names: dict[str, int], values: dict[str, str], raised: list[SQLError]
+    db: sqlite3.Connection,
+    names: dict[str, int],
+    values: dict[str, str],
+    raised: list[SQLError],
+    views: Mapping[int, str],
 ) -> None:
-    """The catalog functions; one that fails with an SQLError puts it in ``raised``
-    (SQLite's error says only that a function raised)."""
+    """The catalog functions (``views``: each view's query by its OID); one that fails
+    with an SQLError puts it in ``raised`` (SQLite's error says only that a function
+    raised)."""
 
     def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
         def call(*args: Any) -> Any:
@@ -1348,6 +1354,13 @@ def _functions(
     define("pg_get_partkeydef", lambda oid: None, 1)
     define("pg_get_indexdef", lambda oid, column=0, pretty=0: _indexdef(db, oid, column), 1, 3)
     define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
+    # NB: a view's query as SHOW CREATE VIEW shows it; NULL for another relation
+    define(
+        "pg_get_viewdef",
+        lambda oid, pretty=False: None if oid is None else views.get(int(oid)),
+        1,
+        2,
+    )
     define("array_to_string", _array_to_string, 2, 3)
     define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
     define("pg_array_json", _array_json, 1)
@@ -1641,7 +1654,8 @@ def run_catalog_query(
     values = {"database": database, "user": user, "version": version}
     try:
         raised: list[SQLError] = []
-        _functions(db, names, values, raised)
+        views = {o.id: o.query for o in others if isinstance(o, ViewDescriptor)}
+        _functions(db, names, values, raised, views)
         _comment_functions(db, described)
         booleans = translated.booleans
         try:

@@ -544,8 +544,8 @@ def _add_table(
         "pg_class",
         [
             (desc.id, desc.name, PUBLIC_OID, 0, 1, 2, 0, -1, True, False, "p", "r",
-             len(columns), 0, False, False, False, False, False, True, "d", False, 0, None,
-             None, None, False, 0),
+             len(columns), len(desc.checks), False, False, False, False, False, True, "d",
+             False, 0, None, None, None, False, 0),
             (index_oid, f"{desc.name}_pkey", PUBLIC_OID, 0, 1, 403, 0, 0, False, False,
              "p", "i", len(key_ids), 0, False, False, False, False, False, True, "n", False,
              0, None, None, None, False, 0),

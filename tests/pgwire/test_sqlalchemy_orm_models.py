@@ -5,7 +5,7 @@ server defaults, an identity key, unique and check constraints, indexes and a vi
 aggregates and pagination, and the Inspector's reflection of it all, as against
 CockroachDB. Found wanting before: a foreign key's ON DELETE in pg_get_constraintdef
 (the Inspector lost it), ``pg_get_viewdef`` (0A000; psql's ``\\d+ view`` showed no
-definition)."""
+definition), pg_class.relchecks (0: psql's ``\\d`` listed no check constraint)."""
 
 from __future__ import annotations
 
@@ -157,18 +157,27 @@ def test_the_inspector_reflects_the_models(engine: sa.Engine) -> None:
     assert books_fk.ondelete == "CASCADE"
 
 
-def test_psql_describes_the_view_with_its_definition(engine: sa.Engine, pg_url: str) -> None:
+def test_psql_describes_the_view_and_the_check_constraint(engine: sa.Engine, pg_url: str) -> None:
     psql = shutil.which("psql")
     assert psql is not None, "psql is missing: `make` installs Debian's postgresql-client"
-    done = subprocess.run(
-        [psql, pg_url, "-X", "-v", "ON_ERROR_STOP=1", "-c", "\\d+ active_authors"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[lines.index("View definition:") + 1] == (
+
+    def described(name: str) -> list[str]:
+        done = subprocess.run(
+            [psql, pg_url, "-X", "-v", "ON_ERROR_STOP=1", "-c", f"\\d+ {name}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    view = described("active_authors")
+    assert view[view.index("View definition:") + 1] == (
         "SELECT id, name FROM authors WHERE karma > 0"
+    )
+    # NB: as CockroachDB's pg_class.relchecks counts them, psql lists them
+    table = described("authors")
+    assert table[table.index("Check constraints:") + 1].strip() == (
+        '"karma_not_negative" CHECK (karma >= 0)'
     )

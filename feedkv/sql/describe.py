@@ -574,7 +574,7 @@ def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
 
 _BOOLEAN = (
     *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-    exp.Boolean, exp.Exists,
+    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _JSONB = ColumnType(Kind.JSONB)
@@ -655,6 +655,9 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.TIMESTAMPTZ)
     if isinstance(node, exp.CurrentDate):
         return ColumnType(Kind.DATE)
+    if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type
+        kind = _kind(node.this, typer)
+        return ColumnType(kind) if kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ) else None
     if isinstance(node, exp.Anonymous):
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
             return _JSONB

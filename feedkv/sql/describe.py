@@ -655,8 +655,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.TIMESTAMPTZ)
     if isinstance(node, exp.CurrentDate):
         return ColumnType(Kind.DATE)
-    if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type
+    if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type (a DATE's: TZ)
         kind = _kind(node.this, typer)
+        if kind is Kind.DATE:
+            return ColumnType(Kind.TIMESTAMPTZ)
         return ColumnType(kind) if kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ) else None
     if isinstance(node, exp.Anonymous):
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...

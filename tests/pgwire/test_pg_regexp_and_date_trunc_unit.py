@@ -1,7 +1,7 @@
 """Two things SQLAlchemy sends that feedkv refused (0A000): the regular expression
 operators ``~``, ``~*``, ``!~``, ``!~*`` (``column.regexp_match(...)``), and
-``date_trunc`` with its unit bound as a placeholder (``func.date_trunc('month', c)``),
-both as CockroachDB runs them."""
+``date_trunc`` with its unit bound as a placeholder (``func.date_trunc('month', c)``)
+or of a DATE (a TIMESTAMPTZ), as CockroachDB runs them."""
 
 from __future__ import annotations
 
@@ -69,3 +69,10 @@ def test_sqlalchemy_sends_both(conn: psycopg.Connection, pg_url: str) -> None:
             ]
     finally:
         engine.dispose()
+
+
+def test_date_trunc_of_a_date_is_a_timestamptz(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE days (d DATE PRIMARY KEY)")
+    conn.execute("INSERT INTO days VALUES ('2024-05-17'), ('2024-05-30')")
+    rows = conn.execute("SELECT DISTINCT date_trunc(%s, d) FROM days", ("month",)).fetchall()
+    assert rows == [(datetime.datetime(2024, 5, 1, tzinfo=datetime.UTC),)]

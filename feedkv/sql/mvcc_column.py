@@ -8,9 +8,11 @@ Nothing of it is stored. A query whose text names it plans against the table wit
 column appended last (:func:`with_mvcc`), and reads its rows with each row's timestamp
 appended (``Execution.envs(..., mvcc=True)``); other queries pay nothing for it. So do
 an UPDATE's and a DELETE's WHERE, ORDER BY and SET expressions (the timestamp of the
-row version they read), as CockroachDB's; their RETURNING names only the table's own
-columns (42703 for this one, as CockroachDB's), and a statement that would write it
-fails with 42P10 (:func:`target_column`).
+row version they read; with FROM or USING, each table's, as a SELECT of the joined rows
+has them), and ON CONFLICT DO UPDATE's SET and WHERE (the existing row's, read again
+for it, after the existing and the proposed rows), as CockroachDB's; their RETURNING
+names only the table's own columns (42703 for this one, as CockroachDB's), and a
+statement that would write it fails with 42P10 (:func:`target_column`).
 """
 
 from __future__ import annotations

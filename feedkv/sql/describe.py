@@ -420,7 +420,7 @@ def _mutation(
     is the table's) added to ``origins``."""
     desc = catalog.of_kind(resolve(s.table), s.table.name, TableDescriptor)
     db_name = s.table.database or database
-    scope = table_scope(desc, db_name)
+    scope = table_scope(desc, db_name, s.alias)
     returning: tuple[tuple[str, ...], object] | None
     if isinstance(s, st.Insert):
         insert = InsertPlan.of(desc, s, db_name)
@@ -449,8 +449,7 @@ def _mutation(
             _param(s.limit, _INT, params)
     if returning is None or s.returning is None:
         return ()
-    alias = None if isinstance(s, st.Insert) else s.alias
-    tables = [(alias or desc.name, desc)]
+    tables = [(s.alias or desc.name, desc)]
     types = _item_types(s.returning, scope, tables, params)
     origins.extend(_item_origins(s.returning, scope, tables, _read_origins(desc, 0)))
     return tuple(zip(returning[0], types, strict=True))

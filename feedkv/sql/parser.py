@@ -3467,6 +3467,7 @@ class _Converter:
             conflict_constraint,
             conflict_subqueries,
             overriding,
+            _index_and_alias(target)[1] if isinstance(target, exp.Table) else None,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

@@ -930,7 +930,7 @@ class InsertPlan:
                 _check_assigned_node(node, empty, column)
             rows.append(row)
         _check_string_rows(targets, s.rows, empty)
-        scope = table_scope(desc, database)
+        scope = table_scope(desc, database, s.alias)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
             raise SQLError(
@@ -938,7 +938,7 @@ class InsertPlan:
                 'ambiguous source name: "excluded" (the table and the proposed row of ON '
                 "CONFLICT DO UPDATE have that name)",
             )
-        conflict_scope = table_scope(desc, database)
+        conflict_scope = table_scope(desc, database, s.alias)
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
@@ -946,7 +946,7 @@ class InsertPlan:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
         mvcc = s.on_conflict == "update" and names_mvcc(s)
         if mvcc:
-            conflict_scope.add(["", desc.name], MVCC_COLUMN, 2 * width, MVCC_TYPE)
+            conflict_scope.add(["", s.alias or desc.name], MVCC_COLUMN, 2 * width, MVCC_TYPE)
         _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
             (target_column(desc, n), _conflict_value(desc, n, e, conflict_scope, targets))
@@ -987,7 +987,7 @@ class InsertPlan:
             targets,
             rows,
             sets,
-            _returning(desc, s.returning, scope),
+            _returning(desc, s.returning, scope, s.alias),
             frozenset(column.id for column, _ in sets),
             filled,
             where,

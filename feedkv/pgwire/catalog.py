@@ -677,6 +677,13 @@ _CATALOG_RELATIONS = _CATALOG_OIDS | {
     "pg_inherits": 2611, "pg_namespace": 2615, "pg_rewrite": 2618, "pg_trigger": 2620,
     "pg_sequence": 2224, "pg_shdescription": 2396, "pg_extension": 3079,
     "pg_collation": 3456, "pg_enum": 3501, "pg_opclass": 2616, "pg_range": 3541,
+    "pg_aggregate": 2600, "pg_cast": 2605, "pg_conversion": 2607, "pg_language": 2612,
+    "pg_largeobject": 2613, "pg_operator": 2617, "pg_statistic": 2619, "pg_opfamily": 2753,
+    "pg_default_acl": 826, "pg_shdepend": 1214, "pg_foreign_server": 1417,
+    "pg_foreign_data_wrapper": 2328, "pg_db_role_setting": 2964, "pg_foreign_table": 3118,
+    "pg_policy": 3256, "pg_partitioned_table": 3350, "pg_statistic_ext": 3381,
+    "pg_event_trigger": 3466, "pg_ts_dict": 3600, "pg_ts_config": 3602,
+    "pg_subscription": 6100, "pg_publication": 6104,
 }  # fmt: skip
 
 

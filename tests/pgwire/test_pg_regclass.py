@@ -59,3 +59,12 @@ def test_sequence_functions_take_a_regclass(conn: psycopg.Connection) -> None:
     assert conn.execute("SELECT nextval('s'::regclass)").fetchone() == (1,)
     assert conn.execute("SELECT setval('public.s'::regclass, 10)").fetchone() == (10,)
     assert conn.execute("SELECT currval('s'::REGCLASS)").fetchone() == (10,)
+
+
+def test_pg_catalogs_relations_are_relations_too(conn: psycopg.Connection) -> None:
+    # NB: SQLAlchemy reads comments where classoid = 'pg_catalog.pg_constraint'::regclass
+    row = conn.execute(
+        "SELECT 'pg_catalog.pg_constraint'::regclass, 'pg_class'::regclass::oid, %s::regclass::oid",
+        ["pg_catalog.pg_policy"],
+    ).fetchone()
+    assert row == ("pg_constraint", 1259, 3256)

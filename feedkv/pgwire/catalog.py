@@ -35,6 +35,7 @@ from sqlglot.dialects.postgres import Postgres
 
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
+from feedkv.pgwire.regclass import regclass_name, regclass_oid
 from feedkv.pgwire.types import ENUM_OID_BASE, OID, wire_type
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
@@ -66,7 +67,7 @@ _CATALOG_NAMES = re.compile(
     r"pg_description|obj_description|col_description|shobj_description|"
     r"pg_am|pg_tables|pg_settings|pg_inherits|pg_collation|pg_proc|pg_tablespace|"
     r"pg_extension|pg_table_is_visible|format_type|pg_get_userbyid|current_catalog|pg_enum|"
-    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements)\b",
+    r"pg_cursors|to_regtype|pg_indexes|pg_sequence|pg_prepared_statements|pg_get_viewdef)\b",
     re.IGNORECASE,
 )
 
@@ -89,9 +90,22 @@ def catalog_param_oids(text: str, count: int) -> tuple[int, ...]:
     return tuple(oids)
 
 
+# A query that casts to regclass (or calls to_regclass), but not a sequence function's
+# argument, which the SQL layer reads as the sequence's name: answered here.
+_REGCLASS = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?regclass\b|\bto_regclass\s*\(", re.I)
+_SELECT = re.compile(r"\s*\(*\s*SELECT\b", re.I)
+_SEQUENCE_CALL = re.compile(r"\b(?:nextval|currval|setval)\s*\(", re.I)
+
+
 def reads_catalog(text: str) -> bool:
-    """Whether ``text`` reads a system catalog (and so runs here)."""
-    return _CATALOG_NAMES.search(text) is not None
+    """Whether ``text`` reads a system catalog or a relation's OID (and so runs here)."""
+    if _CATALOG_NAMES.search(text) is not None:
+        return True
+    return (
+        _REGCLASS.search(text) is not None
+        and _SELECT.match(text) is not None
+        and _SEQUENCE_CALL.search(text) is None
+    )
 
 
 PG_CATALOG_OID = 11
@@ -530,8 +544,8 @@ def _add_table(
         "pg_class",
         [
             (desc.id, desc.name, PUBLIC_OID, 0, 1, 2, 0, -1, True, False, "p", "r",
-             len(columns), 0, False, False, False, False, False, True, "d", False, 0, None,
-             None, None, False, 0),
+             len(columns), len(desc.checks), False, False, False, False, False, True, "d",
+             False, 0, None, None, None, False, 0),
             (index_oid, f"{desc.name}_pkey", PUBLIC_OID, 0, 1, 403, 0, 0, False, False,
              "p", "i", len(key_ids), 0, False, False, False, False, False, True, "n", False,
              0, None, None, None, False, 0),
@@ -653,6 +667,24 @@ _SECONDARY_OID_BASE = 3_000_000  # + table id * 1000 + index id (a constraint's:
 _PG_CLASS = 1259  # the OID of pg_class (pg_description's classoid of a relation's comment)
 _PG_DATABASE = 1262
 _CATALOG_OIDS = {"pg_class": _PG_CLASS, "pg_database": _PG_DATABASE}
+# The catalog relations ``'pg_constraint'::regclass`` names (SQLAlchemy reads comments
+# so: ``pg_description.classoid = 'pg_catalog.pg_constraint'::regclass``): PostgreSQL's
+# OIDs of them.
+_CATALOG_RELATIONS = _CATALOG_OIDS | {
+    "pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_authid": 1260,
+    "pg_auth_members": 1261, "pg_tablespace": 1213, "pg_am": 2601, "pg_attrdef": 2604,
+    "pg_constraint": 2606, "pg_depend": 2608, "pg_description": 2609, "pg_index": 2610,
+    "pg_inherits": 2611, "pg_namespace": 2615, "pg_rewrite": 2618, "pg_trigger": 2620,
+    "pg_sequence": 2224, "pg_shdescription": 2396, "pg_extension": 3079,
+    "pg_collation": 3456, "pg_enum": 3501, "pg_opclass": 2616, "pg_range": 3541,
+    "pg_aggregate": 2600, "pg_cast": 2605, "pg_conversion": 2607, "pg_language": 2612,
+    "pg_largeobject": 2613, "pg_operator": 2617, "pg_statistic": 2619, "pg_opfamily": 2753,
+    "pg_default_acl": 826, "pg_shdepend": 1214, "pg_foreign_server": 1417,
+    "pg_foreign_data_wrapper": 2328, "pg_db_role_setting": 2964, "pg_foreign_table": 3118,
+    "pg_policy": 3256, "pg_partitioned_table": 3350, "pg_statistic_ext": 3381,
+    "pg_event_trigger": 3466, "pg_ts_dict": 3600, "pg_ts_config": 3602,
+    "pg_subscription": 6100, "pg_publication": 6104,
+}  # fmt: skip
 
 
 def _descriptions(
@@ -804,7 +836,8 @@ def _add_secondary(
         _constraint(db, database, desc, _secondary_oid(desc, 500 + n), fk.name, "f",
                     _referenced_index(parent, fk.referenced), parent.id,
                     [position[i] for i in fk.column_ids], [theirs[i] for i in fk.referenced],
-                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})",
+                    f"FOREIGN KEY ({mine}) REFERENCES {parent.name}({referenced})"
+                    + fk.actions_sql(),
                     (_ACTION_CODES[fk.on_update], _ACTION_CODES[fk.on_delete], "s"))  # fmt: skip
     for n, check in enumerate(desc.checks, start=1):
         _constraint(db, database, desc, _secondary_oid(desc, 800 + n), check.name, "c", 0, 0,
@@ -984,6 +1017,8 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     for select in list(tree.find_all(exp.Select)):
         select.set("expressions", [_named(e) for e in select.expressions])
         _unnest_index_keys(select)
+    if isinstance(tree, exp.Select):
+        tree.set("expressions", [_regclass_shown(e) for e in tree.expressions])
     tree = _rewritten(tree, values)
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
@@ -1073,6 +1108,25 @@ def _unnest_index_keys(select: exp.Select) -> None:
         )
 
 
+def _is_regclass(node: exp.Expr) -> bool:
+    """Whether ``node``'s value is a regclass: a cast to it, or ``to_regclass(...)``."""
+    if isinstance(node, exp.Cast):
+        return (node.args["to"].sql(dialect="postgres") or "").lower() == "regclass"
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_regclass"
+
+
+def _regclass_shown(node: exp.Expr) -> exp.Expr:
+    """A result column of a regclass as the relation's name (the catalog computes with
+    its OID)."""
+    inner = node.this if isinstance(node, exp.Alias) else node
+    if not _is_regclass(inner):
+        return node
+    shown = exp.Anonymous(this="pg_regclass_name", expressions=[inner.copy()])
+    if isinstance(node, exp.Alias):
+        return exp.alias_(shown, node.alias, quoted=True)
+    return shown
+
+
 def _is_indkey(node: exp.Expr) -> bool:
     return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass", "conkey")
 
@@ -1131,6 +1185,8 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.Cast):
         target = node.args["to"]
         name = (target.sql(dialect="postgres") or "").lower()
+        if name in ("text", "varchar", "name", "string") and _is_regclass(node.this):
+            return exp.Anonymous(this="pg_regclass_name", expressions=[node.this])
         function = _CASTS.get(name)
         if function is not None:
             return exp.Anonymous(this=function, expressions=[node.this])
@@ -1253,10 +1309,27 @@ def _array_of(select: exp.Select, values: dict[str, str]) -> exp.Expr:
     return exp.Subquery(this=exp.select(aggregate).from_(exp.Subquery(this=inner, alias="__a")))
 
 
-def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, str]) -> None:
+def _functions(
+    db: sqlite3.Connection,
+    names: dict[str, int],
+    values: dict[str, str],
+    raised: list[SQLError],
+    views: Mapping[int, str],
+) -> None:
+    """The catalog functions (``views``: each view's query by its OID); one that fails
+    with an SQLError puts it in ``raised`` (SQLite's error says only that a function
+    raised)."""
+
     def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
+        def call(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except SQLError as exc:
+                raised.append(exc)
+                raise
+
         for count in counts:
-            db.create_function(name, count, fn, deterministic=True)
+            db.create_function(name, count, call, deterministic=True)
 
     define(
         "regexp", lambda pattern, text: text is not None and re.search(pattern, text) is not None, 2
@@ -1288,6 +1361,13 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_get_partkeydef", lambda oid: None, 1)
     define("pg_get_indexdef", lambda oid, column=0, pretty=0: _indexdef(db, oid, column), 1, 3)
     define("pg_get_constraintdef", lambda *args: _constraintdef(db, args[0]), 1, 2)
+    # NB: a view's query as SHOW CREATE VIEW shows it; NULL for another relation
+    define(
+        "pg_get_viewdef",
+        lambda oid, pretty=False: None if oid is None else views.get(int(oid)),
+        1,
+        2,
+    )
     define("array_to_string", _array_to_string, 2, 3)
     define("pg_empty_array", lambda: _TEXT_ARRAY + "[]", 0)
     define("pg_array_json", _array_json, 1)
@@ -1300,7 +1380,18 @@ def _functions(db: sqlite3.Connection, names: dict[str, int], values: dict[str, 
     define("pg_get_serial_sequence", lambda table, column: None, 2)
     db.create_function("json_build_object", -1, _json_object, deterministic=True)
     define("pg_bool", _bool, 1)
-    define("pg_regclass", lambda name: names.get(str(name).strip('"')), 1)
+    relations = _CATALOG_RELATIONS | names
+    shown: dict[int, str] = {}
+    for name, oid in relations.items():
+        shown.setdefault(oid, name)
+    database = values["database"]
+    define("pg_regclass", lambda value: regclass_oid(value, relations, database), 1)
+    define(
+        "to_regclass",
+        lambda value: regclass_oid(value, relations, database, missing_ok=True),
+        1,
+    )
+    define("pg_regclass_name", lambda oid: regclass_name(oid, shown), 1)
     # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
     define("pg_regtype", lambda oid: enums.get(oid) or _FORMATTED.get(oid) if oid else None, 1)
     define("pg_regproc", lambda value: value, 1)
@@ -1569,17 +1660,22 @@ def run_catalog_query(
     db.commit()
     values = {"database": database, "user": user, "version": version}
     try:
-        _functions(db, names, values)
+        raised: list[SQLError] = []
+        views = {o.id: o.query for o in others if isinstance(o, ViewDescriptor)}
+        _functions(db, names, values, raised, views)
         _comment_functions(db, described)
         booleans = translated.booleans
         try:
             cursor = db.execute(translated.sql, tuple(_param(p) for p in params))
+            fetched = cursor.fetchall()
         except sqlite3.Error as exc:
+            if raised:
+                raise raised[0] from None
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
         rows = [
             tuple(_bool(v) if n in booleans else _value(v) for n, v in enumerate(row))
-            for row in cursor.fetchall()
+            for row in fetched
         ]
         # NB: only a column of NULLs (an empty result's) needs its declared type
         nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))

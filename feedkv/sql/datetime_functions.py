@@ -110,14 +110,16 @@ _UNITS = (
 
 
 def date_trunc(unit: str, value: Any) -> datetime.datetime:
-    """``date_trunc(unit, value)`` for a TIMESTAMP or TIMESTAMPTZ ``value``."""
+    """``date_trunc(unit, value)`` for a TIMESTAMP or TIMESTAMPTZ ``value``, or a DATE,
+    which is read as its midnight in the session's time zone and gives a TIMESTAMPTZ,
+    as CockroachDB's."""
     name = unit.lower().rstrip("s") if unit.lower() not in _UNITS else unit.lower()
     name = {"microsecond": "microseconds", "millisecond": "milliseconds"}.get(name, name)
-    if isinstance(value, datetime.time) or not isinstance(value, datetime.datetime):
-        if isinstance(value, datetime.date | datetime.time):
-            raise SQLError(
-                "0A000", "date_trunc of a DATE or TIME is not supported: cast it to TIMESTAMP"
-            )
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        value = datetime.datetime.combine(value, datetime.time(), tzinfo=current_zone())
+    if not isinstance(value, datetime.datetime):
+        if isinstance(value, datetime.time):
+            raise SQLError("0A000", "date_trunc of a TIME is not supported: cast it to TIMESTAMP")
         raise TypeError(value)
     if name not in _UNITS:
         raise SQLError("22023", f"unsupported timespan: {unit.lower()}")

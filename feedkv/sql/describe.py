@@ -27,7 +27,7 @@ before it binds (asyncpg, pgjdbc) reads a view or a sequence with placeholders.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -43,8 +43,9 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     ViewDescriptor,
 )
-from feedkv.sql.expr import Scope, static_kind
+from feedkv.sql.expr import Scope, static_kind, subquery_key
 from feedkv.sql.join import JoinPlan
+from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.plan import (
     DeletePlan,
     InsertPlan,
@@ -183,9 +184,11 @@ def _query_columns(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     """The columns of a query (a SELECT, a set operation or VALUES), its CTEs' and
-    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given."""
+    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given;
+    ``outer``: the columns of the query around a subquery, which it may name."""
     ctes = dict(ctes)
     for cte in q.ctes:
         if cte.recursive:
@@ -193,7 +196,7 @@ def _query_columns(
         described = _query_columns(cte.query, resolve, database, params, ctes)
         ctes[cte.name] = _relation(cte.name, described, cte.columns)
     if isinstance(q, st.Select):
-        return _select(q, resolve, database, params, ctes, origins)
+        return _select(q, resolve, database, params, ctes, origins, outer)
     if isinstance(q, st.Values):
         return tuple(
             (f"column{n}", _shared([_safe_type(row[n - 1], Scope()) for row in q.rows]))
@@ -290,18 +293,19 @@ def _select(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    outer: Scope | None = None,
 ) -> tuple[Column, ...]:
-    for _node, inner in s.subqueries:
-        _query_columns(inner, resolve, database, params, ctes)
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
     descs = [_source(source, resolve, database, params, ctes) for source in sources]
     read: dict[int, Origin] = {}  # a row index -> the table column it holds
     if s.table is None:
-        scope = Scope()
+        scope = Scope(outer=outer)
         names = ResultPlan.of([], scope, s).names
     elif s.joins or not isinstance(descs[0], TableDescriptor):
         databases = [_database(source, database) for source in sources]
-        plan = JoinPlan.of(descs, s, databases)
+        if names_mvcc(s):  # NB: as query() reads the tables, each with the column
+            descs = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in descs]
+        plan = JoinPlan.of(descs, s, databases, outer)
         names = plan.result.names
         scope = plan.scope  # NB: with the columns JOIN ... USING merges
         for table in plan.tables:
@@ -313,9 +317,14 @@ def _select(
         desc = descs[0]
         if not isinstance(desc, TableDescriptor):
             raise _Undescribed
-        plan_ = SelectPlan.of(desc, s, _database(s.table, database))
+        plan_ = SelectPlan.of(desc, s, _database(s.table, database), outer)
         names, scope = plan_.result.names, plan_.scope
         read = _read_origins(desc, 0)
+    scalars: dict[str, ColumnType | None] = {}  # the type of each subquery's one column
+    for node, inner in s.subqueries:  # NB: a correlated one names this query's columns
+        described = _query_columns(inner, resolve, database, params, ctes, outer=scope)
+        if isinstance(node, exp.Subquery) and len(described) == 1:
+            scalars[subquery_key(node)] = described[0][1]
     for node in [*filter(None, [s.where, s.having]), *s.group_by, *(n for n, _ in s.order_by)]:
         _params_in(node, scope, params)
     for item in s.items:
@@ -327,7 +336,7 @@ def _select(
         raise _Undescribed  # NB: ``*`` shows the columns USING merges once, as it runs
     aliases = [s.alias, *(join.alias for join in s.joins)]
     tables = [(alias or desc.name, desc) for alias, desc in zip(aliases, descs, strict=False)]
-    types = _item_types(s.items, scope, tables, params)
+    types = _item_types(s.items, scope, tables, params, scalars)
     if origins is not None:
         origins.extend(_item_origins(s.items, scope, tables, read))
     return tuple(zip(names, types, strict=True))
@@ -378,14 +387,16 @@ def _item_types(
     scope: Scope,
     tables: Sequence[tuple[str, Source]],
     params: Sequence[ColumnType | None],
+    scalars: Mapping[str, ColumnType | None] | None = None,
 ) -> list[ColumnType | None]:
     """The types of the result columns ``items`` make over ``tables`` (each with the
     name that qualifies its columns; ``*`` expands as in
-    :func:`feedkv.sql.plan._projections`)."""
+    :func:`feedkv.sql.plan._projections`); ``scalars``: the types of the scalar
+    subqueries, by :func:`~feedkv.sql.expr.subquery_key`."""
     types: list[ColumnType | None] = []
     for item in items:
         if not _is_star(item):
-            types.append(type_of(unalias(item), scope, params))
+            types.append(_Typer(scope, params, scalars or {}).type_of(unalias(item)))
             continue
         for desc in _starred(item, tables):
             types.extend(c.type for c in desc.columns if c.shown)
@@ -409,7 +420,7 @@ def _mutation(
     is the table's) added to ``origins``."""
     desc = catalog.of_kind(resolve(s.table), s.table.name, TableDescriptor)
     db_name = s.table.database or database
-    scope = table_scope(desc, db_name)
+    scope = table_scope(desc, db_name, s.alias)
     returning: tuple[tuple[str, ...], object] | None
     if isinstance(s, st.Insert):
         insert = InsertPlan.of(desc, s, db_name)
@@ -423,6 +434,8 @@ def _mutation(
             _params_in(s.conflict_where, scope, params)
         if s.query is not None:
             _query_columns(s.query, resolve, database, params, {})
+    elif s.joins:
+        return _joined_mutation(s, desc, scope, resolve, database, params, origins)
     else:
         if isinstance(s, st.Update):
             returning = UpdatePlan.of(desc, s, db_name).returning
@@ -436,11 +449,30 @@ def _mutation(
             _param(s.limit, _INT, params)
     if returning is None or s.returning is None:
         return ()
-    alias = None if isinstance(s, st.Insert) else s.alias
-    tables = [(alias or desc.name, desc)]
+    tables = [(s.alias or desc.name, desc)]
     types = _item_types(s.returning, scope, tables, params)
     origins.extend(_item_origins(s.returning, scope, tables, _read_origins(desc, 0)))
     return tuple(zip(returning[0], types, strict=True))
+
+
+def _joined_mutation(
+    s: st.Update | st.Delete,
+    desc: TableDescriptor,
+    scope: Scope,
+    resolve: Resolve,
+    database: str,
+    params: list[ColumnType | None],
+    origins: list[Origin],
+) -> tuple[Column, ...]:
+    """:func:`_mutation` of UPDATE ... FROM or DELETE ... USING: its WHERE and RETURNING
+    over the joined rows, as the SELECT of them it runs (``feedkv.sql.dml``)."""
+    if isinstance(s, st.Update):
+        for name, value in s.sets:
+            _params_in(value, scope, params, target_column(desc, name).type)
+    items = s.returning or (exp.Star(),)
+    select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
+    columns = _query_columns(select, resolve, database, params, {}, origins)
+    return columns if s.returning is not None else ()
 
 
 def _is_star(node: exp.Expr) -> bool:
@@ -541,7 +573,7 @@ def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
 
 _BOOLEAN = (
     *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-    exp.Boolean, exp.Exists,
+    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _JSONB = ColumnType(Kind.JSONB)
@@ -574,9 +606,15 @@ def type_of(
 
 
 class _Typer:
-    def __init__(self, scope: Scope, params: Sequence[ColumnType | None]) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        params: Sequence[ColumnType | None],
+        scalars: Mapping[str, ColumnType | None] | None = None,
+    ) -> None:
         self.scope = scope
         self.params = params
+        self.scalars = scalars or {}
 
     def type_of(self, node: exp.Expr) -> ColumnType | None:
         return _type_of(node, self)
@@ -590,6 +628,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return typer.params[index] if 0 <= index < len(typer.params) else None
     if isinstance(node, exp.Paren | exp.Alias):
         return _type_of(node.this, typer)
+    if isinstance(node, exp.Window):
+        return _window_type(node.this, typer)
+    if isinstance(node, exp.Subquery):
+        return typer.scalars.get(subquery_key(node))
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
         return scope.lookup(node)[1]
     if isinstance(node, exp.Cast):
@@ -612,6 +654,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.TIMESTAMPTZ)
     if isinstance(node, exp.CurrentDate):
         return ColumnType(Kind.DATE)
+    if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type (a DATE's: TZ)
+        kind = _kind(node.this, typer)
+        if kind is Kind.DATE:
+            return ColumnType(Kind.TIMESTAMPTZ)
+        return ColumnType(kind) if kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ) else None
     if isinstance(node, exp.Anonymous):
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
             return _JSONB
@@ -669,6 +716,24 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         (only,) = kinds if len(kinds) == 1 else (None,)
         return None if only is None else ColumnType(only)
     return None
+
+
+# The window functions of an INT8 result, of a FLOAT8 one, and of their argument's type
+_INT_RANKINGS = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
+_FLOAT_RANKINGS = (exp.PercentRank, exp.CumeDist)
+_SHIFTS = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+
+def _window_type(function: exp.Expr, typer: _Typer) -> ColumnType | None:
+    """The type of ``function() OVER (...)``: a ranking's, a shift's (its value's), or
+    the aggregate's."""
+    if isinstance(function, _INT_RANKINGS):
+        return _INT
+    if isinstance(function, _FLOAT_RANKINGS):
+        return ColumnType(Kind.FLOAT)
+    if isinstance(function, _SHIFTS):
+        return typer.type_of(function.this)
+    return typer.type_of(function)
 
 
 # NB: an array's elements are of the plain kind of its values (no width), as the

@@ -215,6 +215,12 @@ class ForeignKey:
     on_delete: str = "NO ACTION"
     on_update: str = "NO ACTION"
 
+    def actions_sql(self) -> str:
+        """Its actions as a definition ends with them (none for NO ACTION)."""
+        return (f" ON DELETE {self.on_delete}" if self.on_delete != "NO ACTION" else "") + (
+            f" ON UPDATE {self.on_update}" if self.on_update != "NO ACTION" else ""
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -461,9 +467,7 @@ class TableDescriptor:
             referenced = ", ".join(map(quote_name, fk.referenced_names))
             lines.append(
                 f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
-                f"REFERENCES public.{quote_name(fk.table_name)}({referenced})"
-                + (f" ON DELETE {fk.on_delete}" if fk.on_delete != "NO ACTION" else "")
-                + (f" ON UPDATE {fk.on_update}" if fk.on_update != "NO ACTION" else "")
+                f"REFERENCES public.{quote_name(fk.table_name)}({referenced}){fk.actions_sql()}"
             )
         for index in self.indexes:
             kind = "UNIQUE INDEX" if index.unique else "INDEX"

@@ -42,6 +42,7 @@ from feedkv.sql.expr import (
     compile_expr,
 )
 from feedkv.sql.join import JoinPlan
+from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.plan import (
     DeletePlan,
@@ -229,6 +230,9 @@ def _conflict_update(
     """ON CONFLICT DO UPDATE (or UPSERT) of the existing row ``old`` with the proposed
     ``row``: the row written, or ``None`` when DO UPDATE's WHERE keeps ``old``."""
     both = tuple(old[c.id] for c in desc.columns) + tuple(row[c.id] for c in desc.columns)
+    if plan.mvcc:  # NB: read again for its timestamp, only by a statement that names it
+        span = row_span(desc, [old[i] for i in desc.primary_key])
+        both += (next(iter(ex.envs(desc, span, mvcc=True)))[-1],)
     if plan.where is not None and not holds(plan.where(both, ex.context)):
         return None
     final = dict(old)
@@ -389,11 +393,11 @@ def _update_joined(ex: Execution, s: st.Update) -> Result:
     WHERE) is written once, with SET computed over the first such joined row (as in
     PostgreSQL, which one is not defined when several pair with it)."""
     desc, plan, chosen = _joined_targets(ex, s, s.returning)
-    sets = [(desc.column(name), compile_expr(e, plan.scope)) for name, e in s.sets]
+    sets = [(target_column(desc, name), compile_expr(e, plan.scope)) for name, e in s.sets]
     refuse_writes([column for column, _ in sets])
     assigned = frozenset(column.id for column, _ in sets)
     out_rows = []
-    width = len(desc.columns)
+    width = len(with_mvcc(desc).columns if names_mvcc(s) else desc.columns)
     changes = []  # NB: all made before the first write, as in update()
     for old, pairs, env in chosen:
         new = _assigned(ex, desc, old, env, sets)
@@ -428,13 +432,18 @@ def _joined_targets(
     desc = ex.table(s.table, "UPDATE" if isinstance(s, st.Update) else "DELETE")
     ex.require_privilege(desc, "SELECT")
     refuse_full_scans(ex, s)  # NB: the table is read whole
-    targets = list(ex.rows(desc, table_span(desc.id)))
-    envs = [tuple(row[c.id] for c in desc.columns) for row, _pairs in targets]
-    read = [read_source(ex, join.table) for join in s.joins]
+    # NB: WHERE, SET and ORDER BY may read crdb_internal_mvcc_timestamp (each table's,
+    # after its columns, as a SELECT of the joined rows reads it)
+    mvcc = names_mvcc(s)
+    ids = [c.id for c in desc.columns]
+    targets = list(ex.row_envs(desc, table_span(desc.id), None, ids, mvcc))
+    envs = [env for _row, _pairs, env in targets]
+    read = [read_source(ex, join.table, None, mvcc) for join in s.joins]
     items = returning or (exp.Star(),)
     select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
     database = s.table.database or ex.session.database
-    plan = JoinPlan.of([desc, *(r[0] for r in read)], select, [database, *(r[2] for r in read)])
+    tables = [with_mvcc(desc) if mvcc else desc, *(r[0] for r in read)]
+    plan = JoinPlan.of(tables, select, [database, *(r[2] for r in read)])
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     primary = [desc.columns.index(c) for c in desc.key_columns]
     position: dict[tuple[Any, ...], int] = {}

@@ -515,12 +515,12 @@ class Execution:
             test = selection.test
         ids = [c.id for c in desc.columns]
         for span in spans:
-            for row, pairs, env in self._row_envs(desc, span, lock, ids, selection.mvcc):
+            for row, pairs, env in self.row_envs(desc, span, lock, ids, selection.mvcc):
                 if test is not None and not holds(test(env, context)):
                     continue
                 yield row, pairs, env
 
-    def _row_envs(
+    def row_envs(
         self, desc: TableDescriptor, span: Span, lock: RowLocking | None, ids: list[int], mvcc: bool
     ) -> Iterator[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]:
         """:meth:`rows` with each row's values in ``ids``' order; ``mvcc``: its MVCC
@@ -548,7 +548,7 @@ class Execution:
         found = self._indexed_rows(desc, entries)
         test, ids, context = selection.test, [c.id for c in desc.columns], self.context
         for span in found:
-            for row, pairs, env in self._row_envs(desc, span, lock, ids, selection.mvcc):
+            for row, pairs, env in self.row_envs(desc, span, lock, ids, selection.mvcc):
                 if test is None or holds(test(env, context)):
                     yield row, pairs, env
 

@@ -1008,6 +1008,24 @@ class _Compiler:
 
         return like
 
+    def regexp_like(self, node: exp.RegexpLike | exp.RegexpILike) -> Compiled:
+        """``value ~ pattern`` (``~*``: ignoring case): whether the regular expression
+        matches somewhere in the string, as CockroachDB's (``!~`` is its NOT)."""
+        inner = self.compile(node.this)
+        pattern_of = self.compile(node.expression)
+        flags = re.IGNORECASE if isinstance(node, exp.RegexpILike) else 0
+        symbol = "~*" if flags else "~"
+
+        def regexp_like(row: Env, ctx: Context) -> Any:
+            value, pattern = inner(row, ctx), pattern_of(row, ctx)
+            if value is None or pattern is None:
+                return None
+            if not isinstance(value, str) or not isinstance(pattern, str):
+                raise _incomparable(symbol, value, pattern)
+            return _regex_compiled(pattern, flags).search(value) is not None
+
+        return regexp_like
+
     def escape(self, node: exp.Escape) -> Compiled:
         inner = node.this
         char = node.expression
@@ -1399,12 +1417,27 @@ class _Compiler:
         _refuse_node_args(node, {"this", "unit"})
         unit = node.args["unit"]
         name = unit.name if isinstance(unit, exp.Var | exp.Literal) else None
-        if not name:
-            raise SQLError("0A000", f"date_trunc takes a constant unit: {_shown(node)}")
         value = self.compile(node.this)
-        return self._strict(
-            "date_trunc", value, functools.partial(datetime_functions.date_trunc, name)
-        )
+        if name:
+            return self._strict(
+                "date_trunc", value, functools.partial(datetime_functions.date_trunc, name)
+            )
+        # NB: a unit that is no constant (a placeholder: ORMs bind 'month') is read per row
+        units = self.compile(unit)
+
+        def date_trunc(row: Env, ctx: Context) -> Any:
+            given, found = units(row, ctx), value(row, ctx)
+            if given is None or found is None:
+                return None
+            try:
+                if not isinstance(given, str):
+                    raise TypeError(given)
+                return datetime_functions.date_trunc(given, found)
+            except TypeError:
+                shown = f"{type_of_value(given)}, {type_of_value(found)}"
+                raise SQLError("42883", f"unknown signature: date_trunc({shown})") from None
+
+        return date_trunc
 
     @staticmethod
     def _strict(name: str, value: Compiled, function: Callable[[Any], Any]) -> Compiled:
@@ -1651,7 +1684,12 @@ class _Compiler:
         return pg_typeof
 
     def _sequence_function(self, name: str, node: exp.Anonymous) -> Compiled:
-        args = [self.compile(arg) for arg in node.expressions]
+        # NB: a sequence function takes a REGCLASS, which a name is cast to ('s'::regclass,
+        # as CockroachDB shows a DEFAULT's call): the sequence functions resolve the name
+        args = [
+            self.compile(_uncast_regclass(arg) if n == 0 else arg)
+            for n, arg in enumerate(node.expressions)
+        ]
 
         def sequence_function(row: Env, ctx: Context) -> Any:
             if ctx.sequence is None:
@@ -1706,6 +1744,14 @@ class _Compiler:
 
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
+
+
+def _uncast_regclass(node: exp.Expr) -> exp.Expr:
+    """``node`` without a cast of it to REGCLASS."""
+    if isinstance(node, exp.Cast) and node.to.sql().upper() in ("REGCLASS", "PG_CATALOG.REGCLASS"):
+        inner: exp.Expr = node.this
+        return inner
+    return node
 
 
 def _enum_cast(inner: Compiled, name: str) -> Compiled:
@@ -2371,6 +2417,15 @@ def _like_compiled(pattern: str, escape: str | None, flags: int) -> re.Pattern[s
     return re.compile(_like_regex(pattern, escape), flags | re.S)
 
 
+@functools.lru_cache(maxsize=512)
+def _regex_compiled(pattern: str, flags: int) -> re.Pattern[str]:
+    """A ``~`` operator's pattern, compiled once (bounded, as :func:`_like_compiled`)."""
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise SQLError("2201B", f"invalid regular expression: {exc}") from None
+
+
 def _like_regex(pattern: str, escape: str | None) -> str:
     escape = "\\" if escape is None else escape
     out = []
@@ -2500,6 +2555,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Exists: _Compiler.exists,
     exp.Between: _Compiler.between,
     exp.Like: _Compiler.like,
+    exp.RegexpLike: _Compiler.regexp_like,
+    exp.RegexpILike: _Compiler.regexp_like,
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,

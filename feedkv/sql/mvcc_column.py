@@ -8,9 +8,11 @@ Nothing of it is stored. A query whose text names it plans against the table wit
 column appended last (:func:`with_mvcc`), and reads its rows with each row's timestamp
 appended (``Execution.envs(..., mvcc=True)``); other queries pay nothing for it. So do
 an UPDATE's and a DELETE's WHERE, ORDER BY and SET expressions (the timestamp of the
-row version they read), as CockroachDB's; their RETURNING names only the table's own
-columns (42703 for this one, as CockroachDB's), and a statement that would write it
-fails with 42P10 (:func:`target_column`).
+row version they read; with FROM or USING, each table's, as a SELECT of the joined rows
+has them), and ON CONFLICT DO UPDATE's SET and WHERE (the existing row's, read again
+for it, after the existing and the proposed rows), as CockroachDB's; their RETURNING
+names only the table's own columns (42703 for this one, as CockroachDB's), and a
+statement that would write it fails with 42P10 (:func:`target_column`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from feedkv.sql import statements as st
 from feedkv.sql.descriptor import Column, TableDescriptor
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["MVCC_COLUMN", "names_mvcc", "target_column", "with_mvcc"]
+__all__ = ["MVCC_COLUMN", "MVCC_TYPE", "names_mvcc", "target_column", "with_mvcc"]
 
 MVCC_COLUMN = "crdb_internal_mvcc_timestamp"
+MVCC_TYPE = ColumnType(Kind.DECIMAL)
 
 
 def names_mvcc(statement: st.Statement) -> bool:
@@ -38,9 +41,7 @@ def with_mvcc(desc: TableDescriptor) -> TableDescriptor:
     hidden, after every other (where the rows read with it carry it). Never stored."""
     if desc.find_column(MVCC_COLUMN) is not None:
         return desc
-    column = Column(
-        max(c.id for c in desc.columns) + 1, MVCC_COLUMN, ColumnType(Kind.DECIMAL), hidden=True
-    )
+    column = Column(max(c.id for c in desc.columns) + 1, MVCC_COLUMN, MVCC_TYPE, hidden=True)
     return dataclasses.replace(desc, columns=(*desc.columns, column))
 
 

@@ -3389,9 +3389,15 @@ class _Converter:
             columns = tuple(_ident(c) for c in target.expressions)
             target = target.this
         table = _table_of(target)
-        _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_"})
+        _refuse_unhandled(node, {"this", "expression", "conflict", "returning", "with_", "default"})
         overriding = node.this.args.get("overriding")
         source = node.expression
+        if node.args.get("default"):
+            # DEFAULT VALUES: one row of every column's default (no columns named)
+            if columns is not None:
+                raise SQLError("42601", "syntax error: DEFAULT VALUES takes no column list")
+            source = exp.Values(expressions=[exp.Tuple(expressions=[])])
+            columns = ()
         while isinstance(source, exp.Subquery) and not source.alias:
             source = source.this  # INSERT INTO t (SELECT ...): the query in parentheses
         query: st.Query | None = None
@@ -3461,6 +3467,7 @@ class _Converter:
             conflict_constraint,
             conflict_subqueries,
             overriding,
+            _index_and_alias(target)[1] if isinstance(target, exp.Table) else None,
         )
 
     def _update(self, node: exp.Update) -> st.Statement:

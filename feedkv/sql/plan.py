@@ -47,7 +47,7 @@ from feedkv.sql.expr import (
     static_kind,
 )
 from feedkv.sql.indexes import values_prefix
-from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
+from feedkv.sql.mvcc_column import MVCC_COLUMN, MVCC_TYPE, names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.relation import Relation
@@ -856,6 +856,9 @@ class InsertPlan:
     # The GENERATED ALWAYS identity columns a SELECT's rows may not fill (none with
     # OVERRIDING SYSTEM VALUE)
     always: frozenset[int] = frozenset()
+    # DO UPDATE's SET and WHERE may read the existing row's crdb_internal_mvcc_timestamp,
+    # which follows both rows (feedkv.sql.mvcc_column)
+    mvcc: bool = False
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -927,7 +930,7 @@ class InsertPlan:
                 _check_assigned_node(node, empty, column)
             rows.append(row)
         _check_string_rows(targets, s.rows, empty)
-        scope = table_scope(desc, database)
+        scope = table_scope(desc, database, s.alias)
         # ON CONFLICT DO UPDATE sees the existing row, then the proposed one as excluded.*
         if s.on_conflict == "update" and desc.name == "excluded":
             raise SQLError(
@@ -935,12 +938,15 @@ class InsertPlan:
                 'ambiguous source name: "excluded" (the table and the proposed row of ON '
                 "CONFLICT DO UPDATE have that name)",
             )
-        conflict_scope = table_scope(desc, database)
+        conflict_scope = table_scope(desc, database, s.alias)
         width = len(desc.columns)
         for index, column in enumerate(desc.columns):
             # NB: as in CockroachDB, an unqualified name here is ambiguous (42702)
             if not column.adding:
                 conflict_scope.add(["", "excluded"], column.name, width + index, column.type)
+        mvcc = s.on_conflict == "update" and names_mvcc(s)
+        if mvcc:
+            conflict_scope.add(["", s.alias or desc.name], MVCC_COLUMN, 2 * width, MVCC_TYPE)
         _refuse_identity_updates(desc, s.conflict_sets)
         sets = [
             (target_column(desc, n), _conflict_value(desc, n, e, conflict_scope, targets))
@@ -981,7 +987,7 @@ class InsertPlan:
             targets,
             rows,
             sets,
-            _returning(desc, s.returning, scope),
+            _returning(desc, s.returning, scope, s.alias),
             frozenset(column.id for column, _ in sets),
             filled,
             where,
@@ -992,6 +998,7 @@ class InsertPlan:
             frozenset(desc.primary_key),
             conflict_scope,
             always if s.query is not None else frozenset(),
+            mvcc,
         )
 
 

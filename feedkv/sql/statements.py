@@ -539,6 +539,7 @@ class Insert(Statement):
     # those of ON CONFLICT DO UPDATE's SET and WHERE, which may name the row and excluded
     conflict_subqueries: tuple[tuple[exp.Expr, Query], ...] = ()
     overriding: str | None = None  # OVERRIDING SYSTEM VALUE ("SYSTEM") or USER VALUE
+    alias: str | None = None  # INSERT INTO t AS a: ON CONFLICT and RETURNING name it a
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,9 +84,11 @@ class ExportResult:
 
 PAGE_ENTRIES = 1024  # index entries read for a page of export_pages, at most
 PAGE_BYTES = 1 << 20  # about this many bytes of them
-# Entries read at once while a page fills (a chunk's pairs live until it is split: kept
-# under the cyclic GC's first threshold of 700 new objects, they set off no collection).
-_CHUNK = 256
+# Entries read at once while a page fills: each chunk costs Python steps, and its pairs
+# live until it is split (kept under the cyclic GC's first threshold of 700 new objects,
+# they set off no collection). A catch-up of 100k values took 5% less CPU a value in
+# chunks of 512 than of 256, and more in chunks of 1024 (or 128).
+_CHUNK = 512
 
 
 @dataclass(frozen=True, slots=True)

@@ -534,6 +534,19 @@ def side_by_side_with_etcd(tmp: Path, args: argparse.Namespace, ours: dict[str, 
     }
 
 
+# The rows, in the order they run (``write_ratio`` is embedded and over gRPC, ``etcd`` the
+# side-by-side, which compares with the watch latency and write ratio rows).
+ROWS = (
+    "keep_up",
+    "watch_latency",
+    "write_ratio",
+    "catch_up",
+    "idle_registration",
+    "resolved_lag",
+    "etcd",
+)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="feedkv bench rangefeed")
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -544,6 +557,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--catch-up-keys", type=int, default=100_000)
     parser.add_argument("--registrations", type=int, default=10_000)
+    parser.add_argument(
+        "--only", choices=ROWS, action="append", help="run only these rows (repeatable)"
+    )
     parser.add_argument("--feeds-of", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--feeds", type=int, default=100, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -552,20 +568,35 @@ def main(argv: list[str]) -> int:
     if args.feeds_of:
         feeds_main(args.feeds_of, args.feeds)
         return 0
+    rows = set(args.only or ROWS)
+    if "etcd" in rows and not {"watch_latency", "write_ratio"} <= rows:
+        parser.error("--only etcd compares with feedkv's rows: add watch_latency and write_ratio")
     result: dict[str, Any] = {"benchmark": "rangefeed", "targets": TARGETS}
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-rangefeed-") as name:
         tmp = Path(name)
-        result["keep_up"] = keep_up(tmp, args.seconds, args.clients)
-        with feedkv.connect(tmp / "watch") as db:
-            result["watch_latency_embedded"] = watch_latency(db, args.samples)
-        with Node(tmp / "watch-grpc", listen="127.0.0.1:0") as node, feedkv.connect(node.url) as db:
-            result["watch_latency_grpc"] = watch_latency(db, args.samples)
-        result["write_ratio"] = write_ratio(tmp, args.seconds, args.clients, args.rounds)
-        result["write_ratio_grpc"] = write_ratio_grpc(tmp, args.seconds, args.clients, args.rounds)
-        result["catch_up"] = catch_up(tmp, args.catch_up_keys)
-        result["idle_registration"] = idle_registrations(tmp, args.registrations)
-        result["resolved_lag"] = resolved_lag(tmp, args.seconds)
-        result["etcd"] = side_by_side_with_etcd(tmp, args, result)
+        if "keep_up" in rows:
+            result["keep_up"] = keep_up(tmp, args.seconds, args.clients)
+        if "watch_latency" in rows:
+            with feedkv.connect(tmp / "watch") as db:
+                result["watch_latency_embedded"] = watch_latency(db, args.samples)
+            with (
+                Node(tmp / "watch-grpc", listen="127.0.0.1:0") as node,
+                feedkv.connect(node.url) as db,
+            ):
+                result["watch_latency_grpc"] = watch_latency(db, args.samples)
+        if "write_ratio" in rows:
+            result["write_ratio"] = write_ratio(tmp, args.seconds, args.clients, args.rounds)
+            result["write_ratio_grpc"] = write_ratio_grpc(
+                tmp, args.seconds, args.clients, args.rounds
+            )
+        if "catch_up" in rows:
+            result["catch_up"] = catch_up(tmp, args.catch_up_keys)
+        if "idle_registration" in rows:
+            result["idle_registration"] = idle_registrations(tmp, args.registrations)
+        if "resolved_lag" in rows:
+            result["resolved_lag"] = resolved_lag(tmp, args.seconds)
+        if "etcd" in rows:
+            result["etcd"] = side_by_side_with_etcd(tmp, args, result)
     print(json.dumps(result, indent=2))
     return 0
 

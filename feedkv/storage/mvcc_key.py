@@ -21,7 +21,9 @@ Written in the same transaction as the version, so an incremental export over
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from operator import itemgetter
 
 from feedkv.util.hlc import MAX_LOGICAL, Timestamp, decode_timestamps
@@ -30,7 +32,9 @@ __all__ = [
     "SUFFIX_LEN",
     "TOMBSTONE",
     "decode_change_key",
+    "change_user_key",
     "decode_change_keys",
+    "decode_change_timestamps",
     "decode_ts",
     "decode_version_key",
     "decode_version_keys",
@@ -143,7 +147,7 @@ def decode_version_keys(
     return keys, decode_timestamps(suffixes, _uninvert_all)
 
 
-def _uninvert_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:
+def _uninvert_all(encoded: Sequence[bytes]) -> Iterator[tuple[int, int]]:
     parts = list(map(_TS.unpack, encoded))
     walls = map(_MAX_WALL.__sub__, map(_wall_part, parts))
     return zip(walls, map(MAX_LOGICAL.__sub__, map(_logical_part, parts)), strict=True)
@@ -166,19 +170,37 @@ def decode_change_key(raw: bytes) -> tuple[Timestamp, bytes]:
     return Timestamp(wall, logical), raw[_TS.size :]
 
 
-def decode_change_keys(raws: list[bytes]) -> tuple[list[bytes], list[Timestamp]]:
+def decode_change_keys(raws: Sequence[bytes]) -> tuple[list[bytes], list[Timestamp]]:
     """:func:`decode_change_key` of many index keys at once, in the index's order, as a
-    column of user keys and one of timestamps (see :func:`decode_timestamps`): an export
-    decodes every change it reads, so no Python code runs per key."""
-    return list(map(_key_part, raws)), decode_timestamps(raws, _unpack_all, _ts_part)
+    column of user keys and one of timestamps (see :func:`decode_change_timestamps`): an
+    export decodes every change it reads, so no Python code runs per key."""
+    return list(map(change_user_key, raws)), decode_change_timestamps(raws)
 
 
-def _unpack_all(encoded: list[bytes]) -> Iterator[tuple[int, int]]:
+def decode_change_timestamps(
+    raws: Sequence[bytes], before: Timestamp | None = None
+) -> list[Timestamp]:
+    """The timestamps of index keys in the index's order (see :func:`decode_timestamps`).
+    Keys of one timestamp (a transaction's) share one Timestamp object, and with
+    ``before``, the timestamp of the key just before ``raws`` (decoded apart), a run of
+    it going on in ``raws`` shares that one."""
+    head = _ts_part(raws[0])
+    if head == _ts_part(raws[-1]):  # NB: in the index's order, so all one timestamp
+        ts = decode_ts(head)
+        return [before if before is not None and before == ts else ts] * len(raws)
+    timestamps = decode_timestamps(raws, _unpack_all, _ts_part)
+    if before is not None and timestamps[0] == before:
+        run = bisect_right(timestamps, before)
+        timestamps[:run] = repeat(before, run)
+    return timestamps
+
+
+def _unpack_all(encoded: Sequence[bytes]) -> Iterator[tuple[int, int]]:
     return map(_TS.unpack, encoded)
 
 
 _ts_part = itemgetter(slice(0, _TS.size))
-_key_part = itemgetter(slice(_TS.size, None))
+change_user_key = itemgetter(slice(_TS.size, None))  # an index key's user key, in C
 _escaped_part = itemgetter(slice(0, -SUFFIX_LEN))
 _suffix_part = itemgetter(slice(-_TS.size, None))
 _wall_part = itemgetter(0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import compress, count, islice, repeat
 from typing import Any, NamedTuple, TypeVar
@@ -137,7 +137,7 @@ def timestamps_of(walls: Iterable[int], logicals: Iterable[int]) -> list[Timesta
     return decode_timestamps(list(zip(walls, logicals, strict=True)), _checked_parts)
 
 
-def _checked_parts(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _checked_parts(pairs: Sequence[tuple[int, int]]) -> Sequence[tuple[int, int]]:
     if (lowest := min(pairs))[0] < 0:
         raise InvalidArgumentError(f"a negative timestamp, (wall, logical) = {lowest}")
     return pairs
@@ -148,7 +148,7 @@ _SHORT_RUN = 8  # runs of fewer values than this on average are not worth findin
 _TRIED_RUNS = 4  # runs found before that is judged
 
 
-def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> list[int]:
+def run_ends(column: Sequence[Any], encoded: Callable[[Any], Any] | None = None) -> list[int]:
     """Where each run of equal timestamps at the head of ``column`` ends: a column of
     timestamps or of their encodings, or of items holding them (read by ``encoded``), for
     coders that would otherwise handle one per value.
@@ -184,7 +184,7 @@ def run_ends(column: list[Any], encoded: Callable[[Any], Any] | None = None) -> 
     return ends
 
 
-def _run_end(column: list[Any], start: int) -> int:
+def _run_end(column: Sequence[Any], start: int) -> int:
     first = column[start]
     end = bisect_right(column, first, start + 1)
     if column[start:end].count(first) == end - start:
@@ -194,8 +194,8 @@ def _run_end(column: list[Any], start: int) -> int:
 
 
 def decode_timestamps(
-    column: list[Any],
-    parts: Callable[[list[_E]], Iterable[tuple[int, int]]],
+    column: Sequence[Any],
+    parts: Callable[[Sequence[_E]], Iterable[tuple[int, int]]],
     encoded: Callable[[Any], _E] | None = None,
 ) -> list[Timestamp]:
     """The timestamps of a column of encoded ones (or of items holding them, read by
@@ -222,7 +222,7 @@ def decode_timestamps(
 
 
 def _made(
-    parts: Callable[[list[_E]], Iterable[tuple[int, int]]], encodings: list[_E]
+    parts: Callable[[Sequence[_E]], Iterable[tuple[int, int]]], encodings: Sequence[_E]
 ) -> list[Timestamp]:
     # NB: a NamedTuple's own __new__ is a Python function, about three times the cost
     return list(map(_new_timestamp, parts(encodings)))

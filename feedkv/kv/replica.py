@@ -90,6 +90,7 @@ from feedkv.raft import (
     Entry,
     EntryType,
     Message,
+    ProgressState,
     RaftState,
     Ready,
     Role,
@@ -99,7 +100,6 @@ from feedkv.raft import (
     decode_message,
     encode_message,
 )
-from feedkv.raft.progress import ProgressState
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 

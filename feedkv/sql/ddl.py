@@ -1091,14 +1091,13 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     if isinstance(desc, TableDescriptor):
         home = ex.database(s.table.database).name
         text = desc.create_statement(shown_default=lambda d: sequences.shown_default(d, home))
-    else:
-        text = desc.create_statement()
-    if isinstance(desc, TableDescriptor):
         # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
         # comments follow it as COMMENT ON statements
         qualified = f"public.{quote_name(desc.name)}"
         statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
         text = "\n".join(f"{statement};" for statement in statements)
+    else:
+        text = desc.create_statement()
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 

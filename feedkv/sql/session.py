@@ -85,7 +85,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
-from feedkv.sql.time_zone import ZONE, infinity_of, statement_zone, zone_named
+from feedkv.sql.time_zone import ZONE, infinity_of, zone_named
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -218,6 +218,9 @@ _DDL = (
     | st.DropConstraint
 )
 _WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
+# Statements that, outside a transaction, go straight to a transaction of their own
+# (Session._run_statement): none of the statements its other branches take is one.
+_ALONE = frozenset({st.Select, st.Insert, st.Update, st.Delete})
 
 
 @dataclass(slots=True)
@@ -691,16 +694,19 @@ class Session:
         active = self.active
         if active is not None:
             active.begin(statement.text)
-        token = ZONE.set(self.zone)
+        zone = self.zone
+        token = ZONE.set(zone)
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
-            try:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            finally:
-                self.interrupt.disarm()
+                result = self._measured(statement, placeholders, params)
+            else:
+                self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+                try:
+                    result = self._measured(statement, placeholders, params)
+                finally:
+                    self.interrupt.disarm()
+            return result if zone is datetime.UTC else self._in_zone(result)
         finally:
             ZONE.reset(token)
             if active is not None:
@@ -754,6 +760,8 @@ class Session:
     ) -> Result:
         if len(params) != placeholders:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+        if self._txn is None and not self._released and type(statement) in _ALONE:
+            return self._run_alone(statement, params)  # NB: the common case, checked first
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
@@ -915,7 +923,6 @@ class Session:
         retried on conflicts. ``autocommit``: statements that may write blind and use
         leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
-        zone = self.zone
         statements = [statement for statement, _ in runs]
         for statement in statements:
             self._refuse_if_read_only(statement)
@@ -929,13 +936,16 @@ class Session:
                     interrupt()
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
-                with statement_zone(zone):
-                    results.append(run(execution, statement))
+                results.append(run(execution, statement))
             publish_added_columns(txn, executions)
             publish_added_labels(txn, executions)
             return results
 
         changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
+        # NB: the statements run in the session's zone; a statement alone comes from _run,
+        # which has set it already
+        zone = self.zone
+        zoned = None if ZONE.get() is zone else ZONE.set(zone)
         try:
             results = self.db.run_transaction(
                 attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
@@ -956,6 +966,8 @@ class Session:
                         return [Result(tag=missing)]
             raise
         finally:
+            if zoned is not None:
+                ZONE.reset(zoned)
             for execution in itertools.chain.from_iterable(attempts):
                 execution.release_leases()
         for execution in attempts[-1]:
@@ -1440,8 +1452,6 @@ class Session:
         its key plan), made once per statement and table version in this session, so a
         statement run again goes straight to its rows. A failed build is not kept: its
         error comes again on the next run."""
-        if not _kept(statement.text):
-            return build()  # a long literal statement is not kept either (see prepare)
         key = (id(statement), desc.id)
         found = self._plans.get(key) or self._long_plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
@@ -1450,6 +1460,8 @@ class Session:
         if found is not None and found[0] is statement and (found[1] is desc or found[1] == desc):
             plan: P = found[2]
             return plan
+        if not _kept(statement.text):
+            return build()  # a long literal statement is not kept either (see prepare)
         plan = build()
         # NB: long texts (a loader's 1,000-row INSERT) have few plans of their own, each
         # as large as a thousand short ones

@@ -99,7 +99,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
-    generated = _key_generated(desc, targets)
+    # NB: a statement alone writes blind whatever its key (see _insert_blind)
+    generated = not ex.autocommit and _key_generated(desc, targets)
     for values in proposed:
         row: dict[int, Any] = {}
         for column, value in zip(targets, values, strict=True):

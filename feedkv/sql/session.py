@@ -761,7 +761,8 @@ class Session:
         if len(params) != placeholders:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if self._txn is None and not self._released and type(statement) in _ALONE:
-            return self._run_alone(statement, params)  # NB: the common case, checked first
+            # NB: the common case, checked first
+            return self._run_implicit([(statement, params)], autocommit=True)[0]
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now

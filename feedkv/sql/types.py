@@ -107,6 +107,11 @@ UTC = datetime.UTC
 
 
 class Kind(enum.Enum):
+    # NB: a kind is its own member only (no mixin), so hashing by identity is sound; the
+    # Enum's hash of the name is a Python call on every lookup of a dict keyed by kind
+    # (coerce's, per value written)
+    __hash__ = object.__hash__
+
     INT = "INT8"
     FLOAT = "FLOAT8"
     DECIMAL = "DECIMAL"

@@ -85,6 +85,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
+from feedkv.sql.statement_kinds import StatementKind
 from feedkv.sql.time_zone import ZONE, infinity_of, zone_named
 from feedkv.sql.types import ColumnType
 
@@ -147,7 +148,7 @@ _JOB_STATEMENTS = (
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
-_SCHEMA_CHANGES = (
+_SCHEMA_CHANGES = StatementKind(
     st.AddColumn
     | st.AlterColumn
     | st.AlterTableActions
@@ -165,7 +166,7 @@ _TWO_WORD_TAGS = frozenset({"CREATE", "ALTER", "DROP", "GRANT", "REVOKE"})
 _USER_PRIORITIES = {"LOW": 1, "HIGH": _SCHEMA_CHANGE_PRIORITY - 1}
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
-_OWN_TRANSACTION = (
+_OWN_TRANSACTION = StatementKind(
     st.Begin
     | st.Commit
     | st.Rollback
@@ -217,7 +218,11 @@ _DDL = (
     | st.AddConstraint
     | st.DropConstraint
 )
-_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
+_WRITES = StatementKind(
+    _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
+)
+_DDL_KIND = StatementKind(_DDL)
+_JOBS = StatementKind(st.CreateChangefeed | _JOB_STATEMENTS)
 # Statements that, outside a transaction, go straight to a transaction of their own
 # (Session._run_statement): none of the statements its other branches take is one.
 _ALONE = frozenset({st.Select, st.Insert, st.Update, st.Delete})
@@ -471,7 +476,7 @@ class Session:
             if len(prepared) != 1:
                 raise SQLError("42601", f"expected one statement a text, got {len(prepared)}")
             statement, placeholders = prepared[0]
-            if isinstance(statement, _OWN_TRANSACTION):
+            if _OWN_TRANSACTION.holds(statement):
                 raise SQLError("0A000", f"{statement.text[:40]!r} cannot run in a bulk load")
             if len(params) != placeholders:
                 raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
@@ -652,7 +657,7 @@ class Session:
         return (
             len(prepared) > 1
             and self._txn is None
-            and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
+            and not any(_OWN_TRANSACTION.holds(statement) for statement, _ in prepared)
         )
 
     def run_transaction(self, fn: Callable[[Session], T], *, max_attempts: int | None = None) -> T:
@@ -803,7 +808,7 @@ class Session:
                 raise SQLError("25P01", "there is no transaction in progress")
             self._abandon()
             return Result(tag="ROLLBACK")
-        if isinstance(statement, st.CreateChangefeed | _JOB_STATEMENTS):
+        if _JOBS.holds(statement):
             if self.changefeeds is None:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
             if isinstance(statement, st.CreateChangefeed):
@@ -835,10 +840,11 @@ class Session:
         self._rows_only = self._rows_only and rows
         execution = Execution(self, self._txn, params, lease_in_txn=self._rows_only)
         self._executions.append(execution)
-        if isinstance(statement, _DDL):
+        ddl = _DDL_KIND.holds(statement)
+        if ddl:
             self._ddl += 1
         try:
-            if isinstance(statement, _DDL) and self.cursors.in_transaction():
+            if ddl and self.cursors.in_transaction():
                 raise SQLError(
                     "0A000",
                     "unimplemented: cannot run schema change in a transaction with open "
@@ -942,7 +948,7 @@ class Session:
             publish_added_labels(txn, executions)
             return results
 
-        changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
+        changes_schema = any(_SCHEMA_CHANGES.holds(s) for s in statements)
         # NB: the statements run in the session's zone; a statement alone comes from _run,
         # which has set it already
         zone = self.zone
@@ -1034,7 +1040,7 @@ class Session:
     def _refuse_if_read_only(self, statement: st.Statement) -> None:
         """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
         under default_transaction_read_only), as CockroachDB."""
-        if not isinstance(statement, _WRITES) or self.variable("transaction_read_only") != "on":
+        if not _WRITES.holds(statement) or self.variable("transaction_read_only") != "on":
             return
         if isinstance(statement, st.Insert):
             what = "UPSERT" if statement.upsert else "INSERT"

@@ -429,7 +429,11 @@ class Session:
 
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result."""
-        results = self.execute_all(text, params)
+        prepared = self._prepare_checked(text)
+        if len(prepared) == 1:  # NB: the common case, run without a list of results
+            statement, count = prepared[0]
+            return self._run(statement, count, params)
+        results = self._run_all(prepared, params)
         if not results:
             raise SQLError("42601", "empty statement: nothing to run")
         return results[-1]
@@ -438,7 +442,11 @@ class Session:
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run every statement in ``text`` and return each one's result."""
-        prepared = self._prepare_checked(text)
+        return self._run_all(self._prepare_checked(text), params)
+
+    def _run_all(
+        self, prepared: tuple[tuple[st.Statement, int], ...], params: Sequence[Any]
+    ) -> list[Result]:
         if self._batches(prepared):
             return self._run_batch(prepared, params)
         return [self._run(statement, count, params) for statement, count in prepared]

@@ -374,6 +374,12 @@ class Replica:
     def members(self) -> ConfState:
         return self.raft.conf_state()
 
+    def orphans(self) -> int:
+        """How many of the proposals made here while this replica held the lease await
+        their outcome now that it does not (answered as they apply here: stopped first,
+        it fails them as ambiguous). A moment's view, read off the loop."""
+        return 0 if self._lease_term is not None else len(self._proposals)
+
     def voters_behind(self) -> dict[int, int | None]:
         """While this replica leads: for the node of each other voter, how many entries
         of this replica's log its replica lacks (``None``: a snapshot is on its way to

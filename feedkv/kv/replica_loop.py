@@ -525,6 +525,13 @@ class ReplicaLoop:
             tuple(sorted(map(replica.node_of, conf.learners))),
         )
 
+    def orphans(self) -> int:
+        """How many proposals of this store's replicas await their outcome after their
+        lease moved (:meth:`Replica.orphans`; a moment's view)."""
+        with self._lock:
+            replicas = list(self._replicas.values())
+        return sum(replica.orphans() for replica in replicas)
+
     def voters_behind(self, range_id: int) -> dict[int, int | None]:
         """While this store's replica of ``range_id`` leads: how far each other voter's
         replica is behind it, by node (:meth:`Replica.voters_behind`); empty otherwise

@@ -464,8 +464,9 @@ class Cluster:
         heartbeats say so from now on), so that none hands it a lease or a replica;
         then it hands the lease of each range it leads to the range's live voter that is
         not draining, not waiting for a snapshot, and the most caught up with its log
-        (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved,
-        up to ``lease_transfer_wait_s``; writes to those ranges go on at the
+        (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved
+        and the writes proposed here before apply here, up to ``lease_transfer_wait_s``;
+        writes to those ranges go on at the
         new lease holders, not after an election timeout once this node is gone. A range
         with no such voter (held alone, its other nodes down or draining too) keeps its
         lease, and is not waited for: the last node of a cluster stops at once. Returns
@@ -496,6 +497,10 @@ class Cluster:
             moving = self._hand_leases_over(watched, states, asked)
             if not moving or time.monotonic() >= deadline:
                 break
+            self._stopping.wait(LEASE_POLL_S)
+        # NB: a write proposed here before its lease moved is answered as it applies
+        # here; stopped first, this node would leave it ambiguous (40003) to its client
+        while loop.orphans() and time.monotonic() < deadline and not self._stopping.is_set():
             self._stopping.wait(LEASE_POLL_S)
         kept = loop.leases()
         if kept:

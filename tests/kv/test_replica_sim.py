@@ -364,12 +364,14 @@ def test_a_lease_handed_over_leaves_no_proposal_ambiguous(tmp_path: Path) -> Non
     holder through the next leader, not as ambiguous."""
     sim = RangeSim(tmp_path, 5, ids=(1, 2, 3, 4, 5))
     try:
-        _, target, done = _hand_over_with_a_proposal_in_flight(sim)
+        holder, target, done = _hand_over_with_a_proposal_in_flight(sim)
+        assert holder.orphans() == 1  # a drain waits for it before its node stops
         for _ in range(100):
             if done.done():
                 break
             sim.round(propose=0, read=0)
         assert done.result(timeout=0) == "handed over"
+        assert holder.orphans() == 0
         sim.settle()
         sim.check_converged()
         assert sim.lease_holder() is sim.nodes[target].replica

@@ -3774,8 +3774,7 @@ class _Converter:
 
 def _row_lock(node: exp.Expr) -> st.RowLock:
     """A SELECT's ``FOR UPDATE | NO KEY UPDATE | SHARE | KEY SHARE [OF t, ...]
-    [NOWAIT]``. SKIP LOCKED is refused (0A000): the lock table cannot yet leave out the
-    rows another transaction holds."""
+    [NOWAIT | SKIP LOCKED]``."""
     if not isinstance(node, exp.Lock):
         raise _unsupported(node, "locking clause")
     _refuse_unhandled(node, {"update", "expressions", "wait", "key"})
@@ -3787,18 +3786,14 @@ def _row_lock(node: exp.Expr) -> st.RowLock:
         (False, True): "FOR KEY SHARE",
     }[update, key]
     wait = node.args.get("wait")
-    if wait is False:
-        raise SQLError(
-            "0A000", f"{strength} SKIP LOCKED is not supported; use NOWAIT, or wait for the lock"
-        )
-    if wait is not None and wait is not True:
+    if wait is not None and not isinstance(wait, bool):
         raise SQLError("42601", f"syntax error: {strength} takes NOWAIT or SKIP LOCKED, not WAIT")
     of = []
     for table in node.expressions:
         if not isinstance(table, exp.Table) or table.args.get("db"):
             raise SQLError("42601", f"{strength} must specify unqualified relation names")
         of.append(_ident(table.this))
-    return st.RowLock(strength, update, tuple(of), wait is True)
+    return st.RowLock(strength, update, tuple(of), wait is True, wait is False)
 
 
 def _names_table(node: exp.Expr, name: str) -> bool:

@@ -15,7 +15,8 @@ statement reads with locks, and the shapes it refuses, as CockroachDB.
   rows no other holds): a row is held by another transaction's lock or its intent,
   which is not pushed, so the intent of a transaction that has finished but whose
   intents are not yet resolved is skipped as well (CockroachDB asks the lock table).
-  ``FOR SHARE SKIP LOCKED`` takes no lock and reads as ``FOR SHARE``.
+  ``FOR SHARE SKIP LOCKED`` takes no lock and reads as ``FOR SHARE``. Refused (0A000)
+  on a table of more than one column family, whose rows' keys are locked apart.
 - Refused (0A000), as in CockroachDB and PostgreSQL: a locking clause with GROUP BY,
   HAVING, DISTINCT, aggregates or window functions (no row of the result is a table's
   row), with AS OF SYSTEM TIME (a historical read locks nothing), and on the nullable

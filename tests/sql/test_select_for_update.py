@@ -350,3 +350,13 @@ def test_nowait_wins_over_skip_locked_on_the_same_table(db: DB) -> None:
     assert _code(second, "SELECT id FROM q FOR UPDATE SKIP LOCKED FOR UPDATE NOWAIT") == "55P03"
     second.execute("ROLLBACK")
     first.execute("ROLLBACK")
+
+
+def test_skip_locked_is_refused_on_a_table_of_several_column_families(db: DB) -> None:
+    db.sql("CREATE TABLE f (k INT PRIMARY KEY, a INT, b INT, FAMILY (k, a), FAMILY (b))")
+    db.sql("INSERT INTO f VALUES (1, 1, 1)")
+    session = db.session()
+    session.execute("BEGIN")
+    assert _code(session, "SELECT k FROM f FOR UPDATE SKIP LOCKED") == "0A000"
+    session.execute("ROLLBACK")
+    assert db.sql("SELECT k FROM f FOR SHARE SKIP LOCKED").rows == [(1,)]  # takes no lock

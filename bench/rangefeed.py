@@ -86,7 +86,10 @@ kv = bench_module("kv")
 etcd = bench_module("_etcd")
 
 
-def pct(samples: list[float], p: float) -> float:
+def pct(samples: list[float], p: float) -> float | None:
+    """The ``p`` quantile of ``samples`` (seconds) in milliseconds; ``None`` for none."""
+    if not samples:
+        return None
     samples = sorted(samples)
     return round(samples[min(len(samples) - 1, int(p * len(samples)))] * 1000, 3)
 
@@ -512,8 +515,8 @@ def side_by_side_with_etcd(tmp: Path, args: argparse.Namespace, ours: dict[str, 
     fan_out = etcd.etcd_write_ratio(tmp, args.seconds, args.clients, kv.drive, kv.key_of, kv.VALUE)
     grpc_watch, grpc_writes = ours["watch_latency_grpc"], ours["write_ratio_grpc"]
 
-    def ratio(a: float, b: float) -> float | None:
-        return round(a / b, 3) if b else None
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
 
     return {
         "watch_latency": watch,

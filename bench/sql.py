@@ -8,14 +8,22 @@ times ALTER TABLE ADD COLUMN (rewriting the 10k rows) and DROP COLUMN while the 
 sessions keep updating them.
 
 Prints one JSON object.
+
+``--per-statement`` measures instead what a machine shared with other work disturbs far
+less than commits/s: one embedded session runs the INSERTs and UPDATEs (and kv0's puts)
+one after another, without fsync, and each gets its CPU microseconds per statement (the
+session's thread, and the process: the commit thread's share too; the least of
+``--rounds``) and its Python calls per statement on the session's thread (cProfile).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import itertools
 import json
 import os
+import pstats
 import sys
 import tempfile
 import threading
@@ -105,6 +113,45 @@ def schema_changes(db: feedkv.DB, clients: int, seconds: float) -> dict[str, Any
     return {"rows": ROWS, **took, "update_commits_per_s": round(commits / seconds)}
 
 
+def per_statement(statements: int, rounds: int) -> dict[str, Any]:
+    """Each workload's CPU and Python calls per statement in one embedded session (see
+    the module docstring), and SQL's ratio to kv0 by process CPU."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="feedkv-bench-sql-") as tmp:
+        # NB: no fsync: it costs every workload's commit the same, and what it costs
+        # depends on the disk's other users
+        db = feedkv.connect(Path(tmp) / "store", config=StoreConfig(sync=False))
+        try:
+            prepare(db)
+            runs = {op: workload(db, op)() for op in ("kv", "insert", "update")}
+            best: dict[str, tuple[float, float]] = {}
+            for _ in range(rounds):
+                for op, run in runs.items():
+                    thread, process = time.thread_time(), time.process_time()
+                    for i in range(statements):
+                        run(i)
+                    took = (time.thread_time() - thread, time.process_time() - process)
+                    best[op] = min(best.get(op, took), took, key=lambda t: t[1])
+            for op, run in runs.items():
+                profile = cProfile.Profile()
+                profile.enable()
+                for i in range(statements):
+                    run(i)
+                profile.disable()
+                out[op] = {
+                    "session_thread_cpu_us": round(best[op][0] / statements * 1e6, 1),
+                    "process_cpu_us": round(best[op][1] / statements * 1e6, 1),
+                    "python_calls": round(pstats.Stats(profile).total_calls / statements, 1),
+                }
+        finally:
+            db.close()
+    kv_cpu = out["kv"]["process_cpu_us"]
+    out["cpu_ratio_vs_kv"] = {
+        op: round(kv_cpu / out[op]["process_cpu_us"], 2) for op in ("insert", "update")
+    }
+    return out
+
+
 def client_main(url: str, op: str, clients: int, seconds: float, seed: int) -> None:
     """Runs in a client process: prints its figures as JSON."""
     db = feedkv.connect(url)
@@ -136,12 +183,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument(
+        "--per-statement",
+        type=int,
+        metavar="N",
+        help="measure CPU and Python calls per statement over N statements instead",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --per-statement")
     parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--op", default="insert", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client_of:
         client_main(args.client_of, args.op, args.clients, args.seconds, args.seed)
+        return 0
+    if args.per_statement:
+        measured = per_statement(args.per_statement, args.rounds)
+        print(json.dumps({"benchmark": "sql per statement", **measured}, indent=2))
         return 0
     result: dict[str, Any] = {
         "benchmark": "sql",

@@ -244,6 +244,9 @@ def _avro_typed(ctype: ColumnType, value: Any) -> Any:
     return value
 
 
+_UINT64 = (1 << 64) - 1
+
+
 def _sentinel_micros(infinity: str) -> int:
     """``infinity`` or ``-infinity`` as CockroachDB's Avro writes it: its sentinel
     instant (:data:`~feedkv.sql.time_zone.COCKROACH_INFINITY`) in microseconds, counted
@@ -253,9 +256,6 @@ def _sentinel_micros(infinity: str) -> int:
     seconds, nanos = COCKROACH_INFINITY[infinity]
     micros = (seconds * 1_000_000 + nanos // 1000) & _UINT64
     return micros - (1 << 64) if micros >> 63 else micros
-
-
-_UINT64 = (1 << 64) - 1
 
 
 def _columns(

@@ -335,7 +335,10 @@ class JobRegistry:
                 # NB: one that ends as its node stops is no failure to warn of
                 stopping = runner.stopped.is_set() or isinstance(exc, ClientClosedError)
                 level = logging.INFO if stopping else logging.WARNING
-                log.log(level, "changefeed job %d failed: %s", job_id, exc)
+                if stopping or not _retryable(exc):
+                    log.log(level, "changefeed job %d failed: %s", job_id, exc)
+                else:  # NB: not "failed": the job runs on, its status says so too
+                    log.log(level, "changefeed job %d: retryable error: %s", job_id, exc)
                 error = exc
             if error is None or not _retryable(error) or runner.stopped.is_set():
                 break

@@ -311,9 +311,23 @@ def _parser() -> argparse.ArgumentParser:
     status = node_commands.add_parser(
         "status", help="each node: address, SQL address, epoch, liveness, ranges held, clock offset"
     )
+    status.add_argument(
+        "node_ids", type=int, nargs="*", metavar="NODE_ID", help="these nodes only (default: all)"
+    )
     status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    status.add_argument(
+        "--decommission",
+        action="store_true",
+        help="also the nodes decommissioned and gone, with is_decommissioning and is_draining",
+    )
     _add_security(status)
+    ls = node_commands.add_parser(
+        "ls", help="the id of each node (not those decommissioned and gone)"
+    )
+    ls.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    ls.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    _add_security(ls)
     decommission = node_commands.add_parser(
         "decommission",
         help="move every replica off the nodes, then remove them from the cluster for good",
@@ -476,7 +490,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if args.node_command == "recommission":
                 return node_cli.run_node_recommission(login.url, args.node_ids, login=login)
-            return node_cli.run_node_status(login.url, args.format, login=login)
+            if args.node_command == "ls":
+                return node_cli.run_node_ls(login.url, args.format, login=login)
+            return node_cli.run_node_status(
+                login.url,
+                args.format,
+                login=login,
+                node_ids=args.node_ids,
+                decommission=args.decommission,
+            )
         if args.command == "sql":
             from feedkv.cli.credentials import login_user
             from feedkv.cli.pg_session import PG_SCHEMES

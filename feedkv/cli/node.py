@@ -1,5 +1,9 @@
-"""``feedkv node status | decommission | recommission``: the nodes of a cluster, through
-the node at ``--url``.
+"""``feedkv node ls | status | decommission | recommission``: the nodes of a cluster,
+through the node at ``--url``.
+
+``ls`` and ``status`` leave out, as CockroachDB's do, the nodes decommissioned and gone
+(no longer heard): they left the cluster for good. ``status --decommission`` lists them
+too, with the decommission columns; ``status NODE_ID...`` lists those nodes only.
 
 ``decommission`` works as ``cockroach node decommission``: it marks the nodes
 ``decommissioning`` (:mod:`feedkv.kv.membership`), so the lease holders of their ranges
@@ -26,7 +30,13 @@ from feedkv.sql import catalog
 from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
 
-__all__ = ["run_node_decommission", "run_node_recommission", "run_node_status"]
+__all__ = [
+    "listed_nodes",
+    "run_node_decommission",
+    "run_node_ls",
+    "run_node_recommission",
+    "run_node_status",
+]
 
 COLUMNS = (  # CockroachDB's, in its order; then feedkv's own
     "id",
@@ -54,14 +64,51 @@ DECOMMISSION_COLUMNS = (
 POLL_S = 1.0  # how often decommission looks at the replicas left
 
 
-def run_node_status(
+def listed_nodes(
+    nodes: Sequence[NodeInfo], node_ids: Sequence[int] = (), *, gone_too: bool = False
+) -> list[NodeInfo]:
+    """The nodes ``ls`` and ``status`` print, by id: ``node_ids`` (all when empty; an id
+    not in the cluster raises :class:`~feedkv.errors.InvalidArgumentError`), less, unless
+    ``gone_too`` or named, those decommissioned and no longer heard."""
+    by_id = {n.node_id: n for n in nodes}
+    _check_members(by_id, node_ids)
+    if node_ids:
+        return [by_id[n] for n in node_ids]
+    return [
+        n
+        for _, n in sorted(by_id.items())
+        if gone_too or n.live or n.membership != Membership.DECOMMISSIONED.value
+    ]
+
+
+def run_node_ls(
     url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
+) -> int:
+    """Print the id of each node as ``cockroach node ls`` does (see :func:`listed_nodes`)."""
+    with connect(url, login) as db:
+        rows = [(n.node_id,) for n in listed_nodes(db.nodes())]
+    write_result(Result(("id",), rows, f"SELECT {len(rows)}"), output, stdout or sys.stdout)
+    return 0
+
+
+def run_node_status(
+    url: str,
+    output: str = "table",
+    stdout: TextIO | None = None,
+    login: Login | None = None,
+    *,
+    node_ids: Sequence[int] = (),
+    decommission: bool = False,
 ) -> int:
     """Print each node as ``cockroach node status`` does: id, address, SQL address,
     build, start, last heartbeat, locality, whether its liveness record is unexpired
     (``is_available``) and whether it is heard (``is_live``); then feedkv's epoch, ranges
     held, clock offset and membership, as ``crdb_internal.gossip_nodes`` and
-    ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`)."""
+    ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`).
+    Which nodes: :func:`listed_nodes`; ``decommission`` adds the nodes gone and
+    ``cockroach node status --decommission``'s ``is_decommissioning`` and
+    ``is_draining``."""
+    columns = (*COLUMNS, "is_decommissioning", "is_draining") if decommission else COLUMNS
     with connect(url, login) as db:
         rows = [
             (
@@ -78,10 +125,11 @@ def run_node_status(
                 node.ranges,
                 round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,
                 node.membership,
+                *((node.membership != Membership.ACTIVE.value, False) if decommission else ()),
             )
-            for node in db.nodes()
+            for node in listed_nodes(db.nodes(), node_ids, gone_too=decommission)
         ]
-    write_result(Result(COLUMNS, rows, f"SELECT {len(rows)}"), output, stdout or sys.stdout)
+    write_result(Result(columns, rows, f"SELECT {len(rows)}"), output, stdout or sys.stdout)
     return 0
 
 

@@ -30,6 +30,9 @@ __all__ = [
     "range_counts",
 ]
 
+# entries more than another's a lease's target may lack and keep it (choose_lease_target)
+CAUGHT_UP_SLACK = 16
+
 
 def choose_move(
     me: int,
@@ -174,15 +177,24 @@ def choose_lease_target(
     Raft hands leadership over only once the target holds the whole log (etcd's raft
     sends ``TimeoutNow`` when its match reaches the last index), so a voter waiting for a
     snapshot takes no lease (its transfer would wait for the snapshot, or run out), and
-    the most caught-up goes first; among those alike, ``prefer`` (the voter asked
-    before: asking another would start a second campaign), then the fewest replicas."""
+    the most caught-up goes first, then the fewest replicas; but ``prefer`` (the voter
+    asked before: asking another would start a second campaign) stays while it lacks at
+    most :data:`CAUGHT_UP_SLACK` entries more than that one (writes in flight keep
+    voters a few entries behind, and change which is the most caught up)."""
     lag = behind or {}
     candidates = [
         n for n in voters if n != me and nodes.takes_new(n) and (n not in lag or lag[n] is not None)
     ]
     if not candidates:
         return None
-    return min(candidates, key=lambda n: (lag.get(n) or 0, n != prefer, nodes.load.get(n, 0), n))
+
+    def lacks(n: int) -> int:
+        return lag.get(n) or 0
+
+    best = min(candidates, key=lambda n: (lacks(n), nodes.load.get(n, 0), n))
+    if prefer in candidates and lacks(prefer) <= lacks(best) + CAUGHT_UP_SLACK:
+        return prefer
+    return best
 
 
 @dataclass(frozen=True, slots=True)

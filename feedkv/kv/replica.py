@@ -90,6 +90,7 @@ from feedkv.raft import (
     Entry,
     EntryType,
     Message,
+    ProgressState,
     RaftState,
     Ready,
     Role,
@@ -99,7 +100,6 @@ from feedkv.raft import (
     decode_message,
     encode_message,
 )
-from feedkv.raft.progress import ProgressState
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 
@@ -423,13 +423,13 @@ class Replica:
         raft = self.raft
         if self._handed_over is not None and raft.role is Role.LEADER and not raft.lead_transferee:
             self._handed_over = None  # NB: Raft gave the transfer up: it leads on
-        committed = self.raft.committed
+        committed = raft.committed
         while self._proposals:
             index = next(iter(self._proposals))
             if index > committed:
                 return
             proposal = self._proposals[index]
-            term = self.raft.log.term(index)
+            term = raft.log.term(index)
             if not proposal.early or term is None:
                 return  # NB: a split's proposal waits for staged(), and so the ones after it
             del self._proposals[index]

@@ -460,8 +460,9 @@ class Txn:
         commit, which then raises :class:`ConditionFailedError`: an insert's existence
         check without the read :meth:`conditional_put` makes first. A key this
         transaction already wrote is checked at once, against that write."""
-        if key in self._writes:
-            written = self._writes[key]
+        writes = self._writes
+        if key in writes:
+            written = writes[key]
             if written is not None:
                 raise ConditionFailedError(key, None, written)
             self.put(key, value)  # this transaction deleted it
@@ -541,8 +542,9 @@ class Txn:
         commit, which then raises :class:`ConditionFailedError`: an update of a row that
         rewrites it whole, without reading it first. A key this transaction already wrote
         is checked at once, against that write."""
-        if key in self._writes:
-            written = self._writes[key]
+        writes = self._writes
+        if key in writes:
+            written = writes[key]
             if written is None:
                 raise ConditionFailedError(key, None, None, exists=True)
             self.put(key, value)

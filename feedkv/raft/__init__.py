@@ -69,6 +69,7 @@ from feedkv.raft.messages import (
     encode_conf_change,
     encode_message,
 )
+from feedkv.raft.progress import ProgressState
 from feedkv.raft.state import Config, RaftState, Ready, Role, SoftState
 from feedkv.raft.storage import INITIAL_INDEX, INITIAL_TERM, MemoryStorage, RaftStorage
 
@@ -88,6 +89,7 @@ __all__ = [
     "MemoryStorage",
     "Message",
     "MessageType",
+    "ProgressState",
     "RaftState",
     "RaftStorage",
     "Ready",

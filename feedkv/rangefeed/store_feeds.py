@@ -290,6 +290,11 @@ class StoreFeeds:
             log.warning("catch-up scan of %s failed: %s", reg, exc)
             self._end(processor, reg, ErrorReason.NODE_SHUTDOWN, f"catch-up failed: {exc}")
             return
+        except Exception as exc:
+            # NB: a bug; still the stream must end, or its consumer waits for ever
+            log.exception("catch-up scan of %s failed", reg)
+            self._end(processor, reg, ErrorReason.INVARIANT_VIOLATION, f"catch-up failed: {exc!r}")
+            return
         with self._lock:
             processor.finish_catch_up(reg)
 

@@ -94,6 +94,8 @@ def publish_added_labels(txn: Txn, executions: Iterable[Execution]) -> None:
     type_ids: set[int] = set()
     for execution in executions:
         type_ids |= execution.added_labels
+    if not type_ids:
+        return
     for type_id in sorted(type_ids):
         found = catalog.get_descriptor(txn, type_id)
         if not isinstance(found, TypeDescriptor) or not found.adding:

@@ -10,7 +10,7 @@ the next one (:meth:`Execution.changing`, :meth:`Execution.publish`; see
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +21,7 @@ from feedkv.errors import (
     InvariantViolation,
     SQLError,
 )
+from feedkv.kv.db import RangeInfo
 from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.security.scram import make_verifier
 from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
@@ -1091,14 +1092,13 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     if isinstance(desc, TableDescriptor):
         home = ex.database(s.table.database).name
         text = desc.create_statement(shown_default=lambda d: sequences.shown_default(d, home))
-    else:
-        text = desc.create_statement()
-    if isinstance(desc, TableDescriptor):
         # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
         # comments follow it as COMMENT ON statements
         qualified = f"public.{quote_name(desc.name)}"
         statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
         text = "\n".join(f"{statement};" for statement in statements)
+    else:
+        text = desc.create_statement()
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
 
 
@@ -1245,24 +1245,43 @@ def show_partitions(ex: Execution, s: st.ShowPartitions) -> Result:
     return Result(PARTITION_COLUMNS, rows, f"SHOW {len(rows)}")
 
 
+_RANGE_COLUMNS = ("start_key", "end_key", "range_id", "generation", "lease_holder", "replicas")
+
+
 def show_ranges(ex: Execution, s: st.ShowRanges) -> Result:
-    desc = ex.table(s.table)
+    rows = _table_ranges(ex, ex.table(s.table), ex.session.db.ranges())
+    return Result(_RANGE_COLUMNS, rows, f"SHOW {len(rows)}")
+
+
+def show_database_ranges(ex: Execution, s: st.ShowDatabaseRanges) -> Result:
+    """Each table's ranges, as ``SHOW RANGES FROM TABLE`` shows them, after its name
+    (as CockroachDB's ``SHOW RANGES FROM DATABASE`` did before 23.1)."""
+    database = ex.database(s.database)
+    ranges = ex.session.db.ranges()
+    rows = [
+        (desc.name, *row)
+        for desc in sorted(catalog.list_tables(ex.read_source, database), key=lambda d: d.name)
+        for row in _table_ranges(ex, desc, ranges)
+    ]
+    return Result(("table_name", *_RANGE_COLUMNS), rows, f"SHOW {len(rows)}")
+
+
+def _table_ranges(
+    ex: Execution, desc: TableDescriptor, ranges: Sequence[RangeInfo]
+) -> list[tuple[object, ...]]:
     span = table_span(desc.id)
-    rows = []
-    for info in ex.session.db.ranges():
-        if info.span.overlaps(span):
-            rows.append(
-                (
-                    _pretty(ex, desc, max(info.span.start, span.start)),
-                    _pretty(ex, desc, min(info.span.end, span.end)),
-                    info.range_id,
-                    info.generation,
-                    info.lease_holder,
-                    Array(tuple(sorted(info.replicas)), ColumnType(Kind.INT)),  # INT8[]
-                )
-            )
-    columns = ("start_key", "end_key", "range_id", "generation", "lease_holder", "replicas")
-    return Result(columns, rows, f"SHOW {len(rows)}")
+    return [
+        (
+            _pretty(ex, desc, max(info.span.start, span.start)),
+            _pretty(ex, desc, min(info.span.end, span.end)),
+            info.range_id,
+            info.generation,
+            info.lease_holder,
+            Array(tuple(sorted(info.replicas)), ColumnType(Kind.INT)),  # INT8[]
+        )
+        for info in ranges
+        if info.span.overlaps(span)
+    ]
 
 
 def _pretty(ex: Execution, desc: TableDescriptor, key: bytes) -> str:
@@ -1851,6 +1870,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
+    st.ShowDatabaseRanges: show_database_ranges,
     st.ShowPartitions: show_partitions,
     st.ConfigureZone: configure_zone,
     st.ShowZoneConfiguration: show_zone_configuration,

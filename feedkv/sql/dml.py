@@ -91,7 +91,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
         proposed = selected.rows
     else:
         # NB: the subqueries run (and keep their rows) before the first row is written
-        prepare_subqueries(ex, query, s.subqueries, Scope())
+        if s.subqueries:
+            prepare_subqueries(ex, query, s.subqueries, Scope())
         proposed = ([make((), ex.context) for make in compiled] for compiled in plan.rows)
     if s.conflict_subqueries:
         # NB: before the first write too: an uncorrelated one sees the table as it was
@@ -99,7 +100,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     out_rows = []
     count = 0
     touched: set[bytes] = set()  # rows this statement wrote, for ON CONFLICT DO UPDATE
-    generated = _key_generated(desc, targets)
+    # NB: a statement alone writes blind whatever its key (see _insert_blind)
+    generated = not ex.autocommit and _key_generated(desc, targets)
     for values in proposed:
         row: dict[int, Any] = {}
         for column, value in zip(targets, values, strict=True):
@@ -340,7 +342,7 @@ def update(ex: Execution, s: st.Update) -> Result:
     desc = ex.table(s.table, "UPDATE")
     ex.require_privilege(desc, "SELECT")  # NB: it reads the rows it changes (CockroachDB's)
     plan = ex.plan(s, desc, UpdatePlan.of)
-    check_full_scan(ex, desc, plan.selection, s)
+    # NB: a blind UPDATE writes one row by its key, which is no full scan
     if plan.blind is not None and ex.autocommit and not desc.constrained:
         key = plan.blind(ex.context)
         pair = _whole_row(ex, desc, plan, key) if key is not None else None
@@ -350,6 +352,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
             return Result(tag="UPDATE 1")
+    check_full_scan(ex, desc, plan.selection, s)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
     key_ids = set(desc.primary_key)

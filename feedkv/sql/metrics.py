@@ -11,11 +11,12 @@ from __future__ import annotations
 from functools import cache
 
 from feedkv.sql import statements as st
+from feedkv.sql.statement_kinds import StatementKind
 from feedkv.util.metrics import Counter, Registry
 
 __all__ = ["SQLMetrics", "unregistered_sql_metrics"]
 
-_DDL = (
+_DDL = StatementKind(
     st.CreateDatabase
     | st.DropDatabase
     | st.CreateTable
@@ -84,7 +85,7 @@ class SQLMetrics:
         """Count ``statement`` (before it runs) by its type."""
         counter = self._by_class.get(type(statement))
         if counter is None:
-            counter = self.ddl if isinstance(statement, _DDL) else self.misc
+            counter = self.ddl if _DDL.holds(statement) else self.misc
         counter.inc()
 
 

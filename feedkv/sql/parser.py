@@ -1598,6 +1598,10 @@ class _Statement:
             return st.ShowColumns(self.text, self._table_name(3, end), comment)
         if words[1:4] == ["RANGES", "FROM", "TABLE"]:
             return st.ShowRanges(self.text, self._table_name(4, len(words)))
+        if words[1:] == ["RANGES"]:
+            return st.ShowDatabaseRanges(self.text)
+        if words[1:4] == ["RANGES", "FROM", "DATABASE"] and len(words) == 5:
+            return st.ShowDatabaseRanges(self.text, _name(self.tokens[4]))
         if words[1] == "ZONE" or words[1:3] == ["ALL", "ZONE"]:
             return self._show_zone()
         if words[1:4] == ["PARTITIONS", "FROM", "TABLE"]:
@@ -1636,7 +1640,7 @@ class _Statement:
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
             "SHOW DATABASES, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, SHOW COLUMNS, "
             "SHOW INDEXES, "
-            "SHOW RANGES FROM TABLE, "
+            "SHOW RANGES [FROM TABLE | FROM DATABASE], "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
 

@@ -85,7 +85,8 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.session_context import SequenceState
 from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
-from feedkv.sql.time_zone import ZONE, infinity_of, statement_zone, zone_named
+from feedkv.sql.statement_kinds import StatementKind
+from feedkv.sql.time_zone import ZONE, infinity_of, zone_named
 from feedkv.sql.types import ColumnType
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ _JOB_STATEMENTS = (
 # Statements that write a new version of a leased descriptor (Execution._publish). They
 # run above every writer's priority (the rangefeed pusher keeps MAX_PRIORITY): writers
 # that meet the new version wait for it instead of pushing it.
-_SCHEMA_CHANGES = (
+_SCHEMA_CHANGES = StatementKind(
     st.AddColumn
     | st.AlterColumn
     | st.AlterTableActions
@@ -165,7 +166,7 @@ _TWO_WORD_TAGS = frozenset({"CREATE", "ALTER", "DROP", "GRANT", "REVOKE"})
 _USER_PRIORITIES = {"LOW": 1, "HIGH": _SCHEMA_CHANGE_PRIORITY - 1}
 # Statements that end, start or stand outside a transaction: a string holding one runs its
 # statements one by one rather than as one implicit transaction.
-_OWN_TRANSACTION = (
+_OWN_TRANSACTION = StatementKind(
     st.Begin
     | st.Commit
     | st.Rollback
@@ -217,7 +218,14 @@ _DDL = (
     | st.AddConstraint
     | st.DropConstraint
 )
-_WRITES = _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
+_WRITES = StatementKind(
+    _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
+)
+_DDL_KIND = StatementKind(_DDL)
+_JOBS = StatementKind(st.CreateChangefeed | _JOB_STATEMENTS)
+# Statements that, outside a transaction, go straight to a transaction of their own
+# (Session._run_statement): none of the statements its other branches take is one.
+_ALONE = frozenset({st.Select, st.Insert, st.Update, st.Delete})
 
 
 @dataclass(slots=True)
@@ -421,7 +429,11 @@ class Session:
 
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result."""
-        results = self.execute_all(text, params)
+        prepared = self._prepare_checked(text)
+        if len(prepared) == 1:  # NB: the common case, run without a list of results
+            statement, count = prepared[0]
+            return self._run(statement, count, params)
+        results = self._run_all(prepared, params)
         if not results:
             raise SQLError("42601", "empty statement: nothing to run")
         return results[-1]
@@ -430,7 +442,11 @@ class Session:
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]:
         """Run every statement in ``text`` and return each one's result."""
-        prepared = self._prepare_checked(text)
+        return self._run_all(self._prepare_checked(text), params)
+
+    def _run_all(
+        self, prepared: tuple[tuple[st.Statement, int], ...], params: Sequence[Any]
+    ) -> list[Result]:
         if self._batches(prepared):
             return self._run_batch(prepared, params)
         return [self._run(statement, count, params) for statement, count in prepared]
@@ -468,7 +484,7 @@ class Session:
             if len(prepared) != 1:
                 raise SQLError("42601", f"expected one statement a text, got {len(prepared)}")
             statement, placeholders = prepared[0]
-            if isinstance(statement, _OWN_TRANSACTION):
+            if _OWN_TRANSACTION.holds(statement):
                 raise SQLError("0A000", f"{statement.text[:40]!r} cannot run in a bulk load")
             if len(params) != placeholders:
                 raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
@@ -649,7 +665,7 @@ class Session:
         return (
             len(prepared) > 1
             and self._txn is None
-            and not any(isinstance(statement, _OWN_TRANSACTION) for statement, _ in prepared)
+            and not any(_OWN_TRANSACTION.holds(statement) for statement, _ in prepared)
         )
 
     def run_transaction(self, fn: Callable[[Session], T], *, max_attempts: int | None = None) -> T:
@@ -691,16 +707,19 @@ class Session:
         active = self.active
         if active is not None:
             active.begin(statement.text)
-        token = ZONE.set(self.zone)
+        zone = self.zone
+        token = ZONE.set(zone)
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
-            try:
-                return self._in_zone(self._measured(statement, placeholders, params))
-            finally:
-                self.interrupt.disarm()
+                result = self._measured(statement, placeholders, params)
+            else:
+                self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
+                try:
+                    result = self._measured(statement, placeholders, params)
+                finally:
+                    self.interrupt.disarm()
+            return result if zone is datetime.UTC else self._in_zone(result)
         finally:
             ZONE.reset(token)
             if active is not None:
@@ -754,6 +773,9 @@ class Session:
     ) -> Result:
         if len(params) != placeholders:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+        if self._txn is None and not self._released and type(statement) in _ALONE:
+            # NB: the common case, checked first
+            return self._run_implicit([(statement, params)], autocommit=True)[0]
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
@@ -794,7 +816,7 @@ class Session:
                 raise SQLError("25P01", "there is no transaction in progress")
             self._abandon()
             return Result(tag="ROLLBACK")
-        if isinstance(statement, st.CreateChangefeed | _JOB_STATEMENTS):
+        if _JOBS.holds(statement):
             if self.changefeeds is None:
                 raise SQLError("0A000", "changefeeds need a database from feedkv.connect()")
             if isinstance(statement, st.CreateChangefeed):
@@ -826,10 +848,11 @@ class Session:
         self._rows_only = self._rows_only and rows
         execution = Execution(self, self._txn, params, lease_in_txn=self._rows_only)
         self._executions.append(execution)
-        if isinstance(statement, _DDL):
+        ddl = _DDL_KIND.holds(statement)
+        if ddl:
             self._ddl += 1
         try:
-            if isinstance(statement, _DDL) and self.cursors.in_transaction():
+            if ddl and self.cursors.in_transaction():
                 raise SQLError(
                     "0A000",
                     "unimplemented: cannot run schema change in a transaction with open "
@@ -915,7 +938,6 @@ class Session:
         retried on conflicts. ``autocommit``: statements that may write blind and use
         leases (a statement alone, or the INSERTs of :meth:`execute_many`)."""
         attempts: list[list[Execution]] = []
-        zone = self.zone
         statements = [statement for statement, _ in runs]
         for statement in statements:
             self._refuse_if_read_only(statement)
@@ -929,13 +951,16 @@ class Session:
                     interrupt()
                 execution = Execution(self, txn, params, autocommit=autocommit)
                 executions.append(execution)
-                with statement_zone(zone):
-                    results.append(run(execution, statement))
+                results.append(run(execution, statement))
             publish_added_columns(txn, executions)
             publish_added_labels(txn, executions)
             return results
 
-        changes_schema = any(isinstance(s, _SCHEMA_CHANGES) for s in statements)
+        changes_schema = any(_SCHEMA_CHANGES.holds(s) for s in statements)
+        # NB: the statements run in the session's zone; a statement alone comes from _run,
+        # which has set it already
+        zone = self.zone
+        zoned = None if ZONE.get() is zone else ZONE.set(zone)
         try:
             results = self.db.run_transaction(
                 attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
@@ -956,6 +981,8 @@ class Session:
                         return [Result(tag=missing)]
             raise
         finally:
+            if zoned is not None:
+                ZONE.reset(zoned)
             for execution in itertools.chain.from_iterable(attempts):
                 execution.release_leases()
         for execution in attempts[-1]:
@@ -1021,7 +1048,7 @@ class Session:
     def _refuse_if_read_only(self, statement: st.Statement) -> None:
         """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
         under default_transaction_read_only), as CockroachDB."""
-        if not isinstance(statement, _WRITES) or self.variable("transaction_read_only") != "on":
+        if not _WRITES.holds(statement) or self.variable("transaction_read_only") != "on":
             return
         if isinstance(statement, st.Insert):
             what = "UPSERT" if statement.upsert else "INSERT"
@@ -1440,8 +1467,6 @@ class Session:
         its key plan), made once per statement and table version in this session, so a
         statement run again goes straight to its rows. A failed build is not kept: its
         error comes again on the next run."""
-        if not _kept(statement.text):
-            return build()  # a long literal statement is not kept either (see prepare)
         key = (id(statement), desc.id)
         found = self._plans.get(key) or self._long_plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
@@ -1450,6 +1475,8 @@ class Session:
         if found is not None and found[0] is statement and (found[1] is desc or found[1] == desc):
             plan: P = found[2]
             return plan
+        if not _kept(statement.text):
+            return build()  # a long literal statement is not kept either (see prepare)
         plan = build()
         # NB: long texts (a loader's 1,000-row INSERT) have few plans of their own, each
         # as large as a thousand short ones

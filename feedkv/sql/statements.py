@@ -95,6 +95,7 @@ __all__ = [
     "ShowIndexes",
     "ShowColumns",
     "ShowPartitions",
+    "ShowDatabaseRanges",
     "ShowRanges",
     "ShowZoneConfiguration",
     "ShowTables",
@@ -405,6 +406,14 @@ class ShowCreateTable(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowRanges(Statement):
     table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowDatabaseRanges(Statement):
+    """``SHOW RANGES [FROM DATABASE d]``: the ranges of each table of the database
+    (``None``: the session's current one)."""
+
+    database: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1116,6 +1125,7 @@ SourceShow = (
     | ShowIndexes
     | ShowGrants
     | ShowRanges
+    | ShowDatabaseRanges
     | ShowPartitions
     | ShowSessions
 )

@@ -107,6 +107,11 @@ UTC = datetime.UTC
 
 
 class Kind(enum.Enum):
+    # NB: a kind is its own member only (no mixin), so hashing by identity is sound; the
+    # Enum's hash of the name is a Python call on every lookup of a dict keyed by kind
+    # (coerce's, per value written)
+    __hash__ = object.__hash__
+
     INT = "INT8"
     FLOAT = "FLOAT8"
     DECIMAL = "DECIMAL"
@@ -441,9 +446,12 @@ def assign(value: object, ctype: ColumnType, column: str) -> Any:
     CockroachDB's assignment cast to a string type (PostgreSQL's I/O conversion): a
     number or a BOOL goes into a string column as its text (``1`` as ``'1'``; too long
     for a CHAR(n), 22001)."""
-    if ctype.kind is Kind.STRING and isinstance(value, int | float | decimal.Decimal):
+    if ctype.kind is Kind.STRING and type(value) is not str and isinstance(value, _NUMBERS):
         value = float_text(value, 0) if isinstance(value, float) else format_value(value)
     return coerce(value, ctype, column)
+
+
+_NUMBERS = (int, float, decimal.Decimal)  # NB: a tuple made once, not a union per call
 
 
 def coerce_column(values: list[Any], ctype: ColumnType, column: str | None) -> list[Any]:

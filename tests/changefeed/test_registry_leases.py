@@ -1,8 +1,11 @@
 """Two job registries (two nodes' runners) over one store: a job's lease is claimed in a
-transaction, so only one runs it; when that one stops, the other takes the job over."""
+transaction, so only one runs it; when that one stops, the other takes the job over. A
+job that ends on a fault outside (a sink down) runs again, and the log says it is retried,
+not that it failed."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,7 @@ from feedkv.changefeed.jobs import JobRecord, get_job, put_job
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.registry import JobRegistry, RegistrySettings
 from feedkv.changefeed.rows import Target
+from feedkv.changefeed.sink import SinkError
 from feedkv.sql import catalog
 from feedkv.testing.waiting import wait_until
 
@@ -97,3 +101,37 @@ def test_only_one_of_two_registries_runs_a_job_and_the_other_takes_it_over(clien
     finally:
         first.close()
         second.close()
+
+
+class FailingOnceJob(CountedJob):
+    """A job whose first run ends on a sink that is down."""
+
+    def run(self) -> None:
+        if not self._runs:
+            self._runs.append(self._where)
+            raise SinkError("get 'x' in nodelocal://1/: node n1 is unavailable")
+        super().run()
+
+
+def test_a_job_ended_by_a_sink_down_runs_again_and_the_log_does_not_say_it_failed(
+    client: DB, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It logged "changefeed job N failed: ..." of an error it then retried."""
+    job_id = new_job(client)
+    runs: list[str] = []
+    settings = RegistrySettings(renew_s=0.05, interval_s=0.05, retry_s=0.01)
+    retrying = JobRegistry(
+        client, "n1", lambda record: FailingOnceJob(record, "n1", runs), settings
+    )
+    with caplog.at_level(logging.INFO, logger="feedkv.changefeed.registry"):
+        retrying.adopt(job_id)
+        try:
+            wait_until(lambda: len(runs) == 2, timeout_s=DEADLINE_S, what="the job run again")
+        finally:
+            retrying.close()
+    logged = [r.getMessage() for r in caplog.records if r.name == "feedkv.changefeed.registry"]
+    assert (
+        f"changefeed job {job_id}: retryable error: get 'x' in nodelocal://1/: "
+        "node n1 is unavailable" in logged
+    )
+    assert not any("failed" in message for message in logged), logged

@@ -1,7 +1,9 @@
 """``feedkv node ...`` as a CockroachDB operator runs it: ``--insecure`` taken by the
 node commands and ``debug rangefeed`` as ``cockroach node status --insecure`` does (they
 were refused with "unrecognized arguments: --insecure"), and not together with
-``--certs-dir``; a recommission of an active node warns that it has nothing to do."""
+``--certs-dir``; a recommission of an active node warns that it has nothing to do;
+``node ls`` and ``node status NODE_ID`` as CockroachDB's (they were refused by the parser),
+and the nodes decommissioned and gone left out unless ``--decommission``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from feedkv.cli.main import main
+from feedkv.cli.node import listed_nodes
+from feedkv.kv.node_status import NodeInfo
 from feedkv.server.node import Node
 
 
@@ -49,3 +53,32 @@ def test_recommission_of_an_active_node_warns_that_it_has_nothing_to_take_back(
     captured = capsys.readouterr()
     assert "warning: node n1 is not decommissioning: nothing to take back" in captured.err
     assert "must be restarted" not in captured.out
+
+
+def test_node_ls_and_status_of_one_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with Node(tmp_path / "solo", listen="127.0.0.1:0", join=[]) as node:
+        url = ["--url", node.url, "--insecure", "--format", "json"]
+        assert main(["node", "ls", *url]) == 0
+        assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [{"id": 1}]
+        assert main(["node", "status", "1", "--decommission", *url]) == 0
+        (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert listed["id"] == 1
+        assert listed["is_decommissioning"] is False and listed["is_draining"] is False
+        assert main(["node", "status", "7", *url]) == 1
+        assert "node n7 not in the cluster; its nodes are n1" in capsys.readouterr().err
+
+
+def _node(node_id: int, live: bool, membership: str) -> NodeInfo:
+    return NodeInfo(node_id, f"h{node_id}:1", 1, live, 0, None, membership=membership)
+
+
+def test_decommissioned_nodes_that_are_gone_are_left_out_unless_asked_for() -> None:
+    nodes = [
+        _node(3, False, "decommissioned"),
+        _node(1, True, "active"),
+        _node(2, True, "decommissioned"),  # still running: listed, as CockroachDB does
+        _node(4, False, "active"),  # dead but a member: listed
+    ]
+    assert [n.node_id for n in listed_nodes(nodes)] == [1, 2, 4]
+    assert [n.node_id for n in listed_nodes(nodes, gone_too=True)] == [1, 2, 3, 4]
+    assert [n.node_id for n in listed_nodes(nodes, [3])] == [3]

@@ -159,13 +159,16 @@ def test_a_lease_goes_to_the_most_caught_up_voter_never_to_one_awaiting_a_snapsh
     assert choose_lease_target([1, 2, 3], 1, nodes, {}) == 2
 
 
-def test_a_lease_on_its_way_keeps_its_target_while_none_is_more_caught_up() -> None:
+def test_a_lease_on_its_way_keeps_its_target_while_none_is_far_more_caught_up() -> None:
     """The drain asks again each round: a second target would campaign too."""
     from feedkv.kv.placement import choose_lease_target
 
     nodes = states({1, 2, 3}, n2=0, n3=5)
     assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 0}, prefer=3) == 3
-    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 1}, prefer=3) == 2
+    # writes in flight: it lacks an entry or two the other holds, as the next round may
+    # see the other way round
+    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 2}, prefer=3) == 3
+    assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 40}, prefer=3) == 2
     assert choose_lease_target([1, 2, 3], 1, nodes, {2: 0, 3: 0}, prefer=None) == 2
 
 

@@ -358,6 +358,23 @@ def test_a_catch_up_whose_consumer_stops_reading_is_cut_off_with_slow_consumer(
         feeds.close()
 
 
+def test_a_catch_up_scan_that_breaks_ends_its_stream(
+    db: DB, feeds: StoreFeeds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error no feedkv code expects (a bug) in a catch-up scan still ends the
+    stream, as an invariant violation: its consumer does not wait for ever."""
+
+    def broken(*args: object, **kwargs: object) -> Iterator[object]:
+        raise RuntimeError("a bug in the scan")
+
+    db.put(b"a", b"1")
+    monkeypatch.setattr("feedkv.rangefeed.store_feeds.catch_up", broken)
+    events = register(feeds).until(lambda es: any(isinstance(e, Error) for e in es))
+    assert events[-1] == Error(
+        ErrorReason.INVARIANT_VIOLATION, "catch-up failed: RuntimeError('a bug in the scan')"
+    )
+
+
 def test_unregistering_ends_the_stream_and_stops_the_processor(db: DB, feeds: StoreFeeds) -> None:
     stream = feeds.new_stream()
     reg = feeds.register("r", EVERYTHING, ZERO, False, stream)

@@ -98,6 +98,17 @@ def test_a_decommissioned_lease_holder_hands_over_its_replicas_and_feeds_follow(
             timeout_s=DEADLINE_S,
             what="the decommissioned node refused",
         )
+        # gone for good: node status leaves it out, as CockroachDB's does, but for
+        # --decommission
+        status = io.StringIO()
+        assert run_node_status(cluster.url(gateway), "csv", status) == 0
+        assert str(victim) not in {
+            row["id"] for row in csv.DictReader(io.StringIO(status.getvalue()))
+        }
+        status = io.StringIO()
+        assert run_node_status(cluster.url(gateway), "csv", status, decommission=True) == 0
+        by_id = {row["id"]: row for row in csv.DictReader(io.StringIO(status.getvalue()))}
+        assert by_id[str(victim)]["is_decommissioning"] == "true"
         with pytest.raises(InvalidArgumentError, match="cannot be recommissioned"):
             run_node_recommission(cluster.url(gateway), [victim])
         db.close()

@@ -833,6 +833,25 @@ def test_split_at_adds_a_range_and_rows_on_both_sides_still_read(any_db: DB) -> 
     assert any_db.sql("SELECT sum(v) FROM t").rows == [(decimal.Decimal(560),)]
 
 
+def test_show_ranges_of_a_database_lists_each_tables_ranges(any_db: DB) -> None:
+    """As CockroachDB's ``SHOW RANGES`` (the current database) and ``SHOW RANGES FROM
+    DATABASE d``; both were refused as unsupported (0A000)."""
+    any_db.sql("CREATE TABLE b (k INT PRIMARY KEY)")
+    any_db.sql("CREATE TABLE a (k INT PRIMARY KEY)")
+    any_db.sql("ALTER TABLE b SPLIT AT VALUES (5)")
+    of_b = any_db.sql("SHOW RANGES FROM TABLE b").rows
+    of_a = any_db.sql("SHOW RANGES FROM TABLE a").rows
+
+    shown = any_db.sql("SHOW RANGES")
+    assert shown.columns[0] == "table_name"
+    assert shown.rows == [("a", *row) for row in of_a] + [("b", *row) for row in of_b]
+    assert len(shown.rows) == 3
+    assert any_db.sql("SHOW RANGES FROM DATABASE defaultdb").rows == shown.rows
+    any_db.sql("CREATE DATABASE empty")
+    assert any_db.sql("SHOW RANGES FROM DATABASE empty").rows == []
+    assert sql_error(lambda: any_db.sql("SHOW RANGES FROM DATABASE nosuchdb")).code == "3D000"
+
+
 def _composite_table_split_at_prefixes(db: DB) -> list[tuple[Any, ...]]:
     db.sql("CREATE TABLE c (a INT, b STRING, v INT, PRIMARY KEY (a, b))")
     for a in range(4):

@@ -256,6 +256,8 @@ class IndexSpec:
     constraint: bool = False
     descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
     predicate: exp.Expr | None = None  # a partial index's WHERE
+    # per column (empty: none): an expression index's expression, its column's name ""
+    expressions: tuple[exp.Expr | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,10 @@ that column, so writing, backfilling and enforcing UNIQUE are a virtual column's
   it out (it is hidden); dropping the last index on it drops it.
 - A query's WHERE that holds an indexed expression, as written in the index (up to the
   normalisation of its text), reads it as the column (:func:`with_expression_columns`),
-  so the planner picks the index as it would for a column. Only tables with such a
-  column pay for the rewrite.
+  so the planner picks the index as it would for a column. Only tables with a computed
+  column look for one.
+- NB: unlike CockroachDB's, the column can be named (``SELECT crdb_internal_idx_expr``
+  reads it; a write of it is refused as any computed column's, 55000).
 - An expression must be immutable and over the table's columns (as a computed
   column's); its type is what it gives (42804 where that does not follow from it). The
   columns are made by :func:`feedkv.sql.ddl_constraints.create_index`.

@@ -196,6 +196,11 @@ class Scan:
     while it is pending) fails the batch at once with
     :class:`~feedkv.errors.LockNotAvailableError` instead of waiting (CockroachDB's
     ``WaitPolicy_Error``, SQL's ``FOR UPDATE NOWAIT``).
+
+    ``skip_locked``: with ``lock``, the keys another transaction holds (its lock, or its
+    intent, pending or not: none is pushed) are left out of the answer, neither waited
+    for nor locked (CockroachDB's ``WaitPolicy_SkipLocked``, SQL's ``SKIP LOCKED``);
+    ``limit`` counts the keys returned.
     """
 
     span: Span
@@ -203,6 +208,7 @@ class Scan:
     reverse: bool = False
     lock: bool = False
     nowait: bool = False
+    skip_locked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

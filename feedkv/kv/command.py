@@ -519,11 +519,14 @@ class _Evaluator:
         transactions' locks and intents in the span, reads, locks the keys read, and
         fails with ``RETRY_WRITE_TOO_OLD`` if one has a version above the read."""
         locks = self.ctx.locks
-        locks.check_span(req.span, txn.id)
-        others = [i for i in mvcc.scan_intents(self.rw, req.span) if i.txn.id != txn.id]
-        if others:
-            raise WriteIntentError(others)
-        response = self.scan(replace(req, lock=False))
+        if req.skip_locked:
+            response = self._skipping_scan(req, txn)
+        else:
+            locks.check_span(req.span, txn.id)
+            others = [i for i in mvcc.scan_intents(self.rw, req.span) if i.txn.id != txn.id]
+            if others:
+                raise WriteIntentError(others)
+            response = self.scan(replace(req, lock=False))
         keys = [kv.key for kv in response.rows]
         if not keys or len(keys) > MAX_LOCKS_PER_SCAN:
             return response
@@ -540,6 +543,37 @@ class _Evaluator:
                 newest,
             )
         return response
+
+    def _skipping_scan(self, req: Scan, txn: Transaction) -> ScanResponse:
+        """A ``skip_locked`` scan's rows: those of the parts of the span between the keys
+        another transaction holds (a lock, or an intent, which is not pushed). Cut short
+        by the limit at a part's end, it resumes at the held key after that part."""
+        held = {i.key for i in mvcc.scan_intents(self.rw, req.span) if i.txn.id != txn.id}
+        held.update(self.ctx.locks.refused_in(req.span, txn.id))
+        if not held:
+            return self.scan(replace(req, lock=False))
+        keys = sorted(held)
+        starts = [req.span.start, *(key_next(k) for k in keys)]
+        ends = [*keys, req.span.end]
+        # (part, the held key read after it in the scan's order, if any)
+        parts = [
+            (Span(a, b), keys[i] if i < len(keys) else None)
+            for i, (a, b) in enumerate(zip(starts, ends, strict=True))
+        ]
+        if req.reverse:
+            parts = [(part, keys[i - 1] if i else None) for i, (part, _) in enumerate(parts)]
+            parts.reverse()
+        rows: list[mvcc.KeyValue] = []
+        for part, after in parts:
+            if part.start < part.end:
+                left = None if req.limit is None else req.limit - len(rows)
+                result = self.scan(Scan(part, left, req.reverse))
+                rows.extend(result.rows)
+                if result.resume_key is not None:
+                    return ScanResponse(tuple(rows), result.resume_key)
+            if req.limit is not None and len(rows) >= req.limit and after is not None:
+                return ScanResponse(tuple(rows), after)
+        return ScanResponse(tuple(rows))
 
     def _check_locks(self, key: bytes) -> None:
         locks = self.ctx.locks

@@ -96,6 +96,19 @@ class LockTable:
         for key in [k for k in self._locks if span.start <= k < span.end]:
             self.check(key, txn_id)
 
+    def refused_in(self, span: Span, txn_id: bytes) -> list[bytes]:
+        """The locked keys in ``span`` :meth:`check` refuses ``txn_id`` (those a
+        ``SKIP LOCKED`` read leaves out)."""
+        if not self._locks:
+            return []
+        refused = []
+        for key in [k for k in self._locks if span.start <= k < span.end]:
+            try:
+                self.check(key, txn_id)
+            except LockConflictError:
+                refused.append(key)
+        return refused
+
     def acquire(self, keys: list[bytes], txn: TxnMeta) -> None:
         """Lock ``keys`` for ``txn``, all or none: raises :class:`LockConflictError` if
         :meth:`check` refuses one (another evaluation took it since the caller checked:

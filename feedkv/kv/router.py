@@ -370,11 +370,13 @@ class Router:
         on_response: Callable[[BatchResponse], None],
         lock: bool = False,
         nowait: bool = False,
+        skip_locked: bool = False,
     ) -> tuple[list[KeyValue], list[Span]]:
         """Scan ``span`` range by range until ``limit`` rows; returns the rows and the
         spans actually read (what a transaction must refresh). ``on_response`` sees each
         range's response first (to pin a timestamp or adopt a transaction update).
-        ``lock``, ``nowait``: a locking read (see :class:`~feedkv.kv.api.Scan`)."""
+        ``lock``, ``nowait``, ``skip_locked``: a locking read (see
+        :class:`~feedkv.kv.api.Scan`)."""
         rows: list[KeyValue] = []
         read: list[Span] = []
         if limit == 0:
@@ -383,7 +385,14 @@ class Router:
             span,
             header,
             lambda p: (
-                Scan(p, None if limit is None else limit - len(rows), reverse, lock, nowait),
+                Scan(
+                    p,
+                    None if limit is None else limit - len(rows),
+                    reverse,
+                    lock,
+                    nowait,
+                    skip_locked,
+                ),
             ),
             reverse=reverse,
         ):

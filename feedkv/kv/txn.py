@@ -250,18 +250,22 @@ class Txn:
         reverse: bool = False,
         lock: bool = False,
         nowait: bool = False,
+        skip_locked: bool = False,
     ) -> list[KeyValue]:
         """Live keys in ``[start, end)`` with this transaction's own writes applied.
         ``lock``: lock the keys read until the transaction ends (see the module
         docstring); may wait for another transaction holding one, or with ``nowait``
-        fails at once with :class:`~feedkv.errors.LockNotAvailableError`."""
+        fails at once with :class:`~feedkv.errors.LockNotAvailableError`, or with
+        ``skip_locked`` leaves the keys others hold out."""
         self._check_open()
         span = Span(start, end)
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         writes = self._writes
         own = {k: writes[k] for k in self._written_in(start, end)}
-        return self._merged(span, own, limit, reverse, lock=lock, nowait=nowait)
+        return self._merged(
+            span, own, limit, reverse, lock=lock, nowait=nowait, skip_locked=skip_locked
+        )
 
     def _merged(
         self,
@@ -272,6 +276,7 @@ class Txn:
         *,
         lock: bool = False,
         nowait: bool = False,
+        skip_locked: bool = False,
     ) -> list[KeyValue]:
         """The committed keys of ``span`` read at the read timestamp, with ``own`` (this
         transaction's writes in the span, by key) applied over them. NB: with a limit,
@@ -280,7 +285,7 @@ class Txn:
         it, the committed keys are not known."""
         wanted = None if limit is None else limit + sum(v is None for v in own.values())
         if lock:
-            rows = self._locking_scan(span, wanted, reverse, nowait)
+            rows = self._locking_scan(span, wanted, reverse, nowait, skip_locked)
         else:
             rows = self._scan(span, wanted, reverse)
         if not own:
@@ -305,6 +310,7 @@ class Txn:
         *,
         lock: bool = False,
         nowait: bool = False,
+        skip_locked: bool = False,
     ) -> list[KeyValue]:
         rows, read = self._router.scan(
             span,
@@ -314,6 +320,7 @@ class Txn:
             on_response=self._adopt,
             lock=lock,
             nowait=nowait,
+            skip_locked=skip_locked,
         )
         self._reads.extend(read)
         return rows
@@ -384,13 +391,15 @@ class Txn:
         return changed
 
     def _locking_scan(
-        self, span: Span, limit: int | None, reverse: bool, nowait: bool
+        self, span: Span, limit: int | None, reverse: bool, nowait: bool, skip_locked: bool
     ) -> list[KeyValue]:
         # NB: counted as locked before it is sent: a scan that fails may have taken locks
         self._lock_reads.append(span)
         while True:
             try:
-                return self._scan(span, limit, reverse, lock=True, nowait=nowait)
+                return self._scan(
+                    span, limit, reverse, lock=True, nowait=nowait, skip_locked=skip_locked
+                )
             except TransactionRetryError as exc:
                 if exc.reason != "RETRY_WRITE_TOO_OLD" or exc.ts is None:
                     raise

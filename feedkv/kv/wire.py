@@ -244,6 +244,8 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
             out.scan.lock = True
         if req.nowait:
             out.scan.nowait = True
+        if req.skip_locked:
+            out.scan.skip_locked = True
     elif isinstance(req, api.EndTxn):
         out.end_txn.commit = req.commit
         for span in req.lock_spans:
@@ -317,6 +319,7 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
         m.reverse,
         m.lock,
         m.nowait,
+        m.skip_locked,
     ),
     "end_txn": lambda m: api.EndTxn(
         m.commit,

@@ -777,10 +777,12 @@ def _add_secondary(
     (pg_constraint, information_schema.table_constraints)."""
     position = {c.id: n for n, c in enumerate(desc.columns, start=1)}
     name_of = {c.id: c.name for c in desc.columns}
+    # NB: an expression index's key is its expression: attnum 0 in indkey, as PostgreSQL
+    expressions = {c.id: c.computed for c in desc.columns if c.inaccessible and c.computed}
     for index in desc.indexes:
         oid = _secondary_oid(desc, index.id)
         keys = [*index.column_ids, *index.storing]
-        indkey = " ".join(str(position[i]) for i in keys)
+        indkey = " ".join("0" if i in expressions else str(position[i]) for i in keys)
         zeros = " ".join("0" for _ in keys)  # collations, operator classes
         # NB: PostgreSQL's indoption per key column: bit 1 for DESC
         options = " ".join(str(int(index.is_descending(n))) for n in range(len(keys)))
@@ -798,6 +800,11 @@ def _add_secondary(
                 "0, '' FROM pg_attribute WHERE attrelid = ? AND attnum = ?",
                 (oid, n, desc.id, position[column_id]),
             )
+            if column_id in expressions:
+                db.execute(
+                    "UPDATE pg_attribute SET attname = ? WHERE attrelid = ? AND attnum = ?",
+                    (expressions[column_id], oid, n),
+                )
         _insert(
             db,
             "pg_index",
@@ -808,19 +815,22 @@ def _add_secondary(
         _insert(
             db,
             "pg_index_keys",
-            [(oid, position[i], n) for n, i in enumerate(index.column_ids, start=1)],
+            [
+                (oid, 0 if i in expressions else position[i], n)
+                for n, i in enumerate(index.column_ids, start=1)
+            ],
         )
         _insert(
             db,
             "information_schema.statistics",
             [
                 (database, "public", desc.name, "NO" if index.unique else "YES", "public",
-                 index.name, n, name_of[i], "NO")
+                 index.name, n, expressions.get(i, name_of[i]), "NO")
                 for n, i in enumerate(index.column_ids, start=1)
             ],
         )  # fmt: skip
         if index.unique:
-            columns = ", ".join(name_of[i] for i in index.column_ids)
+            columns = ", ".join(expressions.get(i, name_of[i]) for i in index.column_ids)
             keys_at = [position[i] for i in index.column_ids]
             _constraint(
                 db, database, desc, oid, index.name, "u", oid, 0, keys_at, [],
@@ -954,7 +964,7 @@ def _empty_answer(tree: exp.Expr) -> list[str] | None:
 
 
 # pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
-# (x: the element, n: its position): as unnest and generate_subscripts of indkey.
+# (x: the element, n: its position from 1): as unnest of indkey and its position.
 _EXPAND_N = re.compile(
     r"\(\s*information_schema\s*\.\s*_pg_expandarray\s*\(([^()]*)\)\s*\)\s*\.\s*n\b", re.I
 )
@@ -970,7 +980,7 @@ class _CatalogPostgres(Postgres):
 
 
 def _parse(text: str) -> exp.Expr:
-    text = _EXPAND_N.sub(r"generate_subscripts(\1, 1)", text)
+    text = _EXPAND_N.sub(r"feedkv_expand_n(\1)", text)
     text = _EXPAND.sub(r"unnest(\1)", text)
     text = _FIELD_X.sub(r"\1", text)
     text = _OPERATOR.sub(lambda m: f" {m.group(1)} ", text)
@@ -1088,12 +1098,20 @@ def _unnest_index_keys(select: exp.Select) -> None:
             return exp.column(column, table="__k")
         if (
             isinstance(node, exp.Anonymous)
-            and str(node.this).lower() == "generate_subscripts"
+            and str(node.this).lower() in ("generate_subscripts", "feedkv_expand_n")
             and node.expressions
             and _is_indkey(node.expressions[0])
         ):
             found.append(node.expressions[0])
-            return exp.column("ord", table="__k")
+            ordinal = exp.column("ord", table="__k")
+            if str(node.this).lower() == "feedkv_expand_n":
+                return ordinal  # _pg_expandarray's n: from 1
+            if node.expressions[0].name.lower() == "conkey":
+                return ordinal  # an int2[]: from 1
+            # NB: indkey and indclass are int2vector and oidvector, whose subscripts
+            # start at 0 (SQLAlchemy asks pg_get_indexdef(indexrelid, ord + 1) of an
+            # expression key)
+            return exp.Paren(this=exp.Sub(this=ordinal, expression=exp.Literal.number(1)))
         return node
 
     select.set("expressions", [e.transform(keys) for e in select.expressions])

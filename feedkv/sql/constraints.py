@@ -194,8 +194,7 @@ def _put_entry(
     txn = ex.write_txn
     key, value, unique = after
     if unique and (before is None or before[0] != key) and txn.get(key):
-        columns = [desc.column_by_id(i) for i in index.column_ids]
-        names = ", ".join(c.name for c in columns if c is not None)
+        names = ", ".join(desc.index_key_sql(i) for i in index.column_ids)
         values = ", ".join(format_value(new.get(i)) for i in index.column_ids)
         raise SQLError(
             "23505",

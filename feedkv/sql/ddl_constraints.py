@@ -20,11 +20,13 @@ from feedkv.errors import SQLError
 from feedkv.sql import catalog, comments
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
+from feedkv.sql.computed import check_computed
 from feedkv.sql.constraints import backfill_index, validate_rows
 from feedkv.sql.describe import type_of
-from feedkv.sql.descriptor import Check, ForeignKey, Index, TableDescriptor
+from feedkv.sql.descriptor import Check, Column, ForeignKey, Index, TableDescriptor
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import compile_expr
+from feedkv.sql.expression_indexes import drop_unused, expression_sql, free_name
 from feedkv.sql.indexes import index_span
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.plan import table_scope
@@ -56,6 +58,7 @@ def with_constraints(
     indexes = list(desc.indexes)
     next_id = desc.next_index_id
     for spec in index_specs:
+        desc, spec = _with_index_expressions(desc, spec)
         indexes.append(_index(desc, spec, next_id, indexes))
         next_id += 1
     desc = replace(desc, indexes=tuple(indexes), next_index_id=next_id)
@@ -117,7 +120,7 @@ def _index(
     name = spec.name
     if name is None:
         suffix = "key" if spec.unique else "idx"
-        base = f"{desc.name}_{'_'.join(spec.columns)}_{suffix}"
+        base = f"{desc.name}_{'_'.join(_name_parts(spec))}_{suffix}"
         name, n = base, 0
         while any(i.name == name for i in existing):
             n += 1
@@ -135,6 +138,66 @@ def _index(
         spec.descending,
         predicate,
     )
+
+
+def _with_index_expressions(
+    desc: TableDescriptor, spec: st.IndexSpec
+) -> tuple[TableDescriptor, st.IndexSpec]:
+    """``desc`` with an inaccessible column for each expression of ``spec`` (one it has
+    already for the same expression is reused), and ``spec`` naming those columns."""
+    if not spec.expressions:
+        return desc, spec
+    columns = list(spec.columns)
+    added: list[Column] = []
+    scope = table_scope(desc, "")
+    next_id = desc.next_column_id
+    for n, node in enumerate(spec.expressions):
+        if node is None:
+            continue
+        if node.find(exp.Select) is not None:
+            raise SQLError("0A000", "subqueries are not allowed in index element")
+        if node.find(exp.AggFunc, exp.Window) is not None:
+            raise SQLError("42803", "aggregate functions are not allowed in index element")
+        refuse_non_immutable(node, "index element")
+        text = expression_sql(node)
+        held = (*desc.columns, *added)
+        found = next((c for c in held if c.inaccessible and c.computed == text), None)
+        if found is None:
+            found_type = type_of(node, scope)
+            if found_type is None:
+                raise SQLError(
+                    "42804",
+                    f"the type of index expression {text} does not follow from it; "
+                    "cast it, as ((expression)::TYPE)",
+                )
+            found = Column(
+                next_id,
+                free_name(desc, added),
+                found_type,
+                hidden=True,
+                computed=text,
+                virtual=True,
+                inaccessible=True,
+            )
+            next_id += 1
+            added.append(found)
+        columns[n] = found.name
+    new = replace(desc, columns=(*desc.columns, *added), next_column_id=next_id)
+    check_computed(new)
+    return new, replace(spec, columns=tuple(columns))
+
+
+def _name_parts(spec: st.IndexSpec) -> list[str]:
+    """What an index's default name is made of: its columns' names, ``expr``,
+    ``expr1``, ... for its expressions (CockroachDB's)."""
+    parts, count = [], 0
+    for n, column in enumerate(spec.columns):
+        if n < len(spec.expressions) and spec.expressions[n] is not None:
+            parts.append(f"expr{count or ''}")
+            count += 1
+        else:
+            parts.append(column)
+    return parts
 
 
 def _predicate(desc: TableDescriptor, node: exp.Expr) -> str:
@@ -351,8 +414,9 @@ def create_index(ex: Execution, s: st.CreateIndex) -> Result:
     named = s.index.name is not None and desc.index(s.index.name) is not None
     if named and s.if_not_exists:
         return Result(tag="CREATE INDEX")
-    index = _index(desc, s.index, desc.next_index_id, desc.indexes)
-    new = desc.bumped(indexes=(*desc.indexes, index), next_index_id=desc.next_index_id + 1)
+    with_columns, spec = _with_index_expressions(desc, s.index)
+    index = _index(with_columns, spec, desc.next_index_id, desc.indexes)
+    new = with_columns.bumped(indexes=(*desc.indexes, index), next_index_id=desc.next_index_id + 1)
     ex.changing(desc)
     ex.publish(new)
     backfill_index(ex, new, index)
@@ -401,7 +465,7 @@ def _drop_index(ex: Execution, desc: TableDescriptor, index: Index) -> Result:
                 f'cannot drop index "{index.name}": foreign key "{fk_name}" of table '
                 f'"{child.name if child else child_id}" needs it',
             )
-    new = desc.bumped(indexes=tuple(i for i in desc.indexes if i.id != index.id))
+    new = drop_unused(desc.bumped(indexes=tuple(i for i in desc.indexes if i.id != index.id)))
     ex.changing(desc)
     ex.publish(new)
     span = index_span(desc.id, index.id)
@@ -494,7 +558,7 @@ def show_columns(ex: Execution, s: st.ShowColumns) -> Result:
             ),
         )
         for column in desc.columns
-        if not column.adding
+        if not column.adding and not column.inaccessible
     ]
     columns: tuple[str, ...] = (
         "column_name",
@@ -513,8 +577,11 @@ _STRING = ColumnType(Kind.STRING)
 
 
 def _column_name(desc: TableDescriptor, column_id: int) -> str:
+    """A column as SHOW INDEXES names it: an expression index's by its expression."""
     column = desc.column_by_id(column_id)
-    return column.name if column is not None else str(column_id)
+    if column is None:
+        return str(column_id)
+    return column.computed if column.inaccessible and column.computed else column.name
 
 
 def add_constraint(ex: Execution, s: st.AddConstraint) -> Result:

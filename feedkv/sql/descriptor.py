@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+
 from feedkv.errors import SQLError
 from feedkv.sql.types import ColumnType, Kind
 
@@ -63,7 +66,11 @@ class Column:
     An ``identity`` column (``ALWAYS`` or ``BY DEFAULT``, as GENERATED ... AS IDENTITY
     says) takes its DEFAULT from a sequence of its own, made with it and dropped with
     its table, as CockroachDB's; ``identity_options`` is its sequence options' text as
-    written, for SHOW CREATE TABLE."""
+    written, for SHOW CREATE TABLE.
+
+    An ``inaccessible`` column is the hidden virtual column an expression index keys
+    on (CockroachDB's ``crdb_internal_idx_expr``): SHOW CREATE TABLE shows its index
+    with its expression instead of it, and it goes with the last index on it."""
 
     id: int
     name: str
@@ -76,6 +83,7 @@ class Column:
     adding: bool = False
     identity: str | None = None
     identity_options: str = ""
+    inaccessible: bool = False
 
     @property
     def shown(self) -> bool:
@@ -100,6 +108,8 @@ class Column:
             out["identity"] = self.identity
         if self.identity_options:
             out["identity_options"] = self.identity_options
+        if self.inaccessible:
+            out["inaccessible"] = True
         return out
 
     @classmethod
@@ -116,6 +126,7 @@ class Column:
             adding=data.get("adding", False),
             identity=data.get("identity"),
             identity_options=data.get("identity_options", ""),
+            inaccessible=data.get("inaccessible", False),
         )
 
 
@@ -420,6 +431,16 @@ class TableDescriptor:
 
     # Text.
 
+    def index_key_sql(self, column_id: int) -> str:
+        """An index key column as CREATE INDEX names it: its name, or an expression
+        index's expression (its inaccessible column's)."""
+        column = self._by_id[column_id]
+        if not column.inaccessible or column.computed is None:
+            return quote_name(column.name)
+        # NB: as CockroachDB shows it: a function call bare, any other in parentheses
+        node = sqlglot.parse_one(column.computed, dialect="postgres")
+        return column.computed if isinstance(node, exp.Func) else f"({column.computed})"
+
     def create_statement(
         self,
         qualified_name: str | None = None,
@@ -438,7 +459,7 @@ class TableDescriptor:
         stored)."""
         lines = []
         for column in self.columns:
-            if column.adding:
+            if column.adding or column.inaccessible:
                 continue
             line = f"{quote_name(column.name)} {column.type.sql()}"
             if column.hidden:
@@ -472,7 +493,7 @@ class TableDescriptor:
         for index in self.indexes:
             kind = "UNIQUE INDEX" if index.unique else "INDEX"
             keys = ", ".join(
-                quote_name(self._by_id[i].name) + (" DESC" if index.is_descending(n) else " ASC")
+                self.index_key_sql(i) + (" DESC" if index.is_descending(n) else " ASC")
                 for n, i in enumerate(index.column_ids)
             )
             line = f"{kind} {quote_name(index.name)} ({keys})"

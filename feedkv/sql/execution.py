@@ -149,8 +149,9 @@ def _user_type(
 _P = TypeVar("_P")
 
 # How a statement reads the rows it locks: waiting for another transaction holding one,
-# or failing at once with 55P03 (NOWAIT). ``None`` where a read takes no lock.
-RowLocking = Literal["wait", "nowait"]
+# failing at once with 55P03 (NOWAIT), or leaving such rows out (SKIP LOCKED). ``None``
+# where a read takes no lock.
+RowLocking = Literal["wait", "nowait", "skip"]
 
 
 # KV pairs a table scan reads in its first page, and at most in one (see _scan_pages).
@@ -405,14 +406,31 @@ class Execution:
         at between pages: a scan of a large table stops within a page of a cancel.
 
         NB: the pages grow: a read that stops early (a LIMIT, a cursor's first FETCH)
-        costs a small page, a long scan few round trips."""
+        costs a small page, a long scan few round trips. A SKIP LOCKED read's pages are
+        of one pair: it locks what it reads, so a LIMIT that stops it leaves the rows
+        past it to other transactions (each of a job queue's workers takes its own)."""
+        if lock == "skip" and len(desc.families) > 1:
+            # NB: a write of some of a row's families leaves intents on their keys
+            # only: skipping those would return the rest of the row, a row in part
+            raise SQLError(
+                "0A000",
+                f'SKIP LOCKED is not supported on table "{desc.name}": it has more than '
+                "one column family",
+            )
         source, check = self.read_source, self.session.interrupt.check
-        start, page = span.start, _FIRST_PAGE
+        start, page = span.start, 1 if lock == "skip" else _FIRST_PAGE
         txn = self.txn if lock is not None and source is self.txn else None
         while True:
             if txn is not None:
                 try:
-                    kvs = txn.scan(start, span.end, limit=page, lock=True, nowait=lock == "nowait")
+                    kvs = txn.scan(
+                        start,
+                        span.end,
+                        limit=page,
+                        lock=True,
+                        nowait=lock == "nowait",
+                        skip_locked=lock == "skip",
+                    )
                 except LockNotAvailableError as exc:
                     raise _lock_not_available(desc, exc.key) from exc
             else:
@@ -422,7 +440,8 @@ class Execution:
                 return
             check()
             start = key_next(kvs[-1].key)
-            page = min(page * 2, _LAST_PAGE)
+            if lock != "skip":
+                page = min(page * 2, _LAST_PAGE)
 
     def envs(
         self,

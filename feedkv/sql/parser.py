@@ -1467,7 +1467,7 @@ class _Statement:
         if i <= last and self.tokens[i].token_type is not TokenType.L_PAREN:
             name = _name(self.tokens[i])
             i += 1
-        columns, i, descending = self._name_list(i, last, "INDEX [name] (column, ...)")
+        columns, expressions, i, descending = self._index_keys(i, last)
         storing: list[str] = []
         if i <= last and self.words[i] in ("STORING", "INCLUDE", "COVERING"):
             storing, i, ordered = self._name_list(i + 1, last, "STORING (column, ...)")
@@ -1482,8 +1482,49 @@ class _Statement:
         if i <= last:
             raise self._error_at(i, "expected the end of the INDEX")
         return st.IndexSpec(
-            name, tuple(columns), unique, tuple(storing), descending=descending, predicate=predicate
+            name,
+            tuple(columns),
+            unique,
+            tuple(storing),
+            descending=descending,
+            predicate=predicate,
+            expressions=expressions,
         )
+
+    def _index_keys(
+        self, i: int, last: int
+    ) -> tuple[list[str], tuple[exp.Expr | None, ...], int, tuple[bool, ...]]:
+        """An INDEX element's keys in the parentheses at ``i``: each a column or an
+        expression (an expression index's), maybe followed by ASC or DESC; returns
+        their names ("" for an expression), their expressions (empty: none), the index
+        after them and which DESC followed."""
+        what = "INDEX [name] (column, ...)"
+        if i > last or self.tokens[i].token_type is not TokenType.L_PAREN:
+            raise self._error_at(i, f"expected {what}")
+        elements = self._elements(i)
+        if not elements:
+            raise self._error_at(i + 1, f"expected {what}")
+        names: list[str] = []
+        expressions: list[exp.Expr | None] = []
+        descending: list[bool] = []
+        for first, end in elements:
+            descending.append(self.words[end] == "DESC")
+            if self.words[end] in ("ASC", "DESC"):
+                end -= 1
+            token = self.tokens[first]
+            if first == end and (token.token_type in _NAME_TOKENS or token.text.isidentifier()):
+                names.append(_name(token))
+                expressions.append(None)
+                continue
+            if first > end:
+                raise self._error_at(first, f"expected a column name in {what}")
+            start = self._pos(token)
+            text = self.text[start : self._pos(self.tokens[end]) + len(self._raw(end))]
+            names.append("")
+            expressions.append(parse_expression(text).unnest())
+        after = elements[-1][1] + 2
+        keys = tuple(expressions) if any(e is not None for e in expressions) else ()
+        return names, keys, after, tuple(descending)
 
     def _name_list(self, i: int, last: int, what: str) -> tuple[list[str], int, tuple[bool, ...]]:
         """The names in the parentheses at ``i`` (each maybe followed by ASC or DESC),
@@ -3067,14 +3108,16 @@ class _Converter:
         where = params.args.get("where")
         columns = []
         descending = []
+        expressions: list[exp.Expr | None] = []
         for column in params.args.get("columns") or ():
             inner = column.this if isinstance(column, exp.Ordered) else column
             descending.append(isinstance(column, exp.Ordered) and bool(column.args.get("desc")))
-            if not isinstance(inner, exp.Column) or not isinstance(inner.this, exp.Identifier):
-                raise SQLError(
-                    "0A000", f"indexes on expressions are not supported: {inner.sql(_DIALECT)}"
-                )
-            columns.append(_ident(inner))
+            if isinstance(inner, exp.Column) and isinstance(inner.this, exp.Identifier):
+                columns.append(_ident(inner))
+                expressions.append(None)
+            else:
+                columns.append("")
+                expressions.append(inner.unnest() if isinstance(inner, exp.Paren) else inner)
         storing = tuple(_ident(c) for c in params.args.get("include") or ())
         name = _ident(index.this) if index.this is not None else None
         spec = st.IndexSpec(
@@ -3084,6 +3127,7 @@ class _Converter:
             storing,
             descending=tuple(descending),
             predicate=where.this if where is not None else None,
+            expressions=tuple(expressions) if any(e is not None for e in expressions) else (),
         )
         return st.CreateIndex(
             self.text, _table_of(index.args["table"]), spec, bool(node.args.get("exists"))
@@ -3778,8 +3822,7 @@ class _Converter:
 
 def _row_lock(node: exp.Expr) -> st.RowLock:
     """A SELECT's ``FOR UPDATE | NO KEY UPDATE | SHARE | KEY SHARE [OF t, ...]
-    [NOWAIT]``. SKIP LOCKED is refused (0A000): the lock table cannot yet leave out the
-    rows another transaction holds."""
+    [NOWAIT | SKIP LOCKED]``."""
     if not isinstance(node, exp.Lock):
         raise _unsupported(node, "locking clause")
     _refuse_unhandled(node, {"update", "expressions", "wait", "key"})
@@ -3791,18 +3834,14 @@ def _row_lock(node: exp.Expr) -> st.RowLock:
         (False, True): "FOR KEY SHARE",
     }[update, key]
     wait = node.args.get("wait")
-    if wait is False:
-        raise SQLError(
-            "0A000", f"{strength} SKIP LOCKED is not supported; use NOWAIT, or wait for the lock"
-        )
-    if wait is not None and wait is not True:
+    if wait is not None and not isinstance(wait, bool):
         raise SQLError("42601", f"syntax error: {strength} takes NOWAIT or SKIP LOCKED, not WAIT")
     of = []
     for table in node.expressions:
         if not isinstance(table, exp.Table) or table.args.get("db"):
             raise SQLError("42601", f"{strength} must specify unqualified relation names")
         of.append(_ident(table.this))
-    return st.RowLock(strength, update, tuple(of), wait is True)
+    return st.RowLock(strength, update, tuple(of), wait is True, wait is False)
 
 
 def _names_table(node: exp.Expr, name: str) -> bool:

@@ -46,6 +46,7 @@ from feedkv.sql.expr import (
     refuse_aggregates,
     static_kind,
 )
+from feedkv.sql.expression_indexes import with_expression_columns
 from feedkv.sql.indexes import values_prefix
 from feedkv.sql.mvcc_column import MVCC_COLUMN, MVCC_TYPE, names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
@@ -259,6 +260,8 @@ class Selection:
     ) -> Selection:
         if where is not None:
             refuse_aggregates(where, "WHERE")
+            if desc.computed_columns:
+                where = with_expression_columns(desc, where)
             where = condition(where, scope)
         test = compile_expr(where, scope) if where is not None else None  # NB: checks it too
         plan = _key_plan(desc, where, scope) if where is not None else None
@@ -475,6 +478,8 @@ def key_constraint(
     them; ``None`` when the table is read whole."""
     if where is None:
         return None
+    if desc.computed_columns:
+        where = with_expression_columns(desc, where)
     where = condition(where, scope)
     plan = _key_plan(desc, where, scope)
     if plan is not None:

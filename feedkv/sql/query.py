@@ -195,7 +195,22 @@ def _query(ex: Execution, q: st.Query) -> Result:
     check_locking(q, [name], _read_only(ex))
     lock = table_locking(q, name)
     prepare_subqueries(ex, query, q.subqueries, plan.scope, grouped_context(q, plan.result))
+    if lock == "skip" and q.limit is not None and _in_key_order(desc, q):
+        return _selected(ex, q, plan.result, _first_rows(ex, q, desc, plan.selection))
     return _selected(ex, q, plan.result, ex.selected(desc, plan.selection, lock=lock))
+
+
+def _first_rows(
+    ex: Execution, q: st.Select, desc: TableDescriptor, selection: Selection
+) -> list[tuple[Any, ...]]:
+    """The rows ``q`` (with a LIMIT, in key order, FOR UPDATE SKIP LOCKED) returns,
+    read until its OFFSET and LIMIT are met: what it locks stops there."""
+    envs = ex.iter_selected(desc, selection, lock="skip")
+    limit = ex.count(q.limit, "LIMIT") if q.limit is not None else None
+    if limit is None:
+        return list(envs)
+    offset = (ex.count(q.offset, "OFFSET") if q.offset is not None else None) or 0
+    return list(itertools.islice(envs, offset + limit))
 
 
 def stream(

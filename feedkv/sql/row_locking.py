@@ -10,12 +10,18 @@ statement reads with locks, and the shapes it refuses, as CockroachDB.
 - ``FOR SHARE`` and ``FOR KEY SHARE`` take no lock: CockroachDB's serializable isolation
   takes none unless ``enable_shared_locking_for_serializable`` is on (serializability
   never needs them).
-- ``NOWAIT`` fails a read that meets a row another transaction holds with 55P03.
+- ``NOWAIT`` fails a read that meets a row another transaction holds with 55P03;
+  ``SKIP LOCKED`` leaves such rows out of the result (a job queue's workers each take
+  rows no other holds): a row is held by another transaction's lock or its intent,
+  which is not pushed, so the intent of a transaction that has finished but whose
+  intents are not yet resolved is skipped as well (CockroachDB asks the lock table).
+  ``FOR SHARE SKIP LOCKED`` takes no lock and reads as ``FOR SHARE``. Refused (0A000)
+  on a table of more than one column family, whose rows' keys are locked apart.
 - Refused (0A000), as in CockroachDB and PostgreSQL: a locking clause with GROUP BY,
   HAVING, DISTINCT, aggregates or window functions (no row of the result is a table's
   row), with AS OF SYSTEM TIME (a historical read locks nothing), and on the nullable
   side of an outer join; an ``OF`` naming no FROM table is 42P01; an exclusive lock in a
-  READ ONLY transaction is 25006. ``SKIP LOCKED`` is refused by the parser.
+  READ ONLY transaction is 25006.
 - Refused here and not in CockroachDB (0A000, never ignored): an exclusive lock on a
   subquery, CTE or view in FROM (name the tables to lock with ``OF``).
 """
@@ -77,8 +83,11 @@ def check_locking(s: st.Select, names: Sequence[str], read_only: bool) -> None:
 def table_locking(s: st.Select, name: str) -> RowLocking | None:
     """How ``s`` reads the rows of its source called ``name``: locked by the exclusive
     clauses that name it (or name no table), failing at once if any of them says
-    NOWAIT (as PostgreSQL); ``None``: without a lock."""
+    NOWAIT, else skipping the rows others hold if any says SKIP LOCKED (as PostgreSQL);
+    ``None``: without a lock."""
     covering = [lock for lock in s.locks if lock.exclusive and (not lock.of or name in lock.of)]
     if not covering:
         return None
-    return "nowait" if any(lock.nowait for lock in covering) else "wait"
+    if any(lock.nowait for lock in covering):
+        return "nowait"
+    return "skip" if any(lock.skip_locked for lock in covering) else "wait"

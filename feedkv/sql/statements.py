@@ -256,6 +256,8 @@ class IndexSpec:
     constraint: bool = False
     descending: tuple[bool, ...] = ()  # per column (empty: all ascending)
     predicate: exp.Expr | None = None  # a partial index's WHERE
+    # per column (empty: none): an expression index's expression, its column's name ""
+    expressions: tuple[exp.Expr | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -688,12 +690,14 @@ class RowLock:
     """A SELECT's locking clause: ``FOR UPDATE``, ``FOR NO KEY UPDATE`` (both
     ``exclusive``), ``FOR SHARE`` or ``FOR KEY SHARE``; ``of``: the tables (their names
     or aliases) of ``OF t, ...``, empty for every table the SELECT reads; ``nowait``:
-    fail at once (55P03) on a row another transaction holds, rather than wait."""
+    fail at once (55P03) on a row another transaction holds, rather than wait;
+    ``skip_locked``: leave such rows out of the result (``SKIP LOCKED``)."""
 
     strength: str  # as written: "FOR UPDATE", "FOR NO KEY UPDATE", "FOR SHARE", ...
     exclusive: bool
     of: tuple[str, ...] = ()
     nowait: bool = False
+    skip_locked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,3 +215,63 @@ def test_nowait_locking_scan_fails_on_a_pending_writers_intent(db: feedkv.DB) ->
     assert [kv.value for kv in after.scan(b"row", b"rox", lock=True, nowait=True)] == [b"1"]
     after.commit()
     assert len(_locks(db)) == 0
+
+
+def test_refused_in_names_the_keys_others_hold_in_a_span() -> None:
+    locks = LockTable()
+    assert locks.refused_in(Span(b"a", b"z"), A) == []
+    locks.acquire([b"k", b"m"], meta(A))
+    locks.acquire([b"n"], meta(B))
+    assert sorted(locks.refused_in(Span(b"a", b"z"), B)) == [b"k", b"m"]
+    assert locks.refused_in(Span(b"a", b"m"), B) == [b"k"]  # the end is exclusive
+    assert locks.refused_in(Span(b"a", b"z"), A) == [b"n"]
+
+
+def _rows(db: feedkv.DB) -> None:
+    for n in range(1, 6):
+        db.put(b"row%d" % n, b"%d" % n)
+
+
+def test_skip_locked_scan_leaves_out_held_keys_and_pending_intents(db: feedkv.DB) -> None:
+    _rows(db)
+    locker = db.transaction()
+    locker.scan(b"row2", b"row3", lock=True)  # a lock on row2
+    writer = db.transaction()
+    writer.put_now(b"row4", b"40")  # an intent on row4, its transaction alive
+    reader = db.transaction()
+    found = reader.scan(b"row", b"rox", lock=True, skip_locked=True)
+    assert [kv.key for kv in found] == [b"row1", b"row3", b"row5"]
+    assert _locks(db).waiters() == 0  # it never queued
+    assert _locks(db).holder(b"row3") == reader.id  # the rows it returned are its own
+    assert _locks(db).holder(b"row2") == locker.id
+    reader.rollback()
+    locker.commit()
+    writer.commit()
+    after = db.transaction()
+    found = after.scan(b"row", b"rox", lock=True, skip_locked=True)
+    assert [kv.value for kv in found] == [b"1", b"2", b"3", b"40", b"5"]
+    after.commit()
+    assert len(_locks(db)) == 0
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_skip_locked_scans_with_a_limit_each_take_the_next_free_key(
+    db: feedkv.DB, reverse: bool
+) -> None:
+    _rows(db)
+    locker = db.transaction()
+    locker.scan(b"row2", b"row3", lock=True)
+    locker.scan(b"row4", b"row5", lock=True)
+    workers, taken = [], []
+    for _ in range(4):  # a job queue's workers, each taking one free row and holding it
+        worker = db.transaction()
+        found = worker.scan(b"row", b"rox", limit=1, reverse=reverse, lock=True, skip_locked=True)
+        taken.append([kv.key for kv in found])
+        workers.append(worker)
+    free = [[b"row1"], [b"row3"], [b"row5"]]
+    assert taken == [*(free[::-1] if reverse else free), []]
+    assert _locks(db).waiters() == 0
+    for worker in workers:
+        worker.rollback()
+    locker.rollback()
+    assert len(_locks(db)) == 0

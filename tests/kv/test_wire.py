@@ -110,8 +110,9 @@ def test_an_ingest_and_its_response_cross_the_wire_unchanged() -> None:
         api.Scan(Span(b"a", b"d"), 5, True),
         api.Scan(Span(b"a", b"d"), None, False, lock=True),
         api.Scan(Span(b"a", b"d"), None, False, lock=True, nowait=True),
+        api.Scan(Span(b"a", b"d"), 2, False, lock=True, skip_locked=True),
     ],
-    ids=["plain", "limited and reversed", "locking", "locking without waiting"],
+    ids=["plain", "limited and reversed", "locking", "locking without waiting", "skip locked"],
 )
 def test_a_scan_crosses_the_wire_with_its_options(request_: api.Scan) -> None:
     batch = api.BatchRequest(api.Header(), (request_,))

@@ -63,7 +63,13 @@ def test_pg_class_attribute_and_index_describe_a_table(db: DB, url: str) -> None
         "SELECT unnest(i.indkey) AS attnum, generate_subscripts(i.indkey, 1) AS ord "
         "FROM pg_catalog.pg_index i WHERE i.indrelid = 'two'::regclass ORDER BY ord",
     )
-    assert keys == [(2, 1), (1, 2)]  # b, then a
+    assert keys == [(2, 0), (1, 1)]  # b, then a; an int2vector's subscripts start at 0
+    expanded = query(
+        db,
+        "SELECT (information_schema._pg_expandarray(i.indkey)).n AS n FROM pg_catalog.pg_index i "
+        "WHERE i.indrelid = 'two'::regclass ORDER BY n",
+    )
+    assert expanded == [(1,), (2,)]  # pgjdbc's KEY_SEQ: _pg_expandarray counts from 1
 
 
 def test_information_schema_lists_tables_and_columns(db: DB, url: str) -> None:

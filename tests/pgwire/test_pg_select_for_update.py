@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from psycopg import errors
 
 from feedkv import DB
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import run_threads, wait_until
 
 
 @pytest.fixture
@@ -84,5 +84,48 @@ def test_sqlalchemy_with_for_update_runs_each_locking_clause(url: str) -> None:
                 query = sa.select(table.c.v).where(table.c.k == 1).with_for_update(**option)
                 assert "FOR " in str(query.compile(engine))
                 assert conn.execute(query).all() == [(0,)], option
+    finally:
+        engine.dispose()
+
+
+def test_psycopg_skip_locked_returns_the_free_rows_while_another_holds_one(url: str) -> None:
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        first.execute("SELECT v FROM t WHERE k = %s FOR UPDATE", (1,))
+        found: list[Any] = []
+
+        def read() -> None:
+            found.append(second.execute("SELECT k FROM t FOR UPDATE SKIP LOCKED").fetchall())
+            found.append(
+                second.execute(
+                    "SELECT k FROM t WHERE k = %s FOR UPDATE SKIP LOCKED", (1,)
+                ).fetchall()
+            )
+
+        try:
+            # NB: within the deadline while first's transaction is open: a read that
+            # waited for its lock would run past it
+            run_threads([read], deadline_s=30)
+        finally:
+            first.commit()
+        assert found == [[(2,)], []]
+        # NOWAIT in any clause wins over SKIP LOCKED, as in PostgreSQL; second holds k=2
+        with psycopg.connect(url) as third, pytest.raises(errors.LockNotAvailable) as caught:
+            third.execute("SELECT k FROM t FOR UPDATE SKIP LOCKED FOR UPDATE NOWAIT")
+        assert caught.value.sqlstate == "55P03"
+        second.rollback()
+
+
+def test_sqlalchemy_with_for_update_skip_locked(url: str) -> None:
+    engine = sa.create_engine(url.replace("postgresql://", "cockroachdb+psycopg://", 1))
+    table = sa.Table(
+        "t", sa.MetaData(), sa.Column("k", sa.Integer, primary_key=True), sa.Column("v", sa.Integer)
+    )
+    try:
+        with engine.begin() as holder, engine.begin() as worker:
+            holder.execute(sa.select(table.c.k).where(table.c.k == 1).with_for_update())
+            query = sa.select(table.c.k).order_by(table.c.k).limit(1)
+            query = query.with_for_update(skip_locked=True)
+            assert "SKIP LOCKED" in str(query.compile(engine))
+            assert worker.execute(query).all() == [(2,)]
     finally:
         engine.dispose()

@@ -157,7 +157,6 @@ def test_rows_a_subquery_reads_are_not_locked(db: DB) -> None:
         ("SELECT count(*) FROM t FOR SHARE", "0A000"),
         ("SELECT * FROM (SELECT k FROM t) AS s FOR UPDATE", "0A000"),
         ("SELECT k FROM t UNION SELECT k FROM t FOR UPDATE", "0A000"),
-        ("SELECT k FROM t FOR UPDATE SKIP LOCKED", "0A000"),
         ("SELECT k FROM t FOR UPDATE OF u", "42P01"),
         ("SELECT k FROM t AS OF SYSTEM TIME '-1us' FOR UPDATE", "0A000"),
     ],
@@ -256,3 +255,108 @@ def test_update_of_a_row_a_join_locked_waits_for_the_commit(db: DB) -> None:
     first.execute("UPDATE u SET n = n + 1 WHERE k = 1")
     _update_waits_for(db, first, "UPDATE u SET n = n * 10 WHERE k = 1")
     assert db.sql("SELECT n FROM u WHERE k = 1").rows == [(10,)]
+
+
+def _queue(db: DB) -> None:
+    db.sql("CREATE TABLE q (id INT PRIMARY KEY, state STRING, INDEX (state))")
+    db.sql(
+        "INSERT INTO q VALUES (1, 'done'), (2, 'queued'), (3, 'queued'), (4, 'queued'), "
+        "(5, 'queued')"
+    )
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        "SELECT * FROM q WHERE id = 3 FOR UPDATE",  # a lock
+        "UPDATE q SET state = 'running' WHERE id = 3",  # a lock and a buffered write
+    ],
+)
+def test_skip_locked_leaves_out_the_rows_another_transaction_holds(any_db: DB, holder: str) -> None:
+    db = any_db  # NB: over gRPC too, where SKIP LOCKED crosses the wire
+    _queue(db)
+    first, second = db.session(), db.session()
+    first.execute("BEGIN")
+    first.execute(holder)
+    second.execute("BEGIN")
+    found = second.execute("SELECT id FROM q WHERE state = 'queued' FOR UPDATE SKIP LOCKED")
+    assert found.rows == [(2,), (4,), (5,)]
+    second.execute("ROLLBACK")
+    first.execute("COMMIT")
+    if db.node is not None:
+        assert len(_store(db).locks) == 0
+
+
+def test_skip_locked_workers_with_a_limit_each_take_a_different_row(db: DB) -> None:
+    _queue(db)
+    take = "SELECT id FROM q WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    workers, taken, held = [], [], []
+    for _ in range(5):
+        worker = db.session()
+        worker.execute("BEGIN")
+        taken.append(worker.execute(take).rows)
+        workers.append(worker)
+        held.append(len(_store(db).locks))
+    assert taken == [[(2,)], [(3,)], [(4,)], [(5,)], []]
+    # each holds the row it took and no further one (read through the index on state)
+    assert held == [1, 2, 3, 4, 4]
+    assert _store(db).locks.waiters() == 0
+    for worker in workers:
+        worker.execute("ROLLBACK")
+    assert len(_store(db).locks) == 0
+
+
+def test_skip_locked_with_a_limit_locks_no_row_past_it_in_a_scan(db: DB) -> None:
+    _queue(db)
+    worker = db.session()
+    worker.execute("BEGIN")
+    found = worker.execute("SELECT id FROM q ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED")
+    assert found.rows == [(1,), (2,)]
+    assert len(_store(db).locks) == 2  # not the page of rows a scan reads at first
+    worker.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    ("select", "expected"),
+    [
+        ("SELECT id FROM q WHERE state = 'queued' FOR UPDATE SKIP LOCKED", [2, 4, 5]),
+        ("SELECT id FROM q@q_state_idx WHERE state = 'queued' FOR UPDATE SKIP LOCKED", [2, 4, 5]),
+        ("SELECT id FROM q WHERE id IN (2, 3, 4) FOR NO KEY UPDATE SKIP LOCKED", [2, 4]),
+        ("SELECT id FROM q WHERE id > 1 ORDER BY id DESC FOR UPDATE SKIP LOCKED", [5, 4, 2]),
+        ("SELECT id FROM q ORDER BY id LIMIT 2 OFFSET 1 FOR UPDATE SKIP LOCKED", [2, 4]),
+    ],
+)
+def test_skip_locked_reads_skip_a_held_row_however_they_read(
+    db: DB, select: str, expected: list[int]
+) -> None:
+    _queue(db)
+    first = db.session()
+    first.execute("BEGIN")
+    first.execute("SELECT * FROM q WHERE id = 3 FOR UPDATE")
+    second = db.session()
+    second.execute("BEGIN")
+    assert [row[0] for row in second.execute(select).rows] == expected
+    second.execute("ROLLBACK")
+    first.execute("ROLLBACK")
+
+
+def test_nowait_wins_over_skip_locked_on_the_same_table(db: DB) -> None:
+    _queue(db)
+    first = db.session()
+    first.execute("BEGIN")
+    first.execute("SELECT * FROM q WHERE id = 3 FOR UPDATE")
+    second = db.session()
+    second.execute("BEGIN")
+    assert _code(second, "SELECT id FROM q FOR UPDATE SKIP LOCKED FOR UPDATE NOWAIT") == "55P03"
+    second.execute("ROLLBACK")
+    first.execute("ROLLBACK")
+
+
+def test_skip_locked_is_refused_on_a_table_of_several_column_families(db: DB) -> None:
+    db.sql("CREATE TABLE f (k INT PRIMARY KEY, a INT, b INT, FAMILY (k, a), FAMILY (b))")
+    db.sql("INSERT INTO f VALUES (1, 1, 1)")
+    session = db.session()
+    session.execute("BEGIN")
+    assert _code(session, "SELECT k FROM f FOR UPDATE SKIP LOCKED") == "0A000"
+    session.execute("ROLLBACK")
+    assert db.sql("SELECT k FROM f FOR SHARE SKIP LOCKED").rows == [(1,)]  # takes no lock

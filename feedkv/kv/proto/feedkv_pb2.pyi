@@ -146,18 +146,20 @@ class IngestRequest(_message.Message):
     def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ScanRequest(_message.Message):
-    __slots__ = ("span", "limit", "reverse", "lock", "nowait")
+    __slots__ = ("span", "limit", "reverse", "lock", "nowait", "skip_locked")
     SPAN_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     REVERSE_FIELD_NUMBER: _ClassVar[int]
     LOCK_FIELD_NUMBER: _ClassVar[int]
     NOWAIT_FIELD_NUMBER: _ClassVar[int]
+    SKIP_LOCKED_FIELD_NUMBER: _ClassVar[int]
     span: Span
     limit: int
     reverse: bool
     lock: bool
     nowait: bool
-    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., limit: _Optional[int] = ..., reverse: _Optional[bool] = ..., lock: _Optional[bool] = ..., nowait: _Optional[bool] = ...) -> None: ...
+    skip_locked: bool
+    def __init__(self, span: _Optional[_Union[Span, _Mapping]] = ..., limit: _Optional[int] = ..., reverse: _Optional[bool] = ..., lock: _Optional[bool] = ..., nowait: _Optional[bool] = ..., skip_locked: _Optional[bool] = ...) -> None: ...
 
 class EndTxnRequest(_message.Message):
     __slots__ = ("commit", "lock_spans", "deadline")

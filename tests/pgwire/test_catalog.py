@@ -5,12 +5,12 @@ and dialects ask for at connect time."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from typing import Any
 
 import psycopg
 import pytest
 import sqlalchemy as sa
+from psql_helpers import psql
 from psycopg.types import TypeInfo
 from psycopg.types.enum import EnumInfo
 
@@ -147,18 +147,6 @@ def test_sqlalchemys_postgresql_dialect_connects_and_runs_a_query(url: str) -> N
             assert conn.execute(sa.text("SELECT id FROM t")).all() == []
     finally:
         engine.dispose()
-
-
-def psql(url: str, command: str) -> str:
-    done = subprocess.run(
-        ["psql", url, "-X", "-v", "ON_ERROR_STOP=1", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")

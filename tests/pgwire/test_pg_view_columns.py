@@ -4,21 +4,8 @@ read of the view gives them, as CockroachDB's view descriptor keeps them: psql's
 
 from __future__ import annotations
 
-import subprocess
-
 import psycopg
-
-
-def _psql(url: str, command: str) -> str:
-    done = subprocess.run(
-        ["psql", url, "-X", "-v", "ON_ERROR_STOP=1", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from psql_helpers import psql
 
 
 def _make_view(url: str) -> None:
@@ -55,7 +42,7 @@ def test_pg_attribute_has_a_views_columns_with_their_types(pg_url: str) -> None:
 
 def test_psql_describes_a_views_columns(pg_url: str) -> None:
     _make_view(pg_url)
-    described = _psql(pg_url, "\\d v")
+    described = psql(pg_url, "\\d v")
     assert 'View "public.v"' in described
     lines = [line.split("|")[:2] for line in described.splitlines() if "|" in line]
     assert [[cell.strip() for cell in line] for line in lines[1:]] == [

@@ -17,9 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-
 from feedkv.errors import SQLError
 from feedkv.sql.types import ColumnType, Kind
 
@@ -437,6 +434,10 @@ class TableDescriptor:
         column = self._by_id[column_id]
         if not column.inaccessible or column.computed is None:
             return quote_name(column.name)
+        # NB: imported here: a Spark worker reads descriptors, never the SQL parser
+        import sqlglot
+        from sqlglot import exp
+
         # NB: as CockroachDB shows it: a function call bare, any other in parentheses
         node = sqlglot.parse_one(column.computed, dialect="postgres")
         return column.computed if isinstance(node, exp.Func) else f"({column.computed})"

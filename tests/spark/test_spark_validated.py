@@ -187,7 +187,7 @@ def test_a_paused_and_resumed_job_keeps_every_changefeed_promise(
 
 
 SEED_RESTART = 20260502
-RESTARTS = 2
+RESTARTS = 1
 
 
 @pytest.mark.slow(200)

@@ -77,6 +77,7 @@ __all__ = [
     "RangeNotFoundError",
     "RangeRoutingError",
     "RangeUnavailableError",
+    "RequestCanceledError",
     "RetryableError",
     "SQLError",
     "SerializationFailure",
@@ -293,6 +294,12 @@ class LockNotAvailableError(FeedKVError):
     def __init__(self, key: bytes) -> None:
         self.key = key
         super().__init__(f"could not obtain lock on key {key!r}: another transaction holds it")
+
+
+class RequestCanceledError(FeedKVError):
+    """The batch's caller gave up (its statement was cancelled, or ran past its
+    ``statement_timeout``) while the batch waited for another transaction's lock or
+    intent. Nothing of the batch was applied."""
 
 
 class SQLError(FeedKVError):

@@ -32,8 +32,11 @@ __all__ = ["ADMIN_USERS", "USER_METHODS", "Read", "ReadAccess", "reads_of"]
 ADMIN_USERS = frozenset({NODE_USER, "root"})
 # What another user may call, each call then checked by a ReadAccess (``HoldHistory``:
 # by the grants, see feedkv.changefeed.hold_calls). ``Nodes`` tells a client where the
-# other nodes listen, which routing its reads needs.
-USER_METHODS = frozenset({"Batch", "BatchStream", "Now", "Nodes", "RangeFeed", "HoldHistory"})
+# other nodes listen, which routing its reads needs. ``CancelCall`` gives up on a batch
+# whose secret token only its sender knows.
+USER_METHODS = frozenset(
+    {"Batch", "BatchStream", "CancelCall", "Now", "Nodes", "RangeFeed", "HoldHistory"}
+)
 
 
 @dataclass(frozen=True, slots=True)

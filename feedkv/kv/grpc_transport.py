@@ -11,17 +11,25 @@ When the stream breaks, every batch waiting on it fails (a write as ambiguous: i
 have been applied) and the next batch opens a new stream. When the node ends the stream
 itself, draining, or the stream never connected, the batches it did not answer were not
 applied.
+
+A batch sent from a context whose caller may give up on it
+(:data:`~feedkv.kv.cancellation.GIVE_UP`: a SQL statement that a client may cancel)
+carries a token, and while it waits, every ``WATCH_S`` the transport asks whether its
+caller gave up; once it has, it calls ``CancelCall`` with the token and waits on for the
+node's answer (see :mod:`feedkv.kv.cancellation`).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import msgpack
@@ -32,6 +40,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     NodeUnavailableError,
     PermissionDeniedError,
+    RequestCanceledError,
 )
 from feedkv.kv.address import host_port, node_url_params
 from feedkv.kv.api import (
@@ -48,6 +57,7 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
+from feedkv.kv.cancellation import GIVE_UP
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import (
     MAX_MESSAGE_BYTES,
@@ -65,6 +75,12 @@ __all__ = ["GrpcTransport", "await_ready", "login", "unanswered", "url_tls"]
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
+# How often a batch that waits for its answer asks whether its caller gave up.
+WATCH_S = 0.1
+CANCEL_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 _MUTATIONS = (
     Put,
@@ -153,6 +169,11 @@ class GrpcTransport:
             request_serializer=pb.BatchRequest.SerializeToString,
             response_deserializer=pb.BatchResponse.FromString,
         )
+        self._cancel_call = self._channel.unary_unary(
+            f"/{SERVICE}/CancelCall",
+            request_serializer=pb.CancelCallRequest.SerializeToString,
+            response_deserializer=pb.CancelCallResponse.FromString,
+        )
         self._now = self._channel.unary_unary(
             f"/{SERVICE}/Now",
             request_serializer=pb.NowRequest.SerializeToString,
@@ -173,33 +194,59 @@ class GrpcTransport:
         return self._channel
 
     def send(self, batch: BatchRequest) -> BatchResponse:
+        give_up = GIVE_UP.get()
         with self._stream_lock:
             alone = self._in_flight == 0
             self._in_flight += 1
         try:
-            reply = self._send_alone(batch) if alone else self._send_streamed(batch)
+            if alone:
+                reply = self._send_alone(batch, give_up)
+            else:
+                reply = self._send_streamed(batch, give_up)
         finally:
             with self._stream_lock:
                 self._in_flight -= 1
-        return batch_response_from_proto(reply)
+        try:
+            return batch_response_from_proto(reply)
+        except RequestCanceledError:
+            if give_up is not None:
+                give_up()  # the caller's own error (a statement's 57014, and why)
+            raise
 
-    def _send_alone(self, batch: BatchRequest) -> pb.BatchResponse:
+    def _send_alone(
+        self, batch: BatchRequest, give_up: Callable[[], None] | None
+    ) -> pb.BatchResponse:
         """A batch with no company goes as a unary call: on the node it passes fewer
         threads than a streamed one, which is what a lone caller waits for."""
+        request = batch_request_to_proto(batch)
+        metadata = call_metadata(self._channel)
         try:
-            reply: pb.BatchResponse = self._batch(
-                batch_request_to_proto(batch), metadata=call_metadata(self._channel)
-            )
+            if give_up is None:
+                reply: pb.BatchResponse = self._batch(request, metadata=metadata)
+                return reply
+            request.cancel_token = os.urandom(16)
+            future = self._batch.future(request, metadata=metadata)
+            answered: pb.BatchResponse = self._watch(future.result, give_up, request.cancel_token)
+            return answered
         except grpc.RpcError as exc:
             raise self._translate(exc, batch) from exc
-        return reply
 
-    def _send_streamed(self, batch: BatchRequest) -> pb.BatchResponse:
+    def _send_streamed(
+        self, batch: BatchRequest, give_up: Callable[[], None] | None
+    ) -> pb.BatchResponse:
         """Batches sent while others are in flight share the stream."""
         one = pb.BatchCalls()
-        batch_request_to_proto(batch, one.calls.add().request)
+        request = one.calls.add().request
+        batch_request_to_proto(batch, request)
+        watch = None
+        if give_up is not None:
+            request.cancel_token = token = os.urandom(16)
+
+            def watch(wait: Callable[[float], pb.BatchResponse]) -> pb.BatchResponse:
+                return self._watch(wait, give_up, token)
+
         try:
-            while (reply := self._open_stream().call(one)) is None:
+            while (reply := self._open_stream().call(one, watch)) is None:
                 pass  # that stream ended before the call was sent: open another
         except _StreamEnded as exc:
             if exc.denied:  # refused before the node read a call: nothing was applied
@@ -208,6 +255,29 @@ class GrpcTransport:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
         return reply
+
+    def _watch(self, wait: Callable[[float], R], give_up: Callable[[], None], token: bytes) -> R:
+        """``wait(timeout)``'s answer, asking ``give_up()`` each time a wait times out;
+        once it raises (the caller gave up), the node is asked to give the call up too.
+        The node still answers: the batch applied, or it did not, and it says which."""
+        while True:
+            try:
+                return wait(WATCH_S)
+            except (TimeoutError, grpc.FutureTimeoutError):
+                try:
+                    give_up()
+                except FeedKVError:
+                    self._cancel(token)
+
+    def _cancel(self, token: bytes) -> None:
+        try:
+            self._cancel_call(
+                pb.CancelCallRequest(token=token),
+                timeout=CANCEL_TIMEOUT_S,
+                metadata=call_metadata(self._channel),
+            )
+        except grpc.RpcError as exc:  # asked again at the next watch
+            log.debug("CancelCall to %s failed: %s", self.address, _details(exc))
 
     def _open_stream(self) -> _CallStream:
         stream = self._stream
@@ -273,9 +343,14 @@ class _CallStream:
     def ended(self) -> bool:
         return self._end is not None
 
-    def call(self, one: pb.BatchCalls) -> pb.BatchResponse | None:
+    def call(
+        self,
+        one: pb.BatchCalls,
+        watch: Callable[[Callable[[float], pb.BatchResponse]], pb.BatchResponse] | None = None,
+    ) -> pb.BatchResponse | None:
         """Send the one call in ``one`` (its ``id`` is set here) and wait for the node's
-        answer; ``None`` if the stream had already ended (nothing was sent)."""
+        answer (through ``watch``, given the wait with a timeout, if any); ``None`` if
+        the stream had already ended (nothing was sent)."""
         answer: Completion[pb.BatchResponse] = Completion()
         call = one.calls[0]
         with self._lock:
@@ -284,7 +359,7 @@ class _CallStream:
             call.id = next(self._ids)
             self._waiting[call.id] = answer
         self._outgoing.put(one.SerializeToString())
-        return answer.result()
+        return answer.result() if watch is None else watch(answer.result)
 
     def close(self) -> None:
         self._outgoing.put(None)

@@ -50,6 +50,7 @@ from feedkv.errors import (
 from feedkv.kv.access import ADMIN_USERS, USER_METHODS, ReadAccess, reads_of
 from feedkv.kv.address import host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
+from feedkv.kv.cancellation import CallCancels
 from feedkv.kv.command import Applied
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import Store
@@ -117,6 +118,7 @@ class NodeServer:
         self._counted = 0  # calls in flight, but those of endless methods
         self._arrived = 0.0  # when the last of them came (monotonic)
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
+        self._cancels = CallCancels()  # the batches their clients may give up on
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-rpc"),
             options=[
@@ -135,6 +137,11 @@ class NodeServer:
                 self._batch_stream,
                 request_deserializer=None,  # parsed by the reader (see wire.parse_message)
                 response_serializer=None,  # replies() yields serialized messages
+            ),
+            "CancelCall": grpc.unary_unary_rpc_method_handler(
+                self._cancel_call,
+                request_deserializer=pb.CancelCallRequest.FromString,
+                response_serializer=pb.CancelCallResponse.SerializeToString,
             ),
             "Now": grpc.unary_unary_rpc_method_handler(
                 self._now,
@@ -257,16 +264,21 @@ class NodeServer:
         def send() -> BatchResponse:
             if self._draining.is_set():
                 raise NodeUnavailableError(f"{DRAINING}: the batch was not applied")
-            batch = batch_request_from_proto(parse_message(pb.BatchRequest, data))
+            msg = parse_message(pb.BatchRequest, data)
+            batch = batch_request_from_proto(msg)
             if check is not None:
                 check(batch)
+            if msg.cancel_token:
+                return self._cancels.run(msg.cancel_token, partial(self.store.send, batch))
             return self.store.send(batch)
 
         _respond(response, send)
         return response
 
     def _batch_stream(self, frames: Iterator[bytes], context: Any) -> Iterator[bytes]:
-        stream = _ServedStream(self.store, self._calls, self._draining, self._check(context))
+        stream = _ServedStream(
+            self.store, self._calls, self._cancels, self._draining, self._check(context)
+        )
         reader = threading.Thread(
             target=stream.read,
             args=(parse_messages(pb.BatchCalls, frames),),
@@ -277,6 +289,9 @@ class NodeServer:
         yield from stream.replies()
         if stream.malformed is not None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, stream.malformed)
+
+    def _cancel_call(self, msg: pb.CancelCallRequest, context: Any) -> pb.CancelCallResponse:
+        return pb.CancelCallResponse(running=self._cancels.cancel(msg.token))
 
     def _now(self, msg: pb.NowRequest, context: Any) -> pb.NowResponse:
         return pb.NowResponse(now=timestamp_to_proto(self.store.clock.now()))
@@ -305,9 +320,10 @@ class _Call(NamedTuple):
     finish: Callable[[], BatchResponse]
 
 
-def _start(store: Store, msg: pb.BatchCall, check: BatchCheck) -> _Call:
-    """Decode the call's batch, check it, and start it in ``store``; a batch that does
-    not decode, or is refused (or could not be checked), gets a failed attempt."""
+def _start(store: Store, msg: pb.BatchCall, check: BatchCheck, cancels: CallCancels) -> _Call:
+    """Decode the call's batch, check it, and start it in ``store`` (its client may give
+    up on it through ``cancels``); a batch that does not decode, or is refused (or could
+    not be checked), gets a failed attempt."""
     try:
         batch = batch_request_from_proto(msg.request)
         if check is not None:
@@ -320,7 +336,9 @@ def _start(store: Store, msg: pb.BatchCall, check: BatchCheck) -> _Call:
         refused: Completion[Applied] = Completion.failed(exc)
         return _Call(msg.id, refused, lambda: refused.result().response)
     attempt = store.start(batch)
-    return _Call(msg.id, attempt, partial(store.finish, batch, attempt))
+    finish = partial(store.finish, batch, attempt)
+    token = msg.request.cancel_token
+    return _Call(msg.id, attempt, partial(cancels.run, token, finish) if token else finish)
 
 
 class _ServedStream:
@@ -339,10 +357,12 @@ class _ServedStream:
         self,
         store: Store,
         pool: ThreadPoolExecutor,
+        cancels: CallCancels,
         draining: threading.Event,
         check: BatchCheck = None,
     ) -> None:
         self._store = store
+        self._cancels = cancels
         self._check = check
         self._pool = pool
         self._draining = draining
@@ -368,7 +388,7 @@ class _ServedStream:
                                 f"malformed stream: call id {msg.id} is already in flight"
                             )
                         self._in_flight.add(msg.id)
-                    call = _start(store, msg, self._check)
+                    call = _start(store, msg, self._check, self._cancels)
                     call.attempt.add_done_callback(partial(done.put, call))
         except grpc.RpcError:
             pass  # the client went away; answers still in the works are dropped

@@ -28,7 +28,8 @@ of waiter record whom they wait for in the store's :class:`WaitForGraph`; the lo
 priority of a cycle gives up with ``TransactionRetryError`` (``ABORT_REASON_DEADLOCK``),
 which frees the others. A wait longer than ``lock_wait_fallback_s`` (a holder gone, or a
 cycle across nodes) falls back to what a batch did before locks: it breaks the lock, or
-pushes the intent's writer by priority.
+pushes the intent's writer by priority. A waiter whose caller gives up (a cancelled SQL
+statement: :mod:`feedkv.kv.cancellation`) stops within one poll, having applied nothing.
 
 Three side loops run per store: one closes every range's timestamp every
 ``closed_ts_interval_s`` (tells observers, and persists range size estimates), one
@@ -95,6 +96,7 @@ from feedkv.kv.api import (
     Split,
     Transaction,
 )
+from feedkv.kv.cancellation import check_given_up
 from feedkv.kv.closed_timestamp import ClosedTimestamps
 from feedkv.kv.command import (
     Applied,
@@ -1330,6 +1332,7 @@ class Store:
                     return
                 if self._stopping.is_set():
                     raise NodeUnavailableError("the node is shutting down")
+                check_given_up()
                 locks.wait(seen, self.config.push_poll_s)
         finally:
             if txn is not None:
@@ -1426,6 +1429,7 @@ class Store:
                         if waited > self.config.lock_wait_fallback_s:
                             request = replace(request, push_type=PushType.ABORT)
                 self._check_still_pending(pusher)
+                check_given_up()
                 self._waiters.wait(seen, self.config.push_poll_s)
         finally:
             if push_type is PushType.TOUCH and pusher is not None:

@@ -57,6 +57,7 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.kv.api import MAX_PRIORITY
+from feedkv.kv.cancellation import GIVE_UP
 from feedkv.kv.txn import Savepoint, Txn, TxnState
 from feedkv.sql import catalog, comments, cursor_syntax
 from feedkv.sql import statements as st
@@ -709,6 +710,7 @@ class Session:
             active.begin(statement.text)
         zone = self.zone
         token = ZONE.set(zone)
+        give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
@@ -721,6 +723,7 @@ class Session:
                     self.interrupt.disarm()
             return result if zone is datetime.UTC else self._in_zone(result)
         finally:
+            GIVE_UP.reset(give_up)
             ZONE.reset(token)
             if active is not None:
                 self._finish(active)

@@ -51,6 +51,31 @@ def test_psycopg_cancels_a_running_pg_sleep_and_the_connection_goes_on(db: DB, p
         assert conn.execute("SELECT pg_sleep(0), 2").fetchone() == (True, 2)
 
 
+def test_psycopg_cancels_an_update_waiting_for_another_transactions_lock(
+    db: DB, pg_url: str
+) -> None:
+    """Ctrl-C on an UPDATE stuck behind an open transaction: the wait ends at once, the
+    holder's lock stands (it commits), and the cancelled UPDATE wrote nothing."""
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO t VALUES (1, 1)")
+    assert db.node is not None
+    locks = db.node.store.locks
+    with psycopg.connect(pg_url) as holder, psycopg.connect(pg_url, autocommit=True) as conn:
+        holder.execute("UPDATE t SET v = 2 WHERE k = 1")  # psycopg opened a transaction
+        canceller = threading.Thread(
+            target=lambda: wait_until(locks.waiters, timeout_s=DEADLINE_S) and conn.cancel_safe()
+        )
+        canceller.start()
+        try:
+            with pytest.raises(errors.QueryCanceled):
+                conn.execute("UPDATE t SET v = 3 WHERE k = 1")
+        finally:
+            canceller.join(DEADLINE_S)
+        holder.commit()
+        assert conn.execute("SELECT v FROM t").fetchone() == (2,)
+        assert locks.waiters() == 0
+
+
 def test_a_cancel_inside_a_transaction_fails_it_until_rollback(pg_url: str) -> None:
     with psycopg.connect(pg_url) as conn:
         conn.execute("SELECT 1")

@@ -328,12 +328,14 @@ class Header(_message.Message):
     def __init__(self, range_id: _Optional[int] = ..., generation: _Optional[int] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ..., deadline: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class BatchRequest(_message.Message):
-    __slots__ = ("header", "requests")
+    __slots__ = ("header", "requests", "cancel_token")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_TOKEN_FIELD_NUMBER: _ClassVar[int]
     header: Header
     requests: _containers.RepeatedCompositeFieldContainer[RequestUnion]
-    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RequestUnion, _Mapping]]] = ...) -> None: ...
+    cancel_token: bytes
+    def __init__(self, header: _Optional[_Union[Header, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RequestUnion, _Mapping]]] = ..., cancel_token: _Optional[bytes] = ...) -> None: ...
 
 class GetResponse(_message.Message):
     __slots__ = ("value", "ts")
@@ -572,6 +574,18 @@ class BatchReplies(_message.Message):
     REPLIES_FIELD_NUMBER: _ClassVar[int]
     replies: _containers.RepeatedCompositeFieldContainer[BatchReply]
     def __init__(self, replies: _Optional[_Iterable[_Union[BatchReply, _Mapping]]] = ...) -> None: ...
+
+class CancelCallRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: bytes
+    def __init__(self, token: _Optional[bytes] = ...) -> None: ...
+
+class CancelCallResponse(_message.Message):
+    __slots__ = ("running",)
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    running: bool
+    def __init__(self, running: _Optional[bool] = ...) -> None: ...
 
 class NowRequest(_message.Message):
     __slots__ = ()

@@ -322,7 +322,12 @@ class Txn:
             nowait=nowait,
             skip_locked=skip_locked,
         )
-        self._reads.extend(read)
+        if skip_locked:
+            # NB: as CockroachDB's: a SKIP LOCKED read refreshes only the keys it
+            # returned, not the span, whose rows it skipped are others' to change
+            self._reads.extend(Span.for_key(kv.key) for kv in rows)
+        else:
+            self._reads.extend(read)
         return rows
 
     def writes_in(self, start: bytes, end: bytes) -> bool:

@@ -6,8 +6,9 @@ where stopping loses nothing, and raises 57014 there. It looks between the pages
 scan (so a scan of a large table stops within one page), while it waits (``pg_sleep``),
 while a batch of it waits for another transaction's lock or intent (in the store, here
 or on another node: :mod:`feedkv.kv.cancellation`), and between statements and COPY
-batches; a sinkless changefeed is closed at once by the server. What the statement wrote is then rolled back with its transaction (implicit), or
-its transaction fails (explicit), as after any error.
+batches; a sinkless changefeed is closed at once by the server. What the statement
+wrote is then rolled back with its transaction (implicit), or its transaction fails
+(explicit), as after any error.
 
 NB: not an asynchronous exception: the statement runs the KV layer in its own thread
 (and, embedded, the node's storage code), which must never stop half-way.

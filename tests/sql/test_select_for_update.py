@@ -306,6 +306,29 @@ def test_skip_locked_workers_with_a_limit_each_take_a_different_row(db: DB) -> N
     assert len(_store(db).locks) == 0
 
 
+def test_a_worker_pushed_after_skip_locked_commits_though_a_skipped_row_changed(
+    db: DB,
+) -> None:
+    """A queue worker whose write is pushed past its read refreshes only the row it took
+    (as CockroachDB's): the row it skipped, committed meanwhile by the worker holding
+    it, does not fail its commit."""
+    db.sql("CREATE TABLE jobs (id INT PRIMARY KEY, done BOOL)")
+    db.sql("INSERT INTO jobs VALUES (1, false), (2, false), (3, false)")
+    take = "SELECT id FROM jobs WHERE NOT done ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    first, second = db.session(), db.session()
+    second.execute("BEGIN")
+    second.execute("SELECT * FROM jobs WHERE id = 3")  # its read timestamp, before the 1st's
+    first.execute("BEGIN")
+    assert first.execute(take).rows == [(1,)]
+    first.execute("UPDATE jobs SET done = true WHERE id = 1")
+    assert second.execute(take).rows == [(2,)]
+    first.execute("COMMIT")
+    assert db.sql("SELECT done FROM jobs WHERE id = 2").rows == [(False,)]  # pushes the 2nd
+    second.execute("UPDATE jobs SET done = true WHERE id = 2")
+    second.execute("COMMIT")
+    assert db.sql("SELECT id FROM jobs WHERE done ORDER BY id").rows == [(1,), (2,)]
+
+
 def test_skip_locked_with_a_limit_locks_no_row_past_it_in_a_scan(db: DB) -> None:
     _queue(db)
     worker = db.session()

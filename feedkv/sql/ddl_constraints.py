@@ -92,10 +92,19 @@ def with_constraints(
     return desc
 
 
-def _columns(desc: TableDescriptor, names: Sequence[str], what: str) -> tuple[int, ...]:
+def _columns(
+    desc: TableDescriptor, names: Sequence[str], what: str, expressions: Sequence[object] = ()
+) -> tuple[int, ...]:
+    """The ids of the columns ``names`` names; those at the places of ``expressions``
+    that are not ``None`` are an expression index's inaccessible columns, which no
+    statement can name itself."""
+    inaccessible = {c.name: c for c in desc.columns if c.inaccessible}
     ids = []
-    for name in names:
-        column = desc.find_column(name)
+    for n, name in enumerate(names):
+        if n < len(expressions) and expressions[n] is not None:
+            column = inaccessible.get(name)
+        else:
+            column = desc.find_column(name)
         if column is None:
             raise SQLError("42703", f'column "{name}" named in {what} does not exist')
         ids.append(column.id)
@@ -108,7 +117,7 @@ def _index(
     desc: TableDescriptor, spec: st.IndexSpec, index_id: int, existing: Sequence[Index]
 ) -> Index:
     what = f"index {spec.name}" if spec.name else "an index"
-    column_ids = _columns(desc, spec.columns, what)
+    column_ids = _columns(desc, spec.columns, what, spec.expressions)
     for column_id in column_ids:
         column = desc.column_by_id(column_id)
         if column is not None and column.type.kind in (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY):

@@ -337,8 +337,8 @@ class TableDescriptor:
     def __post_init__(self) -> None:
         if not any(self.primary_descending):  # NB: one form for all-ascending: ()
             object.__setattr__(self, "primary_descending", ())
-        # NB: an adding column has no name a statement can use (see Column)
-        by_name = {c.name: c for c in self.columns if not c.adding}
+        # NB: an adding or inaccessible column has no name a statement can use (see Column)
+        by_name = {c.name: c for c in self.columns if not (c.adding or c.inaccessible)}
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
         computed = tuple(c for c in self.columns if c.computed is not None)

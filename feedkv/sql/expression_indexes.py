@@ -10,8 +10,8 @@ that column, so writing, backfilling and enforcing UNIQUE are a virtual column's
   normalisation of its text), reads it as the column (:func:`with_expression_columns`),
   so the planner picks the index as it would for a column. Only tables with a computed
   column look for one.
-- NB: unlike CockroachDB's, the column can be named (``SELECT crdb_internal_idx_expr``
-  reads it; a write of it is refused as any computed column's, 55000).
+- As CockroachDB's, no statement can name the column (42703): a scope holds it under
+  :data:`HIDDEN_QUALIFIER` alone, which only :func:`with_expression_columns` writes.
 - An expression must be immutable and over the table's columns (as a computed
   column's); its type is what it gives (42804 where that does not follow from it). The
   columns are made by :func:`feedkv.sql.ddl_constraints.create_index`.
@@ -27,6 +27,7 @@ from feedkv.sql.descriptor import Column, TableDescriptor
 
 __all__ = [
     "EXPRESSION_COLUMN",
+    "HIDDEN_QUALIFIER",
     "drop_unused",
     "expression_sql",
     "free_name",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 EXPRESSION_COLUMN = "crdb_internal_idx_expr"
+# What qualifies an inaccessible column in a scope: no identifier a statement can write
+# (PostgreSQL's have no NUL).
+HIDDEN_QUALIFIER = "\x00index expression"
 
 
 def expression_sql(node: exp.Expr) -> str:
@@ -70,6 +74,6 @@ def with_expression_columns(desc: TableDescriptor, node: exp.Expr) -> exp.Expr:
         if isinstance(part, exp.Column | exp.Literal):
             return part
         name = held.get(expression_sql(part))
-        return exp.column(name) if name is not None else part
+        return exp.column(name, table=HIDDEN_QUALIFIER) if name is not None else part
 
     return node.transform(swap)

@@ -167,7 +167,7 @@ class JoinPlan:
             table = FromTable(desc, (name,) if name else (), offset)
             qualifiers = ["", name] if name else [""]
             for i, column in zip(table.columns, desc.columns, strict=True):
-                if not column.adding:
+                if not column.adding and not column.inaccessible:
                     scope.add(qualifiers, column.name, i, column.type)
             offset += len(desc.columns)
             if n:

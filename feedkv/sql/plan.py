@@ -46,7 +46,7 @@ from feedkv.sql.expr import (
     refuse_aggregates,
     static_kind,
 )
-from feedkv.sql.expression_indexes import with_expression_columns
+from feedkv.sql.expression_indexes import HIDDEN_QUALIFIER, with_expression_columns
 from feedkv.sql.indexes import values_prefix
 from feedkv.sql.mvcc_column import MVCC_COLUMN, MVCC_TYPE, names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
@@ -110,7 +110,9 @@ def table_scope(
     scope = Scope(table_name=desc.name, database=database, outer=outer)
     qualifiers = ["", alias or desc.name]
     for index, column in enumerate(desc.columns):
-        if not column.adding:
+        if column.inaccessible:
+            scope.add([HIDDEN_QUALIFIER], column.name, index, column.type)
+        elif not column.adding:
             scope.add(qualifiers, column.name, index, column.type)
     return scope
 

@@ -9,7 +9,7 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.kv.store import StoreConfig
+from feedkv.kv.store import Store, StoreConfig
 from feedkv.server.node import Node
 from feedkv.testing.certs import shared_certs_dir
 
@@ -35,15 +35,16 @@ def db(tmp_path: Path, store_config: StoreConfig) -> Iterator[DB]:
 
 
 @pytest.fixture(params=["embedded", "grpc"])
-def any_db(
+def any_db_and_store(
     request: pytest.FixtureRequest, tmp_path: Path, store_config: StoreConfig
-) -> Iterator[DB]:
+) -> Iterator[tuple[DB, Store]]:
     """The same store reached in-process, or over gRPC on loopback from a node in this
     process (secure: TLS, the client as root with its certificate): SQL must behave the
-    same either way."""
+    same either way. With the store itself, to look at (its lock table)."""
     if request.param == "embedded":
         database = feedkv.connect(tmp_path / "store", config=store_config)
-        yield database
+        assert database.node is not None
+        yield database, database.node.store
         database.close()
         return
     certs = shared_certs_dir()
@@ -51,8 +52,14 @@ def any_db(
         tmp_path / "store", listen="127.0.0.1:0", config=store_config, certs_dir=certs
     ) as node:
         database = feedkv.connect(node.url, certs_dir=certs)
-        yield database
+        yield database, node.store
         database.close()
+
+
+@pytest.fixture
+def any_db(any_db_and_store: tuple[DB, Store]) -> DB:
+    """:func:`any_db_and_store`'s client."""
+    return any_db_and_store[0]
 
 
 @pytest.fixture

@@ -5,42 +5,14 @@ on: in-process, and over gRPC where the node holds the wait (feedkv.kv.cancellat
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-import feedkv
 from feedkv import DB
-from feedkv.kv.store import Store, StoreConfig
-from feedkv.server.node import Node
+from feedkv.kv.store import Store
 from feedkv.sql.interrupt import STATEMENT_TIMEOUT, QueryCanceled
 from feedkv.sql.session import Session
-from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.waiting import wait_until
 
 DEADLINE_S = 30.0
-
-
-@pytest.fixture(params=["embedded", "grpc"])
-def db_and_store(
-    request: pytest.FixtureRequest, tmp_path: Path, store_config: StoreConfig
-) -> Iterator[tuple[DB, Store]]:
-    """A client and the store its waits happen in: the same process, or a node it
-    reaches over gRPC (TLS, as root)."""
-    if request.param == "embedded":
-        database = feedkv.connect(tmp_path / "store", config=store_config)
-        assert database.node is not None
-        yield database, database.node.store
-        database.close()
-        return
-    certs = shared_certs_dir()
-    with Node(
-        tmp_path / "store", listen="127.0.0.1:0", config=store_config, certs_dir=certs
-    ) as node:
-        database = feedkv.connect(node.url, certs_dir=certs)
-        yield database, node.store
-        database.close()
 
 
 class _Waiter:
@@ -65,15 +37,21 @@ class _Waiter:
         return self.error
 
 
-def test_a_cancel_ends_statements_waiting_for_a_lock(db_and_store: tuple[DB, Store]) -> None:
-    """Two waiters: over gRPC the first goes as a call of its own, the second (sent while
-    the first is in flight) on the shared stream; each is given up by its own token."""
-    db, store = db_and_store
+def _held_row(db: DB) -> Session:
+    """A table ``t`` with row 1, and a session whose open transaction holds that row."""
     db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
     db.sql("INSERT INTO t VALUES (1, 1)")
     holder = db.session()
     holder.execute("BEGIN")
     holder.execute("UPDATE t SET v = 2 WHERE k = 1")
+    return holder
+
+
+def test_a_cancel_ends_statements_waiting_for_a_lock(any_db_and_store: tuple[DB, Store]) -> None:
+    """Two waiters: over gRPC the first goes as a call of its own, the second (sent while
+    the first is in flight) on the shared stream; each is given up by its own token."""
+    db, store = any_db_and_store
+    holder = _held_row(db)
     first = _Waiter(db, "UPDATE t SET v = 3 WHERE k = 1")
     wait_until(lambda: store.locks.waiters() == 1, timeout_s=DEADLINE_S, what="the 1st waiter")
     second = _Waiter(db, "UPDATE t SET v = 4 WHERE k = 1")
@@ -93,13 +71,9 @@ def test_a_cancel_ends_statements_waiting_for_a_lock(db_and_store: tuple[DB, Sto
     assert db.sql("SELECT v FROM t").rows == [(5,)]
 
 
-def test_statement_timeout_ends_a_wait_for_a_lock(db_and_store: tuple[DB, Store]) -> None:
-    db, store = db_and_store
-    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
-    db.sql("INSERT INTO t VALUES (1, 1)")
-    holder = db.session()
-    holder.execute("BEGIN")
-    holder.execute("UPDATE t SET v = 2 WHERE k = 1")
+def test_statement_timeout_ends_a_wait_for_a_lock(any_db_and_store: tuple[DB, Store]) -> None:
+    db, store = any_db_and_store
+    holder = _held_row(db)
     waiter = _Waiter(db, "UPDATE t SET v = 3 WHERE k = 1", timeout="200ms")
     error = waiter.join()
     assert isinstance(error, QueryCanceled) and str(error) == STATEMENT_TIMEOUT

@@ -27,6 +27,7 @@ from feedkv.errors import InvalidArgumentError
 from feedkv.kv.dialer import call
 from feedkv.kv.membership import Membership, membership_key
 from feedkv.kv.node_status import NodeInfo
+from feedkv.server.cluster import drain_call_timeout
 from feedkv.sql import catalog
 from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
@@ -161,9 +162,10 @@ def run_node_drain(
         target = node_id if node_id is not None else int(answer["me"])
         while True:
             left_s = max(deadline - time.monotonic(), 1.0)
-            message = {"node": target, "shutdown": shutdown, "timeout_s": left_s}
-            # NB: a call waits at most the node's --lease-transfer-wait, then says what is left
-            drained = call(channel, "Drain", message, left_s + 5.0)
+            message = {"node": target, "shutdown": shutdown, "wait_s": left_s}
+            # NB: a call waits at most the node's --lease-transfer-wait, then says what is
+            # left; passed on by the gateway, it takes a little longer
+            drained = call(channel, "Drain", message, drain_call_timeout(left_s) + 5.0)
             if "refused" in drained:
                 raise InvalidArgumentError(str(drained["refused"]))
             remaining = int(drained["remaining"])

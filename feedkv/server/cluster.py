@@ -114,6 +114,7 @@ from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = [
     "ALREADY_INITIALIZED",
+    "drain_call_timeout",
     "Cluster",
     "ENDLESS_METHODS",
     "ClusterConfig",
@@ -302,6 +303,14 @@ REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
 LEASE_MOVE_S = 10.0  # how long a lease has to move to the replica asked for
 LEASE_POLL_S = 0.02  # how often a node looks whether it moved
 LEASE_TRANSFER_WAIT_S = 5.0  # CockroachDB's server.shutdown.lease_transfer_wait
+# what a drain takes besides its wait for the leases: its SQL connections' grace (5 s),
+# then telling the other nodes where the leases went
+DRAIN_OVERHEAD_S = 10.0
+
+
+def drain_call_timeout(wait_s: float) -> float:
+    """How long a ``Drain`` call whose leases may take ``wait_s`` to move may take."""
+    return wait_s + DRAIN_OVERHEAD_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +417,7 @@ class Cluster:
         self.relocations: Relocator | None = None
         # what a Drain call runs here (set by the node: its SQL port too, and a shutdown;
         # None: drain the leases alone, and refuse a shutdown)
-        self.on_drain: Callable[[bool], int] | None = None
+        self.on_drain: Callable[[bool, float | None], int] | None = None
         # zone configurations and settings (set by feedkv.server.zones) and memberships
         self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
         self._zone = ZoneSettings()
@@ -485,14 +494,15 @@ class Cluster:
         loop = self.store.replicas
         return loop.leases() if loop is not None else []
 
-    def drain(self) -> int:
+    def drain(self, wait_s: float | None = None) -> int:
         """The first step of a stop, before :meth:`quiesce` (CockroachDB's lease drain),
         and all of ``feedkv node drain``: this node marks itself draining
         (:meth:`mark_draining`); then it hands the lease of each range it leads to the
         range's live voter that is
         not draining, not waiting for a snapshot, and the most caught up with its log
         (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved
-        and the writes proposed here before apply here, up to ``lease_transfer_wait_s``;
+        and the writes proposed here before apply here, up to ``lease_transfer_wait_s``
+        (or ``wait_s``, when less);
         writes to those ranges go on at the
         new lease holders, not after an election timeout once this node is gone. A range
         with no such voter (held alone, its other nodes down or draining too) keeps its
@@ -511,7 +521,8 @@ class Cluster:
             for peer in self.liveness.peers()
             if states.takes_new(peer.node_id) and not self.heartbeat(peer.address)
         )
-        wait_s = self.config.lease_transfer_wait_s
+        bound_s = self.config.lease_transfer_wait_s
+        wait_s = bound_s if wait_s is None else min(wait_s, bound_s)
         deadline = time.monotonic() + wait_s
         watched: set[int] = set()  # ranges led here since the drain began
         asked: dict[int, int] = {}  # range id -> the node last asked to take its lease
@@ -1107,11 +1118,12 @@ class Cluster:
         """``feedkv node drain``: drain node ``node`` (this one when absent; another's
         call is passed on to it), and with ``shutdown`` stop it once drained. Answers
         ``remaining``: the leases and writes still to move (0: drained; ask again to
-        wait on), or ``refused``: why not (the caller's mistake). ``timeout_s``: how long
-        a call passed on may take."""
+        wait on), or ``refused``: why not (the caller's mistake). ``wait_s``: how long
+        the leases may take to move (at most the node's ``--lease-transfer-wait``)."""
         me = self.ident.node_id
         node_id = int(message.get("node") or me)
         shutdown = bool(message.get("shutdown", False))
+        wait_s = float(message.get("wait_s", self.config.lease_transfer_wait_s))
         if node_id != me:
             with self._lock:
                 address = self.liveness.address(node_id)
@@ -1119,19 +1131,18 @@ class Cluster:
             if address is None:
                 nodes = ", ".join(f"n{n}" for n in known)
                 return {"refused": f"node n{node_id} not in the cluster; its nodes are {nodes}"}
-            timeout_s = float(message.get("timeout_s") or CALL_TIMEOUT_S)
-            sent = {"node": node_id, "shutdown": shutdown, "timeout_s": timeout_s}
-            return call(self._channel(address), "Drain", sent, timeout_s)
+            sent = {**message, "node": node_id}
+            return call(self._channel(address), "Drain", sent, drain_call_timeout(wait_s))
         try:
             if self.on_drain is not None:
-                remaining = self.on_drain(shutdown)
+                remaining = self.on_drain(shutdown, wait_s)
             elif shutdown:
                 raise InvalidArgumentError(
                     f"node n{me} runs inside another program: it cannot be shut down from "
                     "outside; drain it without --shutdown, and stop it in its program"
                 )
             else:
-                remaining = self.drain()
+                remaining = self.drain(wait_s)
         except InvalidArgumentError as exc:
             return {"refused": str(exc)}
         return {"node": me, "remaining": remaining}

@@ -453,20 +453,21 @@ class Node:
             return self.url
         return f"{self.url}?certs_dir={quote(str(self.tls.certs.path))}&user=node"
 
-    def drain(self) -> int:
+    def drain(self, wait_s: float | None = None) -> int:
         """Drain the node and leave it up (``feedkv node drain``; the first step of
         :meth:`stop`), as CockroachDB's drain: in a cluster it marks itself draining
         (:meth:`Cluster.mark_draining`: no lease or replica moves to it, and
         ``/health?ready=1`` answers 503), its SQL port closes (each connection ends
         between statements), then the leases of the ranges it leads move to other nodes
-        (:meth:`Cluster.drain`). It stays so until it restarts. Returns how many leases
-        and writes are still to move (0: drained; called again, it waits again)."""
+        (:meth:`Cluster.drain`, waiting up to ``wait_s`` if less than its
+        ``lease_transfer_wait_s``). It stays so until it restarts. Returns how many
+        leases and writes are still to move (0: drained; called again, it waits again)."""
         if self.cluster is not None:
             self.cluster.mark_draining()
         self.stop_sql()
-        return self.cluster.drain() if self.cluster is not None else 0
+        return self.cluster.drain(wait_s) if self.cluster is not None else 0
 
-    def _drain_call(self, shutdown: bool) -> int:
+    def _drain_call(self, shutdown: bool, wait_s: float | None) -> int:
         """A ``Drain`` call to this node: :meth:`drain`, then, with ``shutdown`` and
         nothing left to move, :attr:`on_shutdown` (the call is answered as the node
         stops: its server lets calls in flight end)."""
@@ -476,7 +477,7 @@ class Node:
                 f"node {self.node_id} runs inside another program: it cannot be shut down "
                 "from outside; drain it without --shutdown, and stop it in its program"
             )
-        remaining = self.drain()
+        remaining = self.drain(wait_s)
         if shutdown and on_shutdown is not None and remaining == 0:
             on_shutdown()
         return remaining

@@ -1,8 +1,8 @@
-"""``feedkv node drain`` on three ``feedkv start --replicas 3`` processes, as CockroachDB's:
-the node named hands the leases of its ranges over while a client writes to them (no
-write fails), ends its SQL connections and stays up, draining (no lease returns to it,
-``node status`` shows it, ``/health?ready=1`` answers 503); ``--shutdown`` then stops it,
-and a restart takes it back."""
+"""``feedkv node drain`` on three secure ``feedkv start --replicas 3`` processes, as
+CockroachDB's: the node named hands the leases of its ranges over while a client writes
+to them (no write fails), ends its SQL connections and stays up, draining (no lease
+returns to it, ``node status`` shows it, ``/health?ready=1`` answers 503); ``--shutdown``
+then stops it, and a restart takes it back."""
 
 from __future__ import annotations
 
@@ -43,9 +43,7 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with (
-        LocalCluster(
-            tmp_path, 3, "--replicas", "3", rebalance_interval="0s", insecure=True
-        ) as cluster,
+        LocalCluster(tmp_path, 3, "--replicas", "3", rebalance_interval="0s") as cluster,
         cluster.connect(0) as db,
         cluster.connect(0) as writer_db,
     ):
@@ -73,7 +71,7 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
                     outcomes[type(exc).__name__] += 1
 
         writer = threading.Thread(target=write, daemon=True)
-        url = ["--url", cluster.url(0), "--insecure"]
+        url = ["--url", f"feedkv://{cluster.address(0)}", "--certs-dir", str(cluster.certs_dir)]
         try:
             writer.start()
             wait_until(lambda: outcomes["ok"] >= 100, timeout_s=DEADLINE_S, what="writes")
@@ -101,7 +99,7 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         session.close()
         with pytest.raises(psycopg.OperationalError):
             psycopg.connect(n2.sql_url, connect_timeout=5).close()
-        ready = httpx.get(f"{n2.http_url}/health?ready=1", timeout=10)
+        ready = httpx.get(f"{n2.http_url}/health?ready=1", verify=n2.http_verify, timeout=10)
         assert ready.status_code == 503 and "draining" in ready.json()["error"]
         assert n2.process.poll() is None  # up
         with pytest.raises(InvalidArgumentError, match="n2 is draining"):

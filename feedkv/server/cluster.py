@@ -418,6 +418,7 @@ class Cluster:
         # what a Drain call runs here (set by the node: its SQL port too, and a shutdown;
         # None: drain the leases alone, and refuse a shutdown)
         self.on_drain: Callable[[bool, float | None], int] | None = None
+        self._drains_running = 0  # drain() calls under way (guarded by _lock)
         # zone configurations and settings (set by feedkv.server.zones) and memberships
         self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
         self._zone = ZoneSettings()
@@ -510,6 +511,15 @@ class Cluster:
         how many leases and writes are still to move (0: drained; the leases no one can
         take do not count). Blocks; idempotent (called again, it waits again)."""
         self.mark_draining()
+        with self._lock:
+            self._drains_running += 1
+        try:
+            return self._drain(wait_s)
+        finally:
+            with self._lock:
+                self._drains_running -= 1
+
+    def _drain(self, wait_s: float | None) -> int:
         loop, me = self.store.replicas, self.ident.node_id
         if loop is None:
             return 0
@@ -884,8 +894,10 @@ class Cluster:
         states, zones = self.node_states(), self.replication_zones()
         if self.draining:
             # NB: a drained node that stays up may win an election (its range's lease
-            # holder died): it hands that lease over too, as its drain did
-            self._hand_leases_over(set(loop.leases()), states, {})
+            # holder died): it hands that lease over too, as its drain did (not while
+            # that drain runs, nor when the node is to hand none over)
+            if self.config.lease_transfer_wait_s > 0 and not self._drains_running:
+                self._hand_leases_over(set(loop.leases()), states, {})
             return False
         for desc in store.descriptors():
             grouped = loop.has(desc.range_id)

@@ -114,6 +114,7 @@ from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = [
     "ALREADY_INITIALIZED",
+    "cannot_shut_down",
     "drain_call_timeout",
     "Cluster",
     "ENDLESS_METHODS",
@@ -313,6 +314,15 @@ def drain_call_timeout(wait_s: float) -> float:
     return wait_s + DRAIN_OVERHEAD_S
 
 
+def cannot_shut_down(node: str) -> InvalidArgumentError:
+    """The refusal of a ``Drain`` call's shutdown by node ``node`` (``n2``), which runs
+    inside another program (only ``feedkv start`` is stopped from outside)."""
+    return InvalidArgumentError(
+        f"node {node} runs inside another program: it cannot be shut down from outside; "
+        "drain it without --shutdown, and stop it in its program"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ZoneSettings:
     """What the SQL layer's zone configurations and cluster settings say about
@@ -474,7 +484,8 @@ class Cluster:
     def mark_draining(self) -> None:
         """This node drains from now on, until it restarts: its heartbeats say so, so
         that no node hands it a lease or a replica (:meth:`refuse_draining`), and its
-        replicate loop hands over any lease it comes to hold. Its heartbeats tell the
+        replicate loop hands over any lease it comes to hold (:meth:`replicate_once`,
+        unless it hands none over: ``lease_transfer_wait_s`` 0). Its heartbeats tell the
         others (:meth:`drain` sends them at once). Idempotent."""
         with self._lock:
             if self.me.draining:
@@ -1149,10 +1160,7 @@ class Cluster:
             if self.on_drain is not None:
                 remaining = self.on_drain(shutdown, wait_s)
             elif shutdown:
-                raise InvalidArgumentError(
-                    f"node n{me} runs inside another program: it cannot be shut down from "
-                    "outside; drain it without --shutdown, and stop it in its program"
-                )
+                raise cannot_shut_down(f"n{me}")
             else:
                 remaining = self.drain(wait_s)
         except InvalidArgumentError as exc:

@@ -70,6 +70,7 @@ from feedkv.server.cluster import (
     Cluster,
     ClusterConfig,
     ClusterIdent,
+    cannot_shut_down,
     load_ident,
     method_handlers,
     start_ident,
@@ -473,10 +474,7 @@ class Node:
         stops: its server lets calls in flight end)."""
         on_shutdown = self.on_shutdown
         if shutdown and on_shutdown is None:
-            raise InvalidArgumentError(
-                f"node {self.node_id} runs inside another program: it cannot be shut down "
-                "from outside; drain it without --shutdown, and stop it in its program"
-            )
+            raise cannot_shut_down(self.node_id)
         remaining = self.drain(wait_s)
         if shutdown and on_shutdown is not None and remaining == 0:
             on_shutdown()

@@ -30,7 +30,8 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -41,18 +42,22 @@ from feedkv.kv.address import node_url_params
 from feedkv.security.certs import CertsDir
 
 if TYPE_CHECKING:
+    import grpc
+
     from feedkv.db import DB
 
 __all__ = [
     "PASSWORD_ENV",
     "Login",
     "connect",
+    "dial",
     "resolve_login",
     "split_userinfo",
     "without_password",
 ]
 
 PASSWORD_ENV = "FEEDKV_PASSWORD"
+CONNECT_TIMEOUT_S = 5.0  # as a feedkv:// client's dial
 
 
 @dataclass(frozen=True)
@@ -143,3 +148,27 @@ def connect(url: str, login: Login | None) -> DB:
     if login is None:
         return feedkv.connect(url)
     return feedkv.connect(url, certs_dir=login.certs_dir, user=login.user, password=login.password)
+
+
+@contextmanager
+def dial(login: Login) -> Iterator[grpc.Channel]:
+    """A gRPC channel to the one node at ``login.url``, as ``login``, for its msgpack
+    methods (:func:`feedkv.kv.dialer.call`): ``feedkv init`` and ``node drain`` call
+    that node itself, not a cluster through it. Raises
+    :class:`~feedkv.errors.NodeUnavailableError` when it does not answer."""
+    # NB: imported here: the commands that never dial a node do not import gRPC
+    from feedkv.kv.address import host_port, parse_node_url
+    from feedkv.kv.grpc_transport import await_ready, unanswered
+    from feedkv.security.tls import ClientTLS, open_channel
+
+    address = host_port(*parse_node_url(login.url))
+    tls = (
+        ClientTLS.load(login.certs_dir, login.user, password=login.password)
+        if login.certs_dir is not None
+        else None
+    )
+    with open_channel(address, [], tls) as channel:
+        failed = await_ready(channel, CONNECT_TIMEOUT_S)
+        if failed is not None:
+            raise unanswered(address, failed, tls)
+        yield channel

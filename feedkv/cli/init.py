@@ -13,17 +13,13 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from feedkv.cli.credentials import Login
+from feedkv.cli.credentials import Login, dial
 from feedkv.errors import InvalidArgumentError, NodeUnavailableError
 from feedkv.kv.address import host_port, parse_node_url
 from feedkv.kv.dialer import call
-from feedkv.kv.grpc_transport import await_ready, unanswered
-from feedkv.security.tls import ClientTLS, open_channel
 from feedkv.server.init_server import INIT_CLAIM_S, INIT_METHOD
 
 __all__ = ["run_init"]
-
-CONNECT_TIMEOUT_S = 5.0  # as a feedkv:// client's dial
 
 
 def run_init(login: Login, stdout: TextIO | None = None) -> int:
@@ -32,15 +28,7 @@ def run_init(login: Login, stdout: TextIO | None = None) -> int:
     the node cannot be reached or no majority of its ``--join`` list granted it the
     claim (try again)."""
     address = host_port(*parse_node_url(login.url))
-    tls = (
-        ClientTLS.load(login.certs_dir, login.user, password=login.password)
-        if login.certs_dir is not None
-        else None
-    )
-    with open_channel(address, [], tls) as channel:
-        failed = await_ready(channel, CONNECT_TIMEOUT_S)
-        if failed is not None:
-            raise unanswered(address, failed, tls)
+    with dial(login) as channel:
         # NB: the node takes the claim at its --join list first, for up to INIT_CLAIM_S
         answer = call(channel, INIT_METHOD, {}, INIT_CLAIM_S + 10.0)
     if "failed" in answer:

@@ -343,6 +343,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     decommission.add_argument("--format", choices=("table", "csv", "json"), default="table")
     _add_security(decommission)
+    drain = node_commands.add_parser(
+        "drain",
+        help="move the node's leases away and end its SQL connections, leaving it up and "
+        "draining until restarted (or stopping it: --shutdown)",
+    )
+    drain.add_argument(
+        "node_id", type=int, nargs="?", metavar="NODE_ID", help="default: the node at --url"
+    )
+    drain.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    drain.add_argument("--shutdown", action="store_true", help="stop the node once it is drained")
+    drain.add_argument(
+        "--drain-wait",
+        default="10m",
+        help="how long to wait for the drain to complete (10m, as cockroach node drain's)",
+    )
+    _add_security(drain)
     recommission = node_commands.add_parser(
         "recommission", help="take back nodes that are decommissioning (not decommissioned)"
     )
@@ -490,6 +506,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if args.node_command == "recommission":
                 return node_cli.run_node_recommission(login.url, args.node_ids, login=login)
+            if args.node_command == "drain":
+                from feedkv.util.units import parse_duration_ns
+
+                wait_ns = parse_duration_ns(args.drain_wait)
+                if wait_ns <= 0:
+                    raise InvalidArgumentError(
+                        f"--drain-wait {args.drain_wait!r} must be more than zero, such as 10m"
+                    )
+                return node_cli.run_node_drain(
+                    login, args.node_id, shutdown=args.shutdown, drain_wait_s=wait_ns / 1e9
+                )
             if args.node_command == "ls":
                 return node_cli.run_node_ls(login.url, args.format, login=login)
             return node_cli.run_node_status(

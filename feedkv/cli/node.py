@@ -1,5 +1,5 @@
-"""``feedkv node ls | status | decommission | recommission``: the nodes of a cluster,
-through the node at ``--url``.
+"""``feedkv node ls | status | drain | decommission | recommission``: the nodes of a
+cluster, through the node at ``--url``.
 
 ``ls`` and ``status`` leave out, as CockroachDB's do, the nodes decommissioned and gone
 (no longer heard): they left the cluster for good. ``status --decommission`` lists them
@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from typing import TextIO
 
 import feedkv
-from feedkv.cli.credentials import Login, connect
+from feedkv.cli.credentials import Login, connect, dial
 from feedkv.cli.sql import write_result
 from feedkv.db import DB
 from feedkv.errors import InvalidArgumentError
+from feedkv.kv.dialer import call
 from feedkv.kv.membership import Membership, membership_key
 from feedkv.kv.node_status import NodeInfo
+from feedkv.server.cluster import drain_call_timeout
 from feedkv.sql import catalog
 from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
@@ -33,6 +35,7 @@ from feedkv.sql.session import Result
 __all__ = [
     "listed_nodes",
     "run_node_decommission",
+    "run_node_drain",
     "run_node_ls",
     "run_node_recommission",
     "run_node_status",
@@ -52,6 +55,7 @@ COLUMNS = (  # CockroachDB's, in its order; then feedkv's own
     "ranges",
     "clock_offset_ms",
     "membership",
+    "is_draining",
 )
 DECOMMISSION_COLUMNS = (
     "id",
@@ -62,6 +66,7 @@ DECOMMISSION_COLUMNS = (
     "is_draining",
 )
 POLL_S = 1.0  # how often decommission looks at the replicas left
+DRAIN_WAIT_S = 600.0  # cockroach node drain's --drain-wait default (10m)
 
 
 def listed_nodes(
@@ -104,11 +109,11 @@ def run_node_status(
     build, start, last heartbeat, locality, whether its liveness record is unexpired
     (``is_available``) and whether it is heard (``is_live``); then feedkv's epoch, ranges
     held, clock offset and membership, as ``crdb_internal.gossip_nodes`` and
-    ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`).
-    Which nodes: :func:`listed_nodes`; ``decommission`` adds the nodes gone and
-    ``cockroach node status --decommission``'s ``is_decommissioning`` and
-    ``is_draining``."""
-    columns = (*COLUMNS, "is_decommissioning", "is_draining") if decommission else COLUMNS
+    ``gossip_liveness`` show them (the same source: :meth:`feedkv.kv.db.KVClient.nodes`),
+    and whether it drains (``is_draining``, last). Which nodes: :func:`listed_nodes`;
+    ``decommission`` adds the nodes gone and ``cockroach node status --decommission``'s
+    ``is_decommissioning`` (before ``is_draining``)."""
+    columns = (*COLUMNS[:-1], "is_decommissioning", COLUMNS[-1]) if decommission else COLUMNS
     with connect(url, login) as db:
         rows = [
             (
@@ -125,11 +130,60 @@ def run_node_status(
                 node.ranges,
                 round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,
                 node.membership,
-                *((node.membership != Membership.ACTIVE.value, False) if decommission else ()),
+                *((node.membership != Membership.ACTIVE.value,) if decommission else ()),
+                node.draining,
             )
             for node in listed_nodes(db.nodes(), node_ids, gone_too=decommission)
         ]
     write_result(Result(columns, rows, f"SELECT {len(rows)}"), output, stdout or sys.stdout)
+    return 0
+
+
+def run_node_drain(
+    login: Login,
+    node_id: int | None = None,
+    *,
+    shutdown: bool = False,
+    drain_wait_s: float = DRAIN_WAIT_S,
+    stdout: TextIO | None = None,
+) -> int:
+    """Drain node ``node_id`` (``None``: the node at ``login.url``) as the module
+    docstring says, asking until nothing is left to move; then, with ``shutdown``, it
+    stops. Exit 1 when something is left after ``drain_wait_s`` (the node stays
+    draining; run the command again to wait on). Raises
+    :class:`~feedkv.errors.InvalidArgumentError` for a node not in the cluster, or a
+    shutdown of a node that runs inside another program."""
+    out = stdout or sys.stdout
+    deadline = time.monotonic() + drain_wait_s
+    with dial(login) as channel:
+        answer = call(channel, "Nodes", {})
+        nodes = {n.node_id: n for n in map(NodeInfo.decode, answer["nodes"])}
+        _check_members(nodes, [node_id] if node_id is not None else [])
+        target = node_id if node_id is not None else int(answer["me"])
+        while True:
+            left_s = max(deadline - time.monotonic(), 1.0)
+            message = {"node": target, "shutdown": shutdown, "wait_s": left_s}
+            # NB: a call waits at most the node's --lease-transfer-wait, then says what is
+            # left; passed on by the gateway, it takes a little longer
+            drained = call(channel, "Drain", message, drain_call_timeout(left_s) + 5.0)
+            if "refused" in drained:
+                raise InvalidArgumentError(str(drained["refused"]))
+            remaining = int(drained["remaining"])
+            done = " (complete)" if remaining == 0 else ""
+            print(f"node is draining... remaining: {remaining}{done}", file=out, flush=True)
+            if remaining == 0:
+                break
+            if time.monotonic() >= deadline:
+                print(
+                    f"feedkv: node n{target} still has {remaining} leases or writes to move "
+                    f"after {drain_wait_s:g} s; it stays draining (run the command again to "
+                    "go on waiting)",
+                    file=sys.stderr,
+                )
+                return 1
+    print("drain ok", file=out)
+    if shutdown:
+        print(f"node n{target} is shutting down", file=out)
     return 0
 
 
@@ -278,7 +332,7 @@ def _status_rows(db: DB, node_ids: Sequence[int]) -> list[tuple[object, ...]]:
             nodes[node_id].ranges,
             nodes[node_id].membership != "active",
             nodes[node_id].membership,
-            False,
+            nodes[node_id].draining,
         )
         for node_id in node_ids
     ]

@@ -177,6 +177,8 @@ def run_node(
     try:
         node = db.node
         if node is not None:
+            # `feedkv node drain --shutdown`: stop as on SIGTERM (the drain is done)
+            node.on_shutdown = lambda: os.kill(os.getpid(), signal.SIGTERM)
             ident = str(node.cluster.ident.node_id) if node.cluster is not None else node.node_id
             logs = configure_logging(store, ident, log_level)
         db.changefeeds.start()

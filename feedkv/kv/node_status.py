@@ -40,6 +40,9 @@ class NodeInfo:
     # its liveness record had not expired at the answering node's now (CockroachDB's
     # is_available: the heartbeat's expiration, where is_live is the node being heard)
     available: bool = False
+    # it drains (it is stopping, or was drained with `feedkv node drain` and not restarted
+    # since): no lease or replica moves to it (CockroachDB's is_draining)
+    draining: bool = False
 
     def encode(self) -> dict[str, Any]:
         """The ``Nodes`` call's map of the node (msgpack)."""
@@ -59,6 +62,7 @@ class NodeInfo:
             "sql_address": self.sql_address,
             "build": self.build,
             "available": self.available,
+            "draining": self.draining,
         }
 
     @classmethod
@@ -79,6 +83,7 @@ class NodeInfo:
             str(raw.get("sql_address", "")),
             str(raw.get("build", "")),
             bool(raw.get("available", False)),
+            bool(raw.get("draining", False)),
         )
 
 

@@ -40,6 +40,10 @@ applies with another term's entry was overwritten: it fails, and did not happen.
 handed over on purpose (:meth:`Replica.transfer_lease`, as a node drains) leaves none
 ambiguous: the leader refuses new commands at once, naming the target, and answers
 those in flight as their entries apply here, as CockroachDB's old lease holder does.
+Those wait at most ``ORPHAN_WAIT_ELECTIONS`` election timeouts (:meth:`Replica.tick`): a
+replica cut off from the new leader would otherwise hold them until their callers'
+deadlines. Then each whose index it has not seen commit fails as ambiguous; one that
+committed is answered as it applies (done, or, with another term, did not happen).
 
 Membership changes are Raft's one at a time (:meth:`Replica.change_members`): a new
 replica joins as a learner, receives a snapshot (its store knows nothing of the range),
@@ -103,13 +107,17 @@ from feedkv.raft import (
 from feedkv.storage.engine import Completion, Engine, Reader, ReadWriter
 from feedkv.storage.overlay import Overlay, OverlayView
 
-__all__ = ["AppliedEntry", "RangeData", "Replica"]
+__all__ = ["ORPHAN_WAIT_ELECTIONS", "AppliedEntry", "RangeData", "Replica"]
 
 T = TypeVar("T")
 
 _NOTHING = Effects()
 LOG_LIMIT = 1000  # applied entries a replica's log may hold before it is truncated
 LOG_KEEP = 100  # applied entries a truncation keeps, for followers a little behind
+# how many election timeouts the proposals kept from a lease handed over wait for their
+# entries to apply here (Replica.tick): the new leader commits them as it takes over, so
+# they are answered within a heartbeat or two; a drain waits for them within its 5 s
+ORPHAN_WAIT_ELECTIONS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +241,10 @@ class Replica:
         self._read_contexts = 0
         self._lease_started = False  # the lease was taken up and not yet reported
         self._handed_over: int | None = None  # the lease term in which it was handed over
+        # ticks the proposals kept from a lease handed over have waited, and how many
+        # they may (tick)
+        self._orphaned_ticks = 0
+        self._orphan_ticks = ORPHAN_WAIT_ELECTIONS * self.raft.cfg.election_tick
         # replica id -> node id of the peers it knows (its driver keeps it; None: the
         # replica ids are node ids, as in a simulation), and the next id the range gives
         self.nodes: dict[int, int] | None = None
@@ -373,6 +385,28 @@ class Replica:
     @property
     def members(self) -> ConfState:
         return self.raft.conf_state()
+
+    def tick(self, elapsed: int = 1) -> None:
+        """A tick passed (:meth:`~feedkv.raft.state.RaftState.tick`; ``elapsed``: the
+        ticks of real time since the last call). The proposals kept from a lease handed
+        over (:meth:`orphans`) that have waited ``ORPHAN_WAIT_ELECTIONS`` election
+        timeouts are given up: the new leader, which held their entries as it took
+        over, commits them with its first entry, and a replica that hears from it learns
+        so at its next heartbeat; one that has not by then is cut off from it. Each whose
+        index this replica has not seen commit fails as
+        :class:`~feedkv.errors.AmbiguousResultError` (it may commit yet, or may not);
+        one whose index committed here is answered as it applies, by its entry's term:
+        done, or (another term's entry) a retryable refusal, as it did not happen."""
+        self.raft.tick(elapsed)
+        if self._lease_term is not None or not self._proposals:
+            self._orphaned_ticks = 0
+            return
+        self._orphaned_ticks += elapsed
+        if self._orphaned_ticks < self._orphan_ticks:
+            return
+        # NB: one whose index committed here is answered by its term as it applies
+        # (settle_committed, staged): happened, or did not (retryable)
+        self._fail_ambiguous([i for i in self._proposals if i > self.raft.committed])
 
     def orphans(self) -> int:
         """How many of the proposals made here while this replica held the lease await
@@ -568,8 +602,10 @@ class Replica:
     def _fail_covered(self, up_to: int | None) -> None:
         """Fail as ambiguous the proposals whose outcome this replica will not see: at
         or below ``up_to`` (a snapshot replaced the entries; ``None``: all of them)."""
-        covered = [i for i in self._proposals if up_to is None or i <= up_to]
-        for index in covered:
+        self._fail_ambiguous([i for i in self._proposals if up_to is None or i <= up_to])
+
+    def _fail_ambiguous(self, indices: Iterable[int]) -> None:
+        for index in indices:
             self._proposals.pop(index).done.set_exception(
                 AmbiguousResultError(
                     f"range r{self.range_id}: replica {self.replica_id} lost its lease with "

@@ -595,7 +595,7 @@ class ReplicaLoop:
                 due = int((now - next_tick) / self._tick_s) + 1
                 next_tick += due * self._tick_s
                 for replica in replicas:
-                    replica.raft.tick(elapsed=min(due, MAX_TICKS_MADE_UP))
+                    replica.tick(elapsed=min(due, MAX_TICKS_MADE_UP))
             for replica in replicas:
                 replica.settle_committed()
                 replica.confirm_reads()

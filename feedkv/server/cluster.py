@@ -114,6 +114,8 @@ from feedkv.util.locality import NO_LOCALITY, Locality
 
 __all__ = [
     "ALREADY_INITIALIZED",
+    "cannot_shut_down",
+    "drain_call_timeout",
     "Cluster",
     "ENDLESS_METHODS",
     "ClusterConfig",
@@ -302,6 +304,23 @@ REMOVED_GRACE_S = 10.0  # a replica looks removed this long before it is dropped
 LEASE_MOVE_S = 10.0  # how long a lease has to move to the replica asked for
 LEASE_POLL_S = 0.02  # how often a node looks whether it moved
 LEASE_TRANSFER_WAIT_S = 5.0  # CockroachDB's server.shutdown.lease_transfer_wait
+# what a drain takes besides its wait for the leases: its SQL connections' grace (5 s),
+# then telling the other nodes where the leases went
+DRAIN_OVERHEAD_S = 10.0
+
+
+def drain_call_timeout(wait_s: float) -> float:
+    """How long a ``Drain`` call whose leases may take ``wait_s`` to move may take."""
+    return wait_s + DRAIN_OVERHEAD_S
+
+
+def cannot_shut_down(node: str) -> InvalidArgumentError:
+    """The refusal of a ``Drain`` call's shutdown by node ``node`` (``n2``), which runs
+    inside another program (only ``feedkv start`` is stopped from outside)."""
+    return InvalidArgumentError(
+        f"node {node} runs inside another program: it cannot be shut down from outside; "
+        "drain it without --shutdown, and stop it in its program"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,6 +425,10 @@ class Cluster:
         )
         self.router = Router(self.dialer)
         self.relocations: Relocator | None = None
+        # what a Drain call runs here (set by the node: its SQL port too, and a shutdown;
+        # None: drain the leases alone, and refuse a shutdown)
+        self.on_drain: Callable[[bool, float | None], int] | None = None
+        self._drains_running = 0  # drain() calls under way (guarded by _lock)
         # zone configurations and settings (set by feedkv.server.zones) and memberships
         self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
         self._zone = ZoneSettings()
@@ -458,26 +481,59 @@ class Cluster:
             # their first split, so that none races n1 to set it up as the cluster starts
             self.range_ids.prefetch()
 
+    def mark_draining(self) -> None:
+        """This node drains from now on, until it restarts: its heartbeats say so, so
+        that no node hands it a lease or a replica (:meth:`refuse_draining`), and its
+        replicate loop hands over any lease it comes to hold (:meth:`replicate_once`,
+        unless it hands none over: ``lease_transfer_wait_s`` 0). Its heartbeats tell the
+        others (:meth:`drain` sends them at once). Idempotent."""
+        with self._lock:
+            if self.me.draining:
+                return
+            self.me = replace(self.me, draining=True)
+            self.liveness.me = self.me
+            self.liveness.learn(self.me)
+        log.info("n%d is draining", self.ident.node_id)
+
+    @property
+    def draining(self) -> bool:
+        """Whether this node drains (:meth:`mark_draining`)."""
+        return self.me.draining
+
     def drain_leases(self) -> list[int]:
-        """The first step of a stop, before :meth:`quiesce` (CockroachDB's lease drain):
-        this node marks itself draining and tells the live nodes at once (its
-        heartbeats say so from now on), so that none hands it a lease or a replica;
-        then it hands the lease of each range it leads to the range's live voter that is
+        """:meth:`drain`; returns the ranges whose lease this node still holds."""
+        self.drain()
+        loop = self.store.replicas
+        return loop.leases() if loop is not None else []
+
+    def drain(self, wait_s: float | None = None) -> int:
+        """The first step of a stop, before :meth:`quiesce` (CockroachDB's lease drain),
+        and all of ``feedkv node drain``: this node marks itself draining
+        (:meth:`mark_draining`); then it hands the lease of each range it leads to the
+        range's live voter that is
         not draining, not waiting for a snapshot, and the most caught up with its log
         (:func:`~feedkv.kv.placement.choose_lease_target`), and waits until they moved
-        and the writes proposed here before apply here, up to ``lease_transfer_wait_s``;
+        and the writes proposed here before apply here, up to ``lease_transfer_wait_s``
+        (or ``wait_s``, when less);
         writes to those ranges go on at the
         new lease holders, not after an election timeout once this node is gone. A range
         with no such voter (held alone, its other nodes down or draining too) keeps its
         lease, and is not waited for: the last node of a cluster stops at once. Returns
-        the ranges whose lease this node still holds. Blocks; idempotent."""
+        how many leases and writes are still to move (0: drained; the leases no one can
+        take do not count). Blocks; idempotent (called again, it waits again)."""
+        self.mark_draining()
         with self._lock:
-            self.me = replace(self.me, draining=True)
-            self.liveness.me = self.me
-            self.liveness.learn(self.me)
+            self._drains_running += 1
+        try:
+            return self._drain(wait_s)
+        finally:
+            with self._lock:
+                self._drains_running -= 1
+
+    def _drain(self, wait_s: float | None) -> int:
         loop, me = self.store.replicas, self.ident.node_id
         if loop is None:
-            return []
+            return 0
         states = self.node_states()
         # NB: a peer that does not answer (it crashed less than the liveness bound ago)
         # takes no lease: its transfer would only run out the wait
@@ -486,10 +542,12 @@ class Cluster:
             for peer in self.liveness.peers()
             if states.takes_new(peer.node_id) and not self.heartbeat(peer.address)
         )
-        wait_s = self.config.lease_transfer_wait_s
+        bound_s = self.config.lease_transfer_wait_s
+        wait_s = bound_s if wait_s is None else min(wait_s, bound_s)
         deadline = time.monotonic() + wait_s
         watched: set[int] = set()  # ranges led here since the drain began
         asked: dict[int, int] = {}  # range id -> the node last asked to take its lease
+        moving: set[int] = set()
         while wait_s > 0 and not self._stopping.is_set():
             watched.update(loop.leases())
             states = self.node_states()
@@ -507,7 +565,7 @@ class Cluster:
             log.info("draining: n%d still leads %d ranges: %s", me, len(kept), sorted(kept))
         peers = [p.address for p in self.liveness.peers() if p.node_id not in silent]
         self._spread_handovers(set(asked) - set(kept), peers, deadline)
-        return kept
+        return len(moving & set(kept)) + loop.orphans()
 
     def _spread_handovers(self, handed: set[int], peers: list[str], deadline: float) -> None:
         """After :meth:`drain_leases` handed the leases of ``handed`` over: gossip with
@@ -845,6 +903,13 @@ class Cluster:
         if loop is None:
             return False
         states, zones = self.node_states(), self.replication_zones()
+        if self.draining:
+            # NB: a drained node that stays up may win an election (its range's lease
+            # holder died): it hands that lease over too, as its drain did (not while
+            # that drain runs, nor when the node is to hand none over)
+            if self.config.lease_transfer_wait_s > 0 and not self._drains_running:
+                self._hand_leases_over(set(loop.leases()), states, {})
+            return False
         for desc in store.descriptors():
             grouped = loop.has(desc.range_id)
             if grouped and not loop.holds_lease(desc.range_id):
@@ -1061,6 +1126,7 @@ class Cluster:
             "Gossip": self._on_gossip,
             "Join": self._on_join,
             "Nodes": self._on_nodes,
+            "Drain": self._on_drain,
             # NB: a member's cluster exists: `feedkv init` is refused in CockroachDB's words
             "Init": lambda message: {"refused": ALREADY_INITIALIZED},
             # a waiting node's claim to bootstrap (feedkv.server.init_claim): too late
@@ -1070,6 +1136,36 @@ class Cluster:
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
         return methods[method](message)
+
+    def _on_drain(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``feedkv node drain``: drain node ``node`` (this one when absent; another's
+        call is passed on to it), and with ``shutdown`` stop it once drained. Answers
+        ``remaining``: the leases and writes still to move (0: drained; ask again to
+        wait on), or ``refused``: why not (the caller's mistake). ``wait_s``: how long
+        the leases may take to move (at most the node's ``--lease-transfer-wait``)."""
+        me = self.ident.node_id
+        node_id = int(message.get("node") or me)
+        shutdown = bool(message.get("shutdown", False))
+        wait_s = float(message.get("wait_s", self.config.lease_transfer_wait_s))
+        if node_id != me:
+            with self._lock:
+                address = self.liveness.address(node_id)
+                known = sorted(d.node_id for d in self.liveness.nodes())
+            if address is None:
+                nodes = ", ".join(f"n{n}" for n in known)
+                return {"refused": f"node n{node_id} not in the cluster; its nodes are {nodes}"}
+            sent = {**message, "node": node_id}
+            return call(self._channel(address), "Drain", sent, drain_call_timeout(wait_s))
+        try:
+            if self.on_drain is not None:
+                remaining = self.on_drain(shutdown, wait_s)
+            elif shutdown:
+                raise cannot_shut_down(f"n{me}")
+            else:
+                remaining = self.drain(wait_s)
+        except InvalidArgumentError as exc:
+            return {"refused": str(exc)}
+        return {"node": me, "remaining": remaining}
 
     def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
         sender = int(message["node"][0])
@@ -1171,6 +1267,7 @@ class Cluster:
                     s.desc.sql_address,
                     s.desc.build,
                     s.expires_in_ns is not None and s.expires_in_ns > 0,
+                    s.desc.draining,
                 )
                 for s in self.liveness.status(time.monotonic_ns())
             ]
@@ -1227,6 +1324,7 @@ METHODS = (
     "Gossip",
     "Join",
     "Nodes",
+    "Drain",
     "Init",
     "Claim",
     "Release",

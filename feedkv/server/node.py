@@ -5,9 +5,10 @@ and the SQL port (PostgreSQL's wire protocol, :mod:`feedkv.pgwire`).
 ``feedkv start`` runs one that listens; tests and embedded users that need a URL (Spark
 executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``, and
 one that serves PostgreSQL clients with :meth:`Node.serve_sql` (``DB.serve_sql``).
-Stopping drains: in a cluster, the leases of the ranges the node leads move to other
-nodes first (:meth:`Cluster.drain_leases`); the SQL connections close (their open
-transactions roll back), the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the
+Stopping drains (:meth:`Node.drain`, which ``feedkv node drain`` runs alone, leaving the
+node up): the SQL connections close (their open transactions roll back), and in a
+cluster the leases of the ranges the node leads move to other nodes
+(:meth:`Cluster.drain`); then the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the
 server refuses new calls and lets calls in flight finish, then the store closes.
 
 Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
@@ -69,6 +70,7 @@ from feedkv.server.cluster import (
     Cluster,
     ClusterConfig,
     ClusterIdent,
+    cannot_shut_down,
     load_ident,
     method_handlers,
     start_ident,
@@ -143,6 +145,9 @@ class Node:
         self.admin: Admin | None = None  # the admin page's source, once attached
         self._access: _TableReads | None = None  # what users may read, once serving
         self._serve_lock = threading.Lock()
+        # what stops the process the node runs in (`feedkv node drain --shutdown`; set by
+        # `feedkv start`; None: the node runs inside another program, which stops it)
+        self.on_shutdown: Callable[[], None] | None = None
         # why the node takes no clients yet (None: it does): it waits for its cluster
         self._starting: str | None = "the node is starting"
         joined: tuple[str, int] | None = None
@@ -237,6 +242,7 @@ class Node:
             store_dir=self.path,
         )
         cluster.relocations = Relocations(cluster)
+        cluster.on_drain = self._drain_call
         cluster.start()
         return cluster
 
@@ -373,7 +379,11 @@ class Node:
         """Why the node takes no clients now (``None``: it does)."""
         if self._starting is not None:
             return self._starting
-        return self.cluster.refusal if self.cluster is not None else None
+        if self.cluster is None:
+            return None
+        if self.cluster.refusal is None and self.cluster.draining:
+            return "the node is draining (it takes clients again once restarted)"
+        return self.cluster.refusal
 
     def attach_admin(self, admin: Admin) -> None:
         """Serve ``admin`` as the admin page; it samples the changefeeds while the HTTP
@@ -444,14 +454,39 @@ class Node:
             return self.url
         return f"{self.url}?certs_dir={quote(str(self.tls.certs.path))}&user=node"
 
+    def drain(self, wait_s: float | None = None) -> int:
+        """Drain the node and leave it up (``feedkv node drain``; the first step of
+        :meth:`stop`), as CockroachDB's drain: in a cluster it marks itself draining
+        (:meth:`Cluster.mark_draining`: no lease or replica moves to it, and
+        ``/health?ready=1`` answers 503), its SQL port closes (each connection ends
+        between statements), then the leases of the ranges it leads move to other nodes
+        (:meth:`Cluster.drain`, waiting up to ``wait_s`` if less than its
+        ``lease_transfer_wait_s``). It stays so until it restarts. Returns how many
+        leases and writes are still to move (0: drained; called again, it waits again)."""
+        if self.cluster is not None:
+            self.cluster.mark_draining()
+        self.stop_sql()
+        return self.cluster.drain(wait_s) if self.cluster is not None else 0
+
+    def _drain_call(self, shutdown: bool, wait_s: float | None) -> int:
+        """A ``Drain`` call to this node: :meth:`drain`, then, with ``shutdown`` and
+        nothing left to move, :attr:`on_shutdown` (the call is answered as the node
+        stops: its server lets calls in flight end)."""
+        on_shutdown = self.on_shutdown
+        if shutdown and on_shutdown is None:
+            raise cannot_shut_down(self.node_id)
+        remaining = self.drain(wait_s)
+        if shutdown and on_shutdown is not None and remaining == 0:
+            on_shutdown()
+        return remaining
+
     def stop(self, grace_s: float = 10.0) -> None:
         """End the rangefeeds (their streams send ``NODE_SHUTDOWN`` and finish), drain
         calls in flight (Raft goes on meanwhile, so that writes in flight commit; the
         other nodes' Raft streams into this one end after them, not at the grace), then
-        close the store. In a cluster it first hands the leases of its ranges to other
-        nodes (:meth:`Cluster.drain_leases`). Idempotent."""
-        if self.cluster is not None:
-            self.cluster.drain_leases()
+        close the store. It first drains (:meth:`drain`: its SQL connections end, and in
+        a cluster the leases of its ranges move to other nodes). Idempotent."""
+        self.drain()
         access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
         if access is not None:
             access.close()
@@ -463,7 +498,6 @@ class Node:
             self.http_server.stop()
         if self.admin is not None:
             self.admin.stop()
-        self.stop_sql()
         if hasattr(self, "feeds"):
             self.feeds.close()
         cluster = self.cluster

@@ -506,7 +506,7 @@ class RangeSim:
         if f.conf_change and rng.random() < f.conf_change:
             self.change_members()
         for replica in self.live():
-            replica.raft.tick()
+            replica.tick()
             replica.confirm_reads()
         self._deliver()
         for node in self.nodes.values():

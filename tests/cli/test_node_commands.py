@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from feedkv.cli.main import main
@@ -82,3 +83,33 @@ def test_decommissioned_nodes_that_are_gone_are_left_out_unless_asked_for() -> N
     assert [n.node_id for n in listed_nodes(nodes)] == [1, 2, 4]
     assert [n.node_id for n in listed_nodes(nodes, gone_too=True)] == [1, 2, 3, 4]
     assert [n.node_id for n in listed_nodes(nodes, [3])] == [3]
+
+
+def test_node_drain_leaves_the_node_up_draining_and_not_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``feedkv node drain`` of a node in no other program's hands but this test's: it
+    drains (is_draining, ``/health?ready=1`` 503) and stays up; a
+    --shutdown of it is refused (only ``feedkv start`` can be stopped from outside), as is
+    a node not in the cluster."""
+    with Node(tmp_path / "solo", listen="127.0.0.1:0", join=[], http_addr="127.0.0.1:0") as node:
+        url = ["--url", node.url, "--insecure"]
+        assert httpx.get(f"{node.http_url}/health?ready=1").status_code == 200
+        assert main(["node", "drain", "7", *url]) == 1
+        assert "node n7 not in the cluster; its nodes are n1" in capsys.readouterr().err
+        assert main(["node", "drain", "1", "--shutdown", *url]) == 1
+        assert "runs inside another program" in capsys.readouterr().err
+
+        assert main(["node", "drain", *url]) == 0
+
+        assert capsys.readouterr().out.splitlines() == [
+            "node is draining... remaining: 0 (complete)",
+            "drain ok",
+        ]
+        assert main(["node", "status", *url, "--format", "json"]) == 0
+        (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert listed["is_draining"] is True and listed["is_live"] is True
+        answer = httpx.get(f"{node.http_url}/health?ready=1")
+        assert answer.status_code == 503
+        assert "the node is draining" in answer.json()["error"]
+        assert httpx.get(f"{node.http_url}/health").status_code == 200  # still up

@@ -14,7 +14,7 @@ from feedkv.util.build import BUILD_TAG
 def test_a_nodes_map_round_trips() -> None:
     info = NodeInfo(3, "127.0.0.1:5", 7, False, 4, -120, 10, 20, 30, 2)
     assert NodeInfo.decode(info.encode()) == info
-    told = replace(info, build="v9.9.9", available=True)
+    told = replace(info, build="v9.9.9", available=True, draining=True)
     assert NodeInfo.decode(told.encode()) == told
 
 

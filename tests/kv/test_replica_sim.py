@@ -18,7 +18,7 @@ import msgpack
 import pytest
 
 from feedkv.errors import AmbiguousResultError, InvariantViolation, NotLeaseHolderError
-from feedkv.kv.replica import Replica
+from feedkv.kv.replica import ORPHAN_WAIT_ELECTIONS, Replica
 from feedkv.kv.replicated_command import Effects
 from feedkv.raft import ConfChange, ConfChangeType, Message, MessageType, Role, decode_message
 from feedkv.storage.engine import Completion
@@ -388,6 +388,35 @@ def test_a_lease_holder_that_stops_after_its_hand_over_leaves_its_proposals_ambi
         holder, _, done = _hand_over_with_a_proposal_in_flight(sim)
         sim.crash(holder.replica_id)
         assert isinstance(done.exception(timeout=0), AmbiguousResultError)
+        sim.settle()
+        sim.check_converged()
+    finally:
+        sim.close()
+
+
+def test_a_lease_holder_cut_off_after_its_hand_over_gives_up_its_proposals_within_a_bound(
+    tmp_path: Path,
+) -> None:
+    """Cut off from every other replica once it stepped down, the old holder never hears
+    how its proposal in flight ended: it waits ORPHAN_WAIT_ELECTIONS election timeouts,
+    not until its caller's deadline, then fails it as ambiguous (it never saw the index
+    commit; the new leader holds the entry and may commit it)."""
+    sim = RangeSim(tmp_path, 5, ids=(1, 2, 3, 4, 5))
+    try:
+        holder, _, done = _hand_over_with_a_proposal_in_flight(sim)
+        me = holder.replica_id
+        sim.cut = {link for other in sim.ids if other != me for link in ((me, other), (other, me))}
+        bound = ORPHAN_WAIT_ELECTIONS * holder.raft.cfg.election_tick
+        for _ in range(bound - 1):
+            sim.round(propose=0, read=0)
+        assert not done.done() and holder.orphans() == 1  # waits within the bound
+
+        for _ in range(5):
+            sim.round(propose=0, read=0)
+
+        assert isinstance(done.exception(timeout=0), AmbiguousResultError)
+        assert holder.orphans() == 0
+        sim.cut.clear()
         sim.settle()
         sim.check_converged()
     finally:

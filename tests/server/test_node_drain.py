@@ -359,3 +359,38 @@ def test_sql_writes_while_a_node_process_drains_end_none_ambiguous(tmp_path: Pat
             for writer in writers:
                 writer.join(DEADLINE_S)
         assert set(outcomes) == {"ok"}, outcomes
+
+
+@pytest.mark.slow(30)
+def test_a_drained_node_that_stays_up_hands_over_a_lease_it_comes_to_hold(
+    tmp_path: Path,
+) -> None:
+    """n2, drained and up (``feedkv node drain``), is made to lead a range behind the
+    cluster's back (its lease holder's Raft hands it the leadership, as an election
+    would once that holder died): its replicate loop hands the lease on again."""
+    with node_cluster(tmp_path) as nodes, feedkv.connect(nodes[0].url) as db:
+        _lead_on_n2(db)
+        n1, n2, _ = nodes
+        assert n2.drain() == 0
+        up = [n1, nodes[2]]
+        wait_until(
+            lambda: all(len(h) == 1 for h in _lease_holders(up, db).values()),
+            timeout_s=DEADLINE_S,
+            what="the leases on n1 and n3",
+        )
+        key = next(k for k, held in _lease_holders(up, db).items() if held == {1})
+        range_id = next(r.range_id for r in db.ranges() if r.span.contains_key(key))
+        loop, drained = n1.store.replicas, n2.store.replicas
+        assert loop is not None and drained is not None
+        term = loop.term(range_id)
+
+        loop.transfer_lease(range_id, 2)
+
+        wait_until(
+            lambda: drained.term(range_id) >= term + 2 and drained.status(range_id)[0] in (1, 3),
+            timeout_s=DEADLINE_S,
+            what="n2 to win the range's lease, then hand it over",
+        )
+        assert not drained.holds_lease(range_id)
+        db.put(key, b"written after")
+        assert db.get(key) == b"written after"

@@ -12,8 +12,8 @@ CockroachDB, for the admin role only.
 A node's ``locality`` is its ``--locality`` tiers in CockroachDB's text
 (``region=us-east1,zone=a``; ``''`` without). Columns feedkv has no notion of are left
 out (attributes, cluster name, versions); ``sql_address`` is NULL for a node that
-serves no SQL port; ``draining`` is always false (nodes do not
-drain yet); ``membership`` is ``active``, ``decommissioning`` or ``decommissioned``
+serves no SQL port; ``draining`` is whether it drains (SIGTERM, or ``feedkv node
+drain``); ``membership`` is ``active``, ``decommissioning`` or ``decommissioned``
 (:mod:`feedkv.kv.membership`), and ``decommissioning`` is true for either of the last
 two, as in CockroachDB.
 """
@@ -80,7 +80,7 @@ def _gossip_liveness(nodes: list[NodeInfo]) -> list[tuple[Any, ...]]:
             n.node_id,
             n.epoch,
             _hlc_text(n.expiration_ns),
-            False,
+            n.draining,
             n.membership != "active",
             n.membership,
             wall_time(n.updated_at_ns),

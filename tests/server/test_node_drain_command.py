@@ -93,6 +93,8 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         assert main(["node", "status", "2", *url, "--format", "csv"]) == 0
         header, row = capsys.readouterr().out.splitlines()[:2]
         assert header.endswith(",is_draining") and row.endswith(",true"), (header, row)
+        draining = "SELECT node_id FROM crdb_internal.gossip_liveness WHERE draining"
+        assert db.sql(draining).rows == [(2,)]
         # its SQL connections ended, and it takes no new ones
         with pytest.raises(psycopg.OperationalError):
             session.execute("SELECT 1")

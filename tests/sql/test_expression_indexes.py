@@ -119,6 +119,7 @@ def test_dropping_the_index_drops_its_column(db: DB) -> None:
         ("SELECT t.crdb_internal_idx_expr FROM t JOIN t AS u USING (k)", "42703"),
         ("UPDATE t SET crdb_internal_idx_expr = 'x'", "42703"),
         ("ALTER TABLE t DROP COLUMN crdb_internal_idx_expr", "42703"),
+        ("COMMENT ON COLUMN t.crdb_internal_idx_expr IS 'x'", "42703"),
     ],
 )
 def test_bad_index_expressions_are_refused(db: DB, statement: str, code: str) -> None:

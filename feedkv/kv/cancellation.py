@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TypeVar
 
-from feedkv.errors import FeedKVError, RequestCanceledError
+from feedkv.errors import RequestCanceledError
 
 __all__ = ["GIVE_UP", "CallCancels", "GiveUpWatch", "check_given_up"]
 
@@ -131,5 +131,5 @@ class GiveUpWatch:
             for token, give_up in calls:
                 try:
                     give_up()
-                except FeedKVError:
+                except Exception:  # NB: whatever it raises, it gave up (and the thread lives)
                     self._cancel(token)

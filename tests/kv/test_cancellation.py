@@ -16,6 +16,10 @@ def _gave_up() -> None:
     raise RequestCanceledError("the caller gave up")
 
 
+def _broken() -> None:
+    raise ValueError("a broken check")
+
+
 def test_the_watch_cancels_the_calls_whose_callers_gave_up_and_no_other() -> None:
     cancelled: list[bytes] = []
     asked = threading.Event()
@@ -27,8 +31,9 @@ def test_the_watch_cancels_the_calls_whose_callers_gave_up_and_no_other() -> Non
         assert b"stays" not in cancelled
         watch.unwatch(b"gave up")
         watch.unwatch(b"stays")
-        # the thread waits for calls again, and wakes for the next one
-        watch.watch(b"later", _gave_up)
+        # the thread waits for calls again, and wakes for the next one (a check that
+        # raises anything has given up)
+        watch.watch(b"later", _broken)
         wait_until(lambda: b"later" in cancelled, what="the next call's cancel")
     finally:
         watch.close()

@@ -8,7 +8,8 @@ that raises once the caller gave up (a session's :meth:`Interrupt.check
 (every ``push_poll_s``), so a waiting batch ends within one poll, having applied
 nothing. Embedded, the store runs on the caller's thread and sees the caller's check.
 Over gRPC, the client sends a token with the batch and, while it waits for the answer,
-calls ``CancelCall(token)`` once its check raises; the node's :class:`CallCancels` then
+its transport's :class:`GiveUpWatch` calls ``CancelCall(token)`` once the check raises
+(so the check must be callable from any thread); the node's :class:`CallCancels` then
 gives the batch a check that raises :class:`~feedkv.errors.RequestCanceledError`, and
 the node still answers (so a batch is never left ambiguous by a cancel: it applied or
 it did not, and the node says which).
@@ -23,7 +24,7 @@ from typing import TypeVar
 
 from feedkv.errors import RequestCanceledError
 
-__all__ = ["GIVE_UP", "CallCancels", "check_given_up"]
+__all__ = ["GIVE_UP", "CallCancels", "GiveUpWatch", "check_given_up"]
 
 R = TypeVar("R")
 
@@ -73,3 +74,62 @@ class CallCancels:
                 return False
             self._given_up[token] = True
             return True
+
+
+class GiveUpWatch:
+    """A client's calls in flight whose callers may give up: one thread asks each
+    caller's check every ``interval_s`` while any call is watched, and calls
+    ``cancel(token)`` for each whose check raised (again at every interval until the
+    call ends: a cancel may reach the node before the call does). The callers block on
+    their calls undisturbed, so watching costs a call two dict operations, not a thread
+    hop. ``cancel`` must not block. Thread-safe."""
+
+    def __init__(self, cancel: Callable[[bytes], None], interval_s: float) -> None:
+        self._cancel = cancel
+        self._interval_s = interval_s
+        self._cond = threading.Condition()
+        self._calls: dict[bytes, Callable[[], None]] = {}
+        self._thread: threading.Thread | None = None
+        self._idle = False  # the thread waits for a call to watch
+        self._closed = False
+
+    def watch(self, token: bytes, give_up: Callable[[], None]) -> None:
+        """Watch the call of ``token`` until :meth:`unwatch`; ``give_up()`` raises once its
+        caller gave up."""
+        with self._cond:
+            self._calls[token] = give_up
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="feedkv-give-up-watch", daemon=True
+                )
+                self._thread.start()
+            elif self._idle:
+                self._cond.notify()
+
+    def unwatch(self, token: bytes) -> None:
+        """The call of ``token`` ended. Idempotent."""
+        with self._cond:
+            self._calls.pop(token, None)
+
+    def close(self) -> None:
+        """Stop the thread. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._calls and not self._closed:
+                    self._idle = True
+                    self._cond.wait()
+                self._idle = False
+                if self._closed:
+                    return
+                self._cond.wait(self._interval_s)  # NB: a call is asked after an interval
+                calls = list(self._calls.items())
+            for token, give_up in calls:
+                try:
+                    give_up()
+                except Exception:  # NB: whatever it raises, it gave up (and the thread lives)
+                    self._cancel(token)

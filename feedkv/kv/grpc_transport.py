@@ -14,9 +14,9 @@ applied.
 
 A batch sent from a context whose caller may give up on it
 (:data:`~feedkv.kv.cancellation.GIVE_UP`: a SQL statement that a client may cancel)
-carries a token, and while it waits, every ``WATCH_S`` the transport asks whether its
-caller gave up; once it has, it calls ``CancelCall`` with the token and waits on for the
-node's answer (see :mod:`feedkv.kv.cancellation`).
+carries a token, and while it waits, every ``WATCH_S`` the transport's watch thread asks
+whether its caller gave up; once it has, it calls ``CancelCall`` with the token, and the
+caller waits on for the node's answer (see :mod:`feedkv.kv.cancellation`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import msgpack
@@ -57,7 +57,7 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
-from feedkv.kv.cancellation import GIVE_UP
+from feedkv.kv.cancellation import GIVE_UP, GiveUpWatch
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import (
     MAX_MESSAGE_BYTES,
@@ -80,7 +80,6 @@ WATCH_S = 0.1
 CANCEL_TIMEOUT_S = 2.0
 
 log = logging.getLogger(__name__)
-R = TypeVar("R")
 
 _MUTATIONS = (
     Put,
@@ -187,6 +186,7 @@ class GrpcTransport:
         self._stream_lock = threading.Lock()  # guards the two below
         self._stream: _CallStream | None = None
         self._in_flight = 0
+        self._watch = GiveUpWatch(self._cancel, WATCH_S)
 
     @property
     def channel(self) -> grpc.Channel:
@@ -195,17 +195,20 @@ class GrpcTransport:
 
     def send(self, batch: BatchRequest) -> BatchResponse:
         give_up = GIVE_UP.get()
+        token = b""
+        if give_up is not None:
+            token = os.urandom(16)
+            self._watch.watch(token, give_up)
         with self._stream_lock:
             alone = self._in_flight == 0
             self._in_flight += 1
         try:
-            if alone:
-                reply = self._send_alone(batch, give_up)
-            else:
-                reply = self._send_streamed(batch, give_up)
+            reply = self._send_alone(batch, token) if alone else self._send_streamed(batch, token)
         finally:
             with self._stream_lock:
                 self._in_flight -= 1
+            if give_up is not None:
+                self._watch.unwatch(token)
         try:
             return batch_response_from_proto(reply)
         except RequestCanceledError:
@@ -213,40 +216,26 @@ class GrpcTransport:
                 give_up()  # the caller's own error (a statement's 57014, and why)
             raise
 
-    def _send_alone(
-        self, batch: BatchRequest, give_up: Callable[[], None] | None
-    ) -> pb.BatchResponse:
+    def _send_alone(self, batch: BatchRequest, token: bytes) -> pb.BatchResponse:
         """A batch with no company goes as a unary call: on the node it passes fewer
-        threads than a streamed one, which is what a lone caller waits for."""
+        threads than a streamed one, which is what a lone caller waits for. ``token``:
+        the call's for ``CancelCall``, if its caller may give up on it."""
         request = batch_request_to_proto(batch)
-        metadata = call_metadata(self._channel)
+        request.cancel_token = token
         try:
-            if give_up is None:
-                reply: pb.BatchResponse = self._batch(request, metadata=metadata)
-                return reply
-            request.cancel_token = os.urandom(16)
-            future = self._batch.future(request, metadata=metadata)
-            answered: pb.BatchResponse = self._watch(future.result, give_up, request.cancel_token)
-            return answered
+            reply: pb.BatchResponse = self._batch(request, metadata=call_metadata(self._channel))
         except grpc.RpcError as exc:
             raise self._translate(exc, batch) from exc
+        return reply
 
-    def _send_streamed(
-        self, batch: BatchRequest, give_up: Callable[[], None] | None
-    ) -> pb.BatchResponse:
+    def _send_streamed(self, batch: BatchRequest, token: bytes) -> pb.BatchResponse:
         """Batches sent while others are in flight share the stream."""
         one = pb.BatchCalls()
         request = one.calls.add().request
         batch_request_to_proto(batch, request)
-        watch = None
-        if give_up is not None:
-            request.cancel_token = token = os.urandom(16)
-
-            def watch(wait: Callable[[float], pb.BatchResponse]) -> pb.BatchResponse:
-                return self._watch(wait, give_up, token)
-
+        request.cancel_token = token
         try:
-            while (reply := self._open_stream().call(one, watch)) is None:
+            while (reply := self._open_stream().call(one)) is None:
                 pass  # that stream ended before the call was sent: open another
         except _StreamEnded as exc:
             if exc.denied:  # refused before the node read a call: nothing was applied
@@ -256,28 +245,22 @@ class GrpcTransport:
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
         return reply
 
-    def _watch(self, wait: Callable[[float], R], give_up: Callable[[], None], token: bytes) -> R:
-        """``wait(timeout)``'s answer, asking ``give_up()`` each time a wait times out;
-        once it raises (the caller gave up), the node is asked to give the call up too.
-        The node still answers: the batch applied, or it did not, and it says which."""
-        while True:
-            try:
-                return wait(WATCH_S)
-            except (TimeoutError, grpc.FutureTimeoutError):
-                try:
-                    give_up()
-                except FeedKVError:
-                    self._cancel(token)
-
     def _cancel(self, token: bytes) -> None:
+        """Ask the node to give up the call of ``token`` (without waiting: on the watch
+        thread); a call that fails is asked again at the next watch."""
+        request = pb.CancelCallRequest(token=token)
         try:
-            self._cancel_call(
-                pb.CancelCallRequest(token=token),
-                timeout=CANCEL_TIMEOUT_S,
-                metadata=call_metadata(self._channel),
+            done = self._cancel_call.future(
+                request, timeout=CANCEL_TIMEOUT_S, metadata=call_metadata(self._channel)
             )
-        except grpc.RpcError as exc:  # asked again at the next watch
-            log.debug("CancelCall to %s failed: %s", self.address, _details(exc))
+        except (grpc.RpcError, ValueError) as exc:  # a closed channel
+            log.debug("CancelCall to %s failed: %s", self.address, exc)
+            return
+        done.add_done_callback(self._cancel_done)
+
+    def _cancel_done(self, done: Any) -> None:
+        if done.exception() is not None:
+            log.debug("CancelCall to %s failed: %s", self.address, done.exception())
 
     def _open_stream(self) -> _CallStream:
         stream = self._stream
@@ -310,6 +293,7 @@ class GrpcTransport:
         return NodeUnavailableError(f"node {self.address}: {_details(exc)}")
 
     def close(self) -> None:
+        self._watch.close()
         with self._stream_lock:
             if self._stream is not None:
                 self._stream.close()
@@ -343,14 +327,9 @@ class _CallStream:
     def ended(self) -> bool:
         return self._end is not None
 
-    def call(
-        self,
-        one: pb.BatchCalls,
-        watch: Callable[[Callable[[float], pb.BatchResponse]], pb.BatchResponse] | None = None,
-    ) -> pb.BatchResponse | None:
+    def call(self, one: pb.BatchCalls) -> pb.BatchResponse | None:
         """Send the one call in ``one`` (its ``id`` is set here) and wait for the node's
-        answer (through ``watch``, given the wait with a timeout, if any); ``None`` if
-        the stream had already ended (nothing was sent)."""
+        answer; ``None`` if the stream had already ended (nothing was sent)."""
         answer: Completion[pb.BatchResponse] = Completion()
         call = one.calls[0]
         with self._lock:
@@ -359,7 +338,7 @@ class _CallStream:
             call.id = next(self._ids)
             self._waiting[call.id] = answer
         self._outgoing.put(one.SerializeToString())
-        return answer.result() if watch is None else watch(answer.result)
+        return answer.result()
 
     def close(self) -> None:
         self._outgoing.put(None)

@@ -7,11 +7,14 @@ then runs ``fn`` itself. So a call never queues behind others: a helper blocked 
 conflicting intent can delay only its own caller, which is waiting for it anyway, and a
 busy process degrades to running the calls one after another on the callers' own
 threads (what they did before), never to a deadlock of calls waiting for each other's
-turns.
+turns. A helper runs ``fn`` in a copy of its caller's context (its context variables: a
+statement's give-up check, :data:`feedkv.kv.cancellation.GIVE_UP`), as the caller
+running it itself would.
 """
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -23,13 +26,14 @@ T = TypeVar("T")
 
 
 class Handed(Generic[T]):
-    """A call a helper runs: :meth:`result` waits for it and returns or raises what it
-    did."""
+    """A call a helper runs, in the context of the thread that made it: :meth:`result`
+    waits for it and returns or raises what it did."""
 
-    __slots__ = ("_done", "_error", "_fn", "_value")
+    __slots__ = ("_context", "_done", "_error", "_fn", "_value")
 
     def __init__(self, fn: Callable[[], T]) -> None:
         self._fn = fn
+        self._context = contextvars.copy_context()
         self._done = threading.Lock()
         self._done.acquire()
         self._value: T | None = None
@@ -37,7 +41,7 @@ class Handed(Generic[T]):
 
     def _run(self) -> None:
         try:
-            self._value = self._fn()
+            self._value = self._context.run(self._fn)
         except BaseException as exc:
             self._error = exc
         finally:
@@ -61,6 +65,11 @@ class Helpers:
         self._idle = 0
         self._threads = 0
         self._work: queue.SimpleQueue[Handed[Any]] = queue.SimpleQueue()
+
+    @property
+    def idle(self) -> int:
+        """How many helpers wait for a call now."""
+        return self._idle
 
     def try_start(self, fn: Callable[[], T]) -> Handed[T] | None:
         """``fn`` running on an idle helper, or ``None``: run it yourself."""

@@ -104,7 +104,8 @@ def comment_on(ex: Execution, s: st.CommentOn) -> Result:
         desc = ex.table(s.table, "CREATE")
         sub_id = 0
         if s.kind == "column":
-            column = next((c for c in desc.columns if c.name == s.name and not c.adding), None)
+            # NB: not an adding or an inaccessible column, which no statement can name
+            column = desc.find_column(s.name or "")
             if column is None:
                 raise SQLError("42703", f'column "{s.name}" does not exist')
             sub_id = column.id

@@ -73,6 +73,10 @@ def with_expression_columns(desc: TableDescriptor, node: exp.Expr) -> exp.Expr:
     def swap(part: exp.Expr) -> exp.Expr:
         if isinstance(part, exp.Column | exp.Literal):
             return part
+        if isinstance(part, exp.Query):
+            # NB: a subquery's expressions are over its own tables: not looked into (a
+            # node other than ``part`` ends the transform's descent there)
+            return part.copy()
         name = held.get(expression_sql(part))
         return exp.column(name, table=HIDDEN_QUALIFIER) if name is not None else part
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from contextvars import ContextVar
 
 import pytest
 
 from feedkv.kv.helpers import Handed, Helpers
 from feedkv.testing.waiting import wait_until
+
+_CALLERS: ContextVar[str] = ContextVar("test_helpers_caller", default="no caller")
 
 
 def _idle_helper(helpers: Helpers, fn: object) -> Handed[object]:
@@ -41,3 +44,15 @@ def test_a_call_never_waits_behind_a_busy_helper() -> None:
     assert busy.result() is True
     after = _idle_helper(helpers, lambda: "free again")
     assert after.result() == "free again"
+
+
+def test_a_call_runs_in_its_callers_context() -> None:
+    """As it would on the caller's own thread: a statement's give-up check (a context
+    variable) reaches the intents a helper writes for it."""
+    helpers = Helpers(1, "test-helper")
+    token = _CALLERS.set("the caller's")
+    try:
+        handed = _idle_helper(helpers, _CALLERS.get)
+    finally:
+        _CALLERS.reset(token)
+    assert handed.result() == "the caller's"

@@ -49,6 +49,23 @@ def test_an_expression_index_is_hidden_and_shown_by_its_expression(db: DB) -> No
     assert db.sql("SHOW CREATE TABLE t").rows[0][1] == text
 
 
+def test_a_subquerys_expression_is_over_its_own_table_not_the_outer_index(db: DB) -> None:
+    """The outer table's expression index reads its own ``lower(a)`` as its column,
+    never a subquery's (over another table, or the same one planned on its own)."""
+    _table(db)
+    db.sql("CREATE INDEX ON t (lower(a))")
+    db.sql("CREATE TABLE u (k INT PRIMARY KEY, a STRING)")
+    db.sql("INSERT INTO u VALUES (1, 'Hello')")
+    assert (
+        db.sql("SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE lower(a) = 'world')").rows == []
+    )
+    assert db.sql("SELECT k FROM t WHERE k IN (SELECT k FROM u WHERE lower(a) = 'hello')").rows == [
+        (1,)
+    ]
+    inner = "SELECT k FROM t WHERE k IN (SELECT k FROM t WHERE lower(a) = 'world')"
+    assert db.sql(inner).rows == [(2,)]
+
+
 def test_a_where_on_the_indexed_expression_reads_through_the_index(db: DB) -> None:
     _table(db)
     db.sql("CREATE INDEX ON t (lower(a))")  # backfilled from the rows there
@@ -119,6 +136,7 @@ def test_dropping_the_index_drops_its_column(db: DB) -> None:
         ("SELECT t.crdb_internal_idx_expr FROM t JOIN t AS u USING (k)", "42703"),
         ("UPDATE t SET crdb_internal_idx_expr = 'x'", "42703"),
         ("ALTER TABLE t DROP COLUMN crdb_internal_idx_expr", "42703"),
+        ("COMMENT ON COLUMN t.crdb_internal_idx_expr IS 'x'", "42703"),
     ],
 )
 def test_bad_index_expressions_are_refused(db: DB, statement: str, code: str) -> None:

@@ -8,6 +8,7 @@ import threading
 
 from feedkv import DB
 from feedkv.kv.store import Store
+from feedkv.kv.txn import _INTENT_WRITERS
 from feedkv.sql.interrupt import STATEMENT_TIMEOUT, QueryCanceled
 from feedkv.sql.session import Session
 from feedkv.testing.waiting import wait_until
@@ -80,4 +81,29 @@ def test_statement_timeout_ends_a_wait_for_a_lock(any_db_and_store: tuple[DB, St
     assert error.code == "57014"
     holder.execute("COMMIT")
     assert db.sql("SELECT v FROM t").rows == [(2,)]
+    assert store.locks.waiters() == 0
+
+
+def test_statement_timeout_ends_a_wait_of_intents_written_on_a_helper(
+    any_db_and_store: tuple[DB, Store],
+) -> None:
+    """A write across three ranges sends the middle range's intents from a helper thread:
+    that batch's wait for a lock ends at the statement's timeout too. (It did not: it
+    waited out the 5 s fallback, broke the holder's lock, and the write committed.)"""
+    db, store = any_db_and_store
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    db.sql("ALTER TABLE t SPLIT AT VALUES (500), (1000)")
+    db.sql("INSERT INTO t VALUES (1, 0), (600, 0), (1200, 0)")
+    holder = db.session()
+    holder.execute("BEGIN")
+    holder.execute("SELECT * FROM t WHERE k = 600 FOR UPDATE")
+    # a helper idle, so the intents at 600 (neither the first range's nor the last's) go on it
+    wait_until(lambda: _INTENT_WRITERS.try_start(lambda: None), what="a helper").result()
+    wait_until(lambda: _INTENT_WRITERS.idle > 0, timeout_s=DEADLINE_S, what="an idle helper")
+    waiter = _Waiter(db, "UPSERT INTO t VALUES (1, 7), (600, 7), (1200, 7)", timeout="300ms")
+    error = waiter.join()
+    assert isinstance(error, QueryCanceled) and str(error) == STATEMENT_TIMEOUT
+    holder.execute("UPDATE t SET v = 2 WHERE k = 600")
+    holder.execute("COMMIT")  # its lock was never broken
+    assert db.sql("SELECT k, v FROM t ORDER BY k").rows == [(1, 0), (600, 2), (1200, 0)]
     assert store.locks.waiters() == 0

@@ -36,7 +36,7 @@ from sqlglot.dialects.postgres import Postgres
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.regclass import regclass_name, regclass_oid
-from feedkv.pgwire.types import ENUM_OID_BASE, OID, wire_type
+from feedkv.pgwire.types import ENUM_OID_BASE, OID, WireType, column_oid, wire_type
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
@@ -50,10 +50,19 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
+from feedkv.sql.expr import expression_name
+from feedkv.sql.parser import column_type
 from feedkv.sql.sequences import shown_default
 from feedkv.sql.types import ColumnType, Kind, format_value
 
-__all__ = ["CursorRow", "PreparedRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
+__all__ = [
+    "CatalogResult",
+    "CursorRow",
+    "PreparedRow",
+    "catalog_param_oids",
+    "reads_catalog",
+    "run_catalog_query",
+]
 
 # A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
 CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
@@ -167,6 +176,28 @@ for _oid, _element in _ARRAY_TYPES:
     _TYPE_OIDS[_TYPE_NAMES[_element] + "[]"] = _oid
 
 
+def _regtype_oid(value: Any, types: Mapping[str, int]) -> int | None:
+    """The OID of the type ``value`` names (an OID as is); 42704 for a name of none."""
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().isdigit():
+        return int(value)
+    oid = types.get(_bare_type_name(value) or "")
+    if oid is None:
+        raise SQLError("42704", f'type "{value}" does not exist')
+    return oid
+
+
+def _regtype_name(oid: int | None, enums: Mapping[int, str]) -> str | None:
+    """How the regtype ``oid`` prints: format_type's name (``bigint``, ``bigint[]``), an
+    enum's own, the number for an unknown type, ``-`` for 0 (none), as PostgreSQL's."""
+    if oid is None:
+        return None
+    if int(oid) == 0:
+        return "-"
+    return enums.get(oid) or _FORMATTED.get(oid, str(oid))
+
+
 def _bare_type_name(name: str | None) -> str | None:
     """A type name as to_regtype reads it: without its schema, quotes and case."""
     if name is None:
@@ -206,37 +237,37 @@ def _format_type(oid: int | None, typmod: int | None) -> str | None:
 
 
 _SCHEMA = """
-CREATE TABLE pg_namespace (oid INTEGER, nspname TEXT, nspowner INTEGER, nspacl TEXT);
-CREATE TABLE pg_database (oid INTEGER, datname TEXT, datdba INTEGER, encoding INTEGER,
+CREATE TABLE pg_namespace (oid OID, nspname TEXT NAME, nspowner OID, nspacl TEXT);
+CREATE TABLE pg_database (oid OID, datname TEXT NAME, datdba OID, encoding INTEGER,
   datcollate TEXT, datctype TEXT, datistemplate BOOLEAN, datallowconn BOOLEAN,
-  datconnlimit INTEGER, dattablespace INTEGER, datacl TEXT, daticulocale TEXT,
+  datconnlimit INTEGER, dattablespace OID, datacl TEXT, daticulocale TEXT,
   datlocprovider TEXT);
-CREATE TABLE pg_class (oid INTEGER, relname TEXT, relnamespace INTEGER, reltype INTEGER,
-  relowner INTEGER, relam INTEGER, reltablespace INTEGER, reltuples REAL,
+CREATE TABLE pg_class (oid OID, relname TEXT NAME, relnamespace OID, reltype OID,
+  relowner OID, relam OID, reltablespace OID, reltuples REAL,
   relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence TEXT, relkind TEXT,
   relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
   relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
-  relispopulated BOOLEAN, relreplident TEXT, relispartition BOOLEAN, reloftype INTEGER,
+  relispopulated BOOLEAN, relreplident TEXT, relispartition BOOLEAN, reloftype OID,
   reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INTEGER,
-  reltoastrelid INTEGER DEFAULT 0, relfilenode INTEGER DEFAULT 0,
+  reltoastrelid OID DEFAULT 0, relfilenode OID DEFAULT 0,
   relallvisible INTEGER DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
-CREATE TABLE pg_attribute (attrelid INTEGER, attname TEXT, atttypid INTEGER,
+CREATE TABLE pg_attribute (attrelid OID, attname TEXT NAME, atttypid OID,
   attlen INTEGER, attnum INTEGER, atttypmod INTEGER, attndims INTEGER,
   attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity TEXT, attgenerated TEXT,
-  attisdropped BOOLEAN, attcollation INTEGER, attstattarget INTEGER, attstorage TEXT,
+  attisdropped BOOLEAN, attcollation OID, attstattarget INTEGER, attstorage TEXT,
   attislocal BOOLEAN, attinhcount INTEGER, attacl TEXT, attoptions TEXT,
   attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression TEXT);
-CREATE TABLE pg_attrdef (oid INTEGER, adrelid INTEGER, adnum INTEGER, adbin TEXT);
-CREATE TABLE pg_type (oid INTEGER, typname TEXT, typnamespace INTEGER, typowner INTEGER,
+CREATE TABLE pg_attrdef (oid OID, adrelid OID, adnum INTEGER, adbin TEXT);
+CREATE TABLE pg_type (oid OID, typname TEXT NAME, typnamespace OID, typowner OID,
   typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
-  typdelim TEXT, typrelid INTEGER, typelem INTEGER, typarray INTEGER,
-  typnotnull BOOLEAN, typbasetype INTEGER, typtypmod INTEGER, typndims INTEGER,
-  typcollation INTEGER, typdefault TEXT, typacl TEXT,
+  typdelim TEXT, typrelid OID, typelem OID, typarray OID,
+  typnotnull BOOLEAN, typbasetype OID, typtypmod INTEGER, typndims INTEGER,
+  typcollation OID, typdefault TEXT, typacl TEXT,
   typinput TEXT GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
     WHEN typtype = 'e' THEN 'enum_in' ELSE typname || 'in' END));
-CREATE TABLE pg_enum (oid INTEGER, enumtypid INTEGER, enumsortorder REAL,
+CREATE TABLE pg_enum (oid OID, enumtypid OID, enumsortorder REAL,
   enumlabel TEXT);
-CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
+CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INTEGER,
   indnkeyatts INTEGER, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
   indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
   indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT, indcollation TEXT,
@@ -244,49 +275,49 @@ CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
   indnullsnotdistinct BOOLEAN);
 CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
   opclass INTEGER DEFAULT 0);
-CREATE TABLE pg_opclass (oid INTEGER, opcname TEXT, opcdefault BOOLEAN);
-CREATE TABLE pg_constraint (oid INTEGER, conname TEXT, connamespace INTEGER,
+CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN);
+CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
   contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
-  conrelid INTEGER, contypid INTEGER, conindid INTEGER, confrelid INTEGER,
+  conrelid OID, contypid OID, conindid OID, confrelid OID,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
-  connoinherit BOOLEAN, conparentid INTEGER, confupdtype TEXT DEFAULT ' ',
+  connoinherit BOOLEAN, conparentid OID, confupdtype TEXT DEFAULT ' ',
   confdeltype TEXT DEFAULT ' ', confmatchtype TEXT DEFAULT ' ');
-CREATE TABLE pg_am (oid INTEGER, amname TEXT, amtype TEXT);
+CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype TEXT);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
-CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit BOOLEAN,
+CREATE TABLE pg_roles (oid OID, rolname TEXT NAME, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
   rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
   rolbypassrls BOOLEAN, rolconfig TEXT);
-CREATE TABLE pg_auth_members (oid INTEGER, roleid INTEGER, member INTEGER,
-  grantor INTEGER, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
-CREATE TABLE pg_user (usename TEXT, usesysid INTEGER, usecreatedb BOOLEAN,
+CREATE TABLE pg_auth_members (oid OID, roleid OID, member OID,
+  grantor OID, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
+CREATE TABLE pg_user (usename TEXT NAME, usesysid OID, usecreatedb BOOLEAN,
   usesuper BOOLEAN, userepl BOOLEAN, usebypassrls BOOLEAN, passwd TEXT, valuntil TEXT,
   useconfig TEXT);
-CREATE TABLE pg_description (objoid INTEGER, classoid INTEGER, objsubid INTEGER,
+CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INTEGER,
   description TEXT);
-CREATE TABLE pg_inherits (inhrelid INTEGER, inhparent INTEGER, inhseqno INTEGER);
-CREATE TABLE pg_collation (oid INTEGER, collname TEXT, collnamespace INTEGER);
-CREATE TABLE pg_tablespace (oid INTEGER, spcname TEXT, spcowner INTEGER, spcacl TEXT,
+CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INTEGER);
+CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID);
+CREATE TABLE pg_tablespace (oid OID, spcname TEXT NAME, spcowner OID, spcacl TEXT,
   spcoptions TEXT);
-CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
-  extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
+CREATE TABLE pg_extension (oid OID, extname TEXT NAME, extowner OID,
+  extnamespace OID, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
 CREATE TABLE pg_settings (name TEXT, setting TEXT);
 INSERT INTO pg_settings VALUES ('max_index_keys', '32');
-CREATE TABLE pg_proc (oid INTEGER, proname TEXT, pronamespace INTEGER, proowner INTEGER,
-  prokind TEXT, prorettype INTEGER, proargtypes TEXT, proretset BOOLEAN);
+CREATE TABLE pg_proc (oid OID, proname TEXT NAME, pronamespace OID, proowner OID,
+  prokind TEXT, prorettype OID, proargtypes TEXT, proretset BOOLEAN);
 CREATE TABLE pg_get_keywords (word TEXT, catcode TEXT, catdesc TEXT);
 CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
   is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
-CREATE TABLE pg_sequence (seqrelid INTEGER, seqtypid INTEGER, seqstart INTEGER,
+CREATE TABLE pg_sequence (seqrelid OID, seqtypid OID, seqstart INTEGER,
   seqincrement INTEGER, seqmax INTEGER, seqmin INTEGER, seqcache INTEGER,
   seqcycle BOOLEAN);
 CREATE TABLE pg_prepared_statements (name TEXT, statement TEXT,
   prepare_time TIMESTAMPTZ, parameter_types TEXT, from_sql BOOLEAN);
-CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
-  tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
+CREATE TABLE pg_tables (schemaname TEXT NAME, tablename TEXT NAME, tableowner TEXT NAME,
+  tablespace TEXT NAME, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
 CREATE VIEW pg_indexes AS SELECT n.nspname AS schemaname, t.relname AS tablename,
   i.relname AS indexname, NULL AS tablespace, pg_get_indexdef(i.oid) AS indexdef
@@ -960,7 +991,7 @@ def _empty_answer(tree: exp.Expr) -> list[str] | None:
             sources.append(join.this)
     if not any(isinstance(t, exp.Table) and t.name.lower() in _EMPTY_TABLES for t in sources):
         return None
-    return [e.alias_or_name or "?column?" for e in tree.expressions]
+    return [_column_name(e) for e in tree.expressions]
 
 
 # pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
@@ -1003,9 +1034,17 @@ class _Translated:
 
     empty: tuple[str, ...] | None  # its columns, when it reads a catalog feedkv keeps empty
     sql: str  # in SQLite's dialect
-    booleans: frozenset[int]  # its result columns that are booleans (SQLite gives 0, 1)
+    # its result columns' types where their expressions tell (:func:`_static_oid`)
+    oids: tuple[int | None, ...]
     probe: str  # ``sql`` over NULL parameters, as a view tells its columns' types
     arrays: frozenset[int]  # its result columns that aggregate into arrays (array_agg)
+
+
+def _first_select(tree: exp.Expr) -> exp.Select | None:
+    """The SELECT that names a query's result columns (a set operation's first)."""
+    while isinstance(tree, exp.SetOperation):
+        tree = tree.this
+    return tree if isinstance(tree, exp.Select) else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -1014,21 +1053,18 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     tens of milliseconds): kept per text, as tools send the same few queries again
     (asyncpg its type introspection at each connection's first array)."""
     tree = _parse(text)
+    first = _first_select(tree)
+    oids = tuple(_static_oid(e) for e in first.expressions) if first is not None else ()
     empty = _empty_answer(tree)
     if empty is not None:
-        return _Translated(tuple(empty), "", frozenset(), "", frozenset())
+        return _Translated(tuple(empty), "", oids, "", frozenset())
     values = {"database": database, "user": user, "version": version}
-    booleans = set()
-    if isinstance(tree, exp.Select):
-        for n, e in enumerate(tree.expressions):
-            inner = e.this if isinstance(e, exp.Alias) else e
-            if isinstance(inner, exp.Cast) and inner.args["to"].sql().upper() == "BOOLEAN":
-                booleans.add(n)
     for select in list(tree.find_all(exp.Select)):
-        select.set("expressions", [_named(e) for e in select.expressions])
+        top = select is first
+        select.set("expressions", [_named(e, top=top) for e in select.expressions])
         _unnest_index_keys(select)
     if isinstance(tree, exp.Select):
-        tree.set("expressions", [_regclass_shown(e) for e in tree.expressions])
+        tree.set("expressions", [_reg_shown(e) for e in tree.expressions])
     tree = _rewritten(tree, values)
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
@@ -1053,35 +1089,92 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     return _Translated(
         None,
         tree.sql(dialect="sqlite"),
-        frozenset(booleans),
+        oids,
         probe.sql(dialect="sqlite"),
         frozenset(arrays),
     )
 
 
-# The result types of a catalog column declared so (of an expression: none).
+# The type OIDs of the catalog's columns as SQLite declares them (an expression's: none).
+_DECLARED_OIDS = {
+    "INTEGER": OID.INT8, "TEXT": OID.TEXT, "BOOLEAN": OID.BOOL, "OID": OID.OID,
+    "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4, "TIMESTAMPTZ": OID.TIMESTAMPTZ,
+}  # fmt: skip
+# The types of a column of NULLs as a cursor over a catalog query keeps them.
 # NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
 _DECLARED = {
-    "INTEGER": ColumnType(Kind.INT),
-    "TEXT": ColumnType(Kind.STRING),
-    "BOOLEAN": ColumnType(Kind.BOOL),
+    OID.INT8: ColumnType(Kind.INT),
+    OID.OID: ColumnType(Kind.INT),
+    OID.TEXT: ColumnType(Kind.STRING),
+    OID.NAME: ColumnType(Kind.STRING),
+    OID.BOOL: ColumnType(Kind.BOOL),
 }
+# The declared types a column's values cannot tell (an int is an int8 to them).
+_ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL})
 
 
-def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[ColumnType | None, ...]:
-    """The types of the catalog columns the translated query reads as its result
+def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
+    """The type OIDs of the catalog columns the translated query reads as its result
     columns (SQLite keeps a declared type through subqueries and CTEs), as a view of it
-    over NULL parameters (its ``probe``) has them: what tells an empty result's types."""
+    over NULL parameters (its ``probe``) has them (None: an expression's)."""
     try:
         db.execute(f"CREATE TEMP VIEW pg_result_types AS {query.probe}")
         declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]
     except sqlite3.Error:
         return ()
-    types = [_DECLARED.get(name.upper()) for name in declared]
-    return tuple(
-        ColumnType(Kind.ARRAY, element=t) if t is not None and n in query.arrays else t
-        for n, t in enumerate(types)
-    )
+    return tuple(_DECLARED_OIDS.get(name.upper()) for name in declared)
+
+
+def _declared_column_type(oid: int | None, array: bool) -> ColumnType | None:
+    """The type a cursor keeps for a result column of the catalog type ``oid``
+    (``array``: an array_agg of it)."""
+    element = None if oid is None else _DECLARED.get(oid)
+    return ColumnType(Kind.ARRAY, element=element) if array and element is not None else element
+
+
+def _wire_types(
+    rows: Sequence[tuple[Any, ...]],
+    static: Sequence[int | None],
+    declared: Sequence[int | None],
+    arrays: frozenset[int],
+) -> tuple[WireType, ...]:
+    """The result columns' types: their expressions' (``static``), else the catalog
+    column's each reads (``declared``) where its values cannot tell it or are all NULL,
+    else their values' (an array_agg's: an array of its values' type)."""
+    declared = declared if len(declared) == len(static) else [None] * len(static)
+    out = []
+    for n, (fixed, column) in enumerate(zip(static, declared, strict=True)):
+        values = [row[n] for row in rows]
+        if fixed is not None:
+            out.append(WireType(fixed))
+        elif column is not None and n in arrays and all(v is None for v in values):
+            out.append(wire_type(ColumnType(Kind.ARRAY, element=_DECLARED.get(column))))
+        elif (
+            column is not None
+            and n not in arrays
+            and (column in _ONLY_DECLARED or all(v is None for v in values))
+        ):
+            out.append(WireType(column))
+        else:
+            out.append(WireType(column_oid(values)))
+    return tuple(out)
+
+
+def _typed_value(value: Any, oid: int | None) -> Any:
+    """A value SQLite gives as its result column's type (``oid``) holds it: a bool for
+    a bool (SQLite's 0 or 1), an int for an oid (a number's text cast to oid)."""
+    if oid == OID.BOOL:
+        return _bool(value)
+    if oid == OID.OID and isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return _value(value)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogResult(Result):
+    """A catalog query's result, with the type of each of its columns as it goes out."""
+
+    wire_types: tuple[WireType, ...] = ()
 
 
 def _unnest_index_keys(select: exp.Select) -> None:
@@ -1126,20 +1219,28 @@ def _unnest_index_keys(select: exp.Select) -> None:
         )
 
 
-def _is_regclass(node: exp.Expr) -> bool:
-    """Whether ``node``'s value is a regclass: a cast to it, or ``to_regclass(...)``."""
+def _reg_kind(node: exp.Expr) -> str | None:
+    """``regclass`` or ``regtype`` if ``node``'s value is one (a cast to it, or
+    ``to_regclass(...)``, ``to_regtype(...)``), else None."""
     if isinstance(node, exp.Cast):
-        return (node.args["to"].sql(dialect="postgres") or "").lower() == "regclass"
-    return isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_regclass"
+        target = _cast_target(node)
+        return target if target in _SHOWN else None
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("to_regclass", "to_regtype"):
+        return str(node.this).lower()[3:]
+    return None
 
 
-def _regclass_shown(node: exp.Expr) -> exp.Expr:
-    """A result column of a regclass as the relation's name (the catalog computes with
-    its OID)."""
+# The function that prints a regclass (regtype): the catalog computes with its OID.
+_SHOWN = {"regclass": "pg_regclass_name", "regtype": "pg_regtype_name"}
+
+
+def _reg_shown(node: exp.Expr) -> exp.Expr:
+    """A result column of a regclass or regtype as its name."""
     inner = node.this if isinstance(node, exp.Alias) else node
-    if not _is_regclass(inner):
+    kind = _reg_kind(inner)
+    if kind is None:
         return node
-    shown = exp.Anonymous(this="pg_regclass_name", expressions=[inner.copy()])
+    shown = exp.Anonymous(this=_SHOWN[kind], expressions=[inner.copy()])
     if isinstance(node, exp.Alias):
         return exp.alias_(shown, node.alias, quoted=True)
     return shown
@@ -1149,27 +1250,117 @@ def _is_indkey(node: exp.Expr) -> bool:
     return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass", "conkey")
 
 
-def _named(node: exp.Expr) -> exp.Expr:
-    """A result column aliased with the name PostgreSQL gives it (a cast is named for
-    what it casts, a function for itself), which SQLite would not."""
+def _named(node: exp.Expr, *, top: bool = False) -> exp.Expr:
+    """A result column aliased with the name PostgreSQL gives it (:func:`_column_name`),
+    which SQLite would not (it names an expression by its rewritten text); a column of
+    the outermost query that has none is ``?column?``, as in the SQL layer."""
     if isinstance(node, exp.Alias | exp.Star) or (
         isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
     ):
         return node
-    inner = node
-    while isinstance(inner, exp.Cast):
-        inner = inner.this
-    if isinstance(inner, exp.Column):
-        name = inner.name
-    elif isinstance(inner, exp.Anonymous):
-        name = str(inner.this).lower()
-    elif isinstance(inner, exp.Func):
-        name = inner.sql_name().lower()
-    elif isinstance(node, exp.Cast):
-        name = node.args["to"].sql(dialect="postgres").lower()
-    else:
+    name = _column_name(node)
+    if name == "?column?" and not top:
         return node
     return exp.alias_(node, name, quoted=True)
+
+
+def _column_name(node: exp.Expr) -> str:
+    """The name of result column ``node``, as the SQL layer names one
+    (:func:`feedkv.sql.expr.expression_name`), and a cast to a catalog type (``oid``,
+    ``regclass``, ...) of an operand without a name of its own named for that type."""
+    if isinstance(node, exp.Alias):
+        return node.alias
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Cast) and _cast_target(inner) in _CATALOG_TYPES:
+        operand = inner.this
+        while isinstance(operand, exp.Paren):
+            operand = operand.this
+        named = isinstance(operand, exp.Column) or (
+            isinstance(operand, exp.Func) and not isinstance(operand, exp.Cast)
+        )
+        name = _column_name(operand)
+        return name if named and name != "?column?" else _cast_target(inner).strip('"')
+    if isinstance(inner, exp.Anonymous):
+        return str(inner.this).lower()  # NB: a catalog function, as written
+    return expression_name(node)
+
+
+def _cast_target(node: exp.Cast) -> str:
+    """The name of the type ``node`` casts to, lower-cased (``"char"`` quoted)."""
+    return (node.args["to"].sql(dialect="postgres") or "").lower()
+
+
+# The catalog's own types, which the SQL layer has no ColumnType for: their OIDs.
+_CATALOG_TYPES = {
+    "oid": OID.OID, "regclass": OID.REGCLASS, "regtype": OID.REGTYPE, "regproc": OID.REGPROC,
+    "name": OID.NAME, '"char"': OID.CHAR,
+}  # fmt: skip
+# The result types of the catalog functions (:func:`_functions`) by name.
+_FUNCTION_TYPES = {
+    **dict.fromkeys(
+        ("pg_table_is_visible", "pg_type_is_visible", "has_table_privilege",
+         "has_schema_privilege", "has_database_privilege", "pg_is_other_temp_schema"),
+        OID.BOOL,
+    ),
+    **dict.fromkeys(
+        ("pg_get_userbyid", "current_database", "current_schema", "current_user",
+         "session_user", "pg_encoding_to_char", "current_catalog"),
+        OID.NAME,
+    ),
+    **dict.fromkeys(
+        ("format_type", "pg_get_expr", "pg_get_indexdef", "pg_get_constraintdef",
+         "pg_get_viewdef", "obj_description", "col_description", "shobj_description",
+         "version", "pg_size_pretty", "quote_ident", "quote_literal", "array_to_string",
+         "pg_tablespace_location", "pg_get_serial_sequence", "pg_get_partkeydef"),
+        OID.TEXT,
+    ),
+    **dict.fromkeys(
+        ("pg_database_size", "pg_table_size", "pg_relation_size", "pg_total_relation_size",
+         "pg_indexes_size"),
+        OID.INT8,
+    ),
+    "to_regclass": OID.REGCLASS,
+    "to_regtype": OID.REGTYPE,
+}  # fmt: skip
+_FUNCTION_NODE_NAMES: dict[type[exp.Expr], str] = {
+    exp.CurrentDatabase: "current_database", exp.CurrentCatalog: "current_catalog",
+    exp.CurrentSchema: "current_schema", exp.CurrentUser: "current_user",
+    exp.SessionUser: "session_user", exp.CurrentVersion: "version",
+}  # fmt: skip
+
+
+def _static_oid(node: exp.Expr) -> int | None:
+    """The type OID of result column ``node`` where its expression tells it (a
+    comparison's bool, a cast's type, a catalog function's result), as the SQL layer
+    types the same expression; ``None`` where only its values (or the catalog column it
+    reads) tell."""
+    while isinstance(node, exp.Alias | exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Predicate | exp.Connector | exp.Not | exp.Boolean | exp.Exists):
+        return OID.BOOL
+    if isinstance(node, exp.Count):
+        return OID.INT8
+    if isinstance(node, exp.Cast):
+        target = _cast_target(node)
+        if target in _CATALOG_TYPES:
+            return _CATALOG_TYPES[target]
+        try:
+            return wire_type(column_type(node.args["to"])).oid
+        except SQLError:
+            return None
+    if isinstance(node, exp.Anonymous):
+        return _FUNCTION_TYPES.get(str(node.this).lower())
+    name = _FUNCTION_NODE_NAMES.get(type(node))
+    if name is not None:
+        return _FUNCTION_TYPES.get(name, OID.TEXT)
+    if isinstance(node, exp.Coalesce):
+        return next(filter(None, map(_static_oid, [node.this, *node.expressions])), None)
+    if isinstance(node, exp.Case):
+        branches = [i.args["true"] for i in node.args.get("ifs") or []]
+        return next(filter(None, map(_static_oid, [*branches, node.args.get("default")])), None)
+    return None
 
 
 # The types whose casts SQLite makes as PostgreSQL does (of a number's text).
@@ -1203,8 +1394,9 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.Cast):
         target = node.args["to"]
         name = (target.sql(dialect="postgres") or "").lower()
-        if name in ("text", "varchar", "name", "string") and _is_regclass(node.this):
-            return exp.Anonymous(this="pg_regclass_name", expressions=[node.this])
+        kind = _reg_kind(node.this)
+        if name in ("text", "varchar", "name", "string") and kind is not None:
+            return exp.Anonymous(this=_SHOWN[kind], expressions=[node.this])
         function = _CASTS.get(name)
         if function is not None:
             return exp.Anonymous(this=function, expressions=[node.this])
@@ -1410,11 +1602,11 @@ def _functions(
         1,
     )
     define("pg_regclass_name", lambda oid: regclass_name(oid, shown), 1)
-    # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
-    define("pg_regtype", lambda oid: enums.get(oid) or _FORMATTED.get(oid) if oid else None, 1)
     define("pg_regproc", lambda value: value, 1)
     types = {name: oid for oid, name in enums.items()} | _TYPE_OIDS
+    define("pg_regtype", lambda value: _regtype_oid(value, types), 1)
     define("to_regtype", lambda name: types.get(_bare_type_name(name)), 1)
+    define("pg_regtype_name", lambda oid: _regtype_name(oid, enums), 1)
     define("version", lambda: values["version"], 0)
     define("current_database", lambda: values["database"], 0)
     define("current_schema", lambda: "public", 0)
@@ -1662,7 +1854,10 @@ def run_catalog_query(
     ``prepared``, its prepared statements, in ``pg_prepared_statements``)."""
     translated = _translated(text, database, user, version)
     if translated.empty is not None:
-        return Result(translated.empty, [], "SELECT 0")
+        columns = translated.empty
+        static = translated.oids if len(translated.oids) == len(columns) else ()
+        wire = tuple(WireType(oid or OID.TEXT) for oid in static)
+        return CatalogResult(columns, [], "SELECT 0", wire_types=wire)
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
     db, names, enums = _build(schema, database, users, memberships, types)
@@ -1682,7 +1877,6 @@ def run_catalog_query(
         views = {o.id: o.query for o in others if isinstance(o, ViewDescriptor)}
         _functions(db, names, values, raised, views)
         _comment_functions(db, described)
-        booleans = translated.booleans
         try:
             cursor = db.execute(translated.sql, tuple(_param(p) for p in params))
             fetched = cursor.fetchall()
@@ -1691,14 +1885,14 @@ def run_catalog_query(
                 raise raised[0] from None
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
-        rows = [
-            tuple(_bool(v) if n in booleans else _value(v) for n, v in enumerate(row))
-            for row in fetched
-        ]
-        # NB: only a column of NULLs (an empty result's) needs its declared type
-        nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))
-        declared = _declared_types(db, translated) if nulls else ()
+        static = translated.oids if len(translated.oids) == len(columns) else (None,) * len(columns)
+        rows = [tuple(_typed_value(v, static[n]) for n, v in enumerate(row)) for row in fetched]
+        declared = _declared_types(db, translated)
     finally:
         db.close()
+    wire = _wire_types(rows, static, declared, translated.arrays)
+    known = tuple(
+        _declared_column_type(oid, n in translated.arrays) for n, oid in enumerate(declared)
+    )
     verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"
-    return Result(columns, rows, f"{verb} {len(rows)}", types=declared)
+    return CatalogResult(columns, rows, f"{verb} {len(rows)}", types=known, wire_types=wire)

@@ -275,7 +275,8 @@ CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INTEGER,
   indnullsnotdistinct BOOLEAN);
 CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
   opclass INTEGER DEFAULT 0);
-CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN);
+CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN, opcmethod OID,
+  opcnamespace OID, opcfamily OID, opcintype OID);
 CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
   contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
   conrelid OID, contypid OID, conindid OID, confrelid OID,
@@ -445,6 +446,7 @@ def _build(
         ],
     )  # fmt: skip
     enums = _add_enums(db, types)
+    _add_catalog_relations(db)
     _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
     _add_roles(db, users, memberships)
@@ -461,6 +463,48 @@ def _build(
         _add_secondary(db, database, desc, by_id)
     db.commit()
     return db, names, enums
+
+
+# The pg_catalog views the catalog answers (the rest of its relations are tables), with
+# OIDs of their own (PostgreSQL's vary by release).
+_CATALOG_VIEWS = {
+    "pg_roles": 12001, "pg_user": 12002, "pg_tables": 12003, "pg_settings": 12004,
+    "pg_indexes": 12005, "pg_cursors": 12006, "pg_prepared_statements": 12007,
+}  # fmt: skip
+# feedkv's own tables beside the catalogs, which are none of PostgreSQL's
+_INTERNAL = frozenset({"pg_index_keys", "feedkv_constraint_defs", "pg_get_keywords"})
+
+
+def _add_catalog_relations(db: sqlite3.Connection) -> None:
+    """The relations of ``pg_catalog`` the catalog answers, in ``pg_class`` (as
+    PostgreSQL lists them: psql's ``\\dS``) with their columns in ``pg_attribute``."""
+    found = db.execute(
+        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"
+    ).fetchall()
+    relations = [
+        (name, _CATALOG_VIEWS.get(name) or _CATALOG_RELATIONS[name], name in _CATALOG_VIEWS)
+        for name, _kind in found
+        if name not in _INTERNAL and (name in _CATALOG_VIEWS or name in _CATALOG_RELATIONS)
+    ]
+    classes, attributes = [], []
+    # NB: a view's columns are known once its query compiles, which needs the functions
+    # it calls (defined for the query later, by _functions, which takes precedence)
+    db.create_function("pg_get_indexdef", -1, lambda *args: None)
+    for name, oid, view in relations:
+        columns = db.execute(f"PRAGMA table_info({name})").fetchall()
+        classes.append(
+            (oid, name, PG_CATALOG_OID, 0, ROOT_OID, 0 if view else 2, 0, -1, False, False,
+             "p", "v" if view else "r", len(columns), 0, False, False, False, False, False,
+             True, "n", False, 0, None, None, None, False, 0)
+        )  # fmt: skip
+        for n, (_, column, declared, *_) in enumerate(columns, start=1):
+            typid = _DECLARED_OIDS.get(declared.upper(), OID.TEXT)
+            attributes.append(
+                (oid, column, typid, _length(typid), n, -1, 0, False, False, "", "", False,
+                 0, -1, "p", True, 0, None, None, None, False, "")
+            )  # fmt: skip
+    _insert(db, "pg_class", classes)
+    _insert(db, "pg_attribute", attributes)
 
 
 def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
@@ -969,9 +1013,51 @@ _EMPTY_TABLES = frozenset(
         "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
-        "pg_proc", "pg_db_role_setting",
+        "pg_proc", "pg_db_role_setting", "pg_opfamily", "pg_amop", "pg_amproc",
+        "pg_ts_dict", "pg_ts_parser", "pg_ts_template", "pg_largeobject_metadata",
+        "pg_subscription", "pg_default_acl", "pg_init_privs", "pg_seclabel",
+        "pg_transform", "pg_user_mapping", "pg_user_mappings", "pg_statistic_ext_data",
+        "pg_policies",
     }
 )  # fmt: skip
+
+
+def _empty_tables(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each empty catalog it reads where :func:`_empty_answer` cannot tell
+    the answer (a branch of a set operation, an outer join) as an empty subquery of the
+    columns the query reads of it (psql's ``\\dd`` reads pg_trigger so)."""
+    for table in list(tree.find_all(exp.Table)):
+        if table.name.lower() not in _EMPTY_TABLES or not isinstance(
+            table.parent, exp.From | exp.Join
+        ):
+            continue
+        alias = table.alias_or_name
+        read = {c.name for c in tree.find_all(exp.Column) if c.table == alias}
+        select = table.find_ancestor(exp.Select)
+        if select is not None and not select.args.get("joins"):
+            read |= {c.name for c in select.find_all(exp.Column) if not c.table}
+        columns = [exp.alias_(exp.Null(), name, quoted=True) for name in sorted(read | {"oid"})]
+        empty = exp.select(*columns).where(exp.false())
+        table.replace(exp.Subquery(this=empty, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return tree
+
+
+def _catalog_table_oids(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each catalog row's ``tableoid`` (a system column: the OID of the
+    catalog it is in) as that OID."""
+    for select in tree.find_all(exp.Select):
+        tables = {
+            t.alias_or_name: t.name.lower()
+            for t in select.find_all(exp.Table)
+            if t.find_ancestor(exp.Select) is select
+        }
+        for column in list(select.find_all(exp.Column)):
+            if column.name.lower() != "tableoid" or column.find_ancestor(exp.Select) is not select:
+                continue
+            table = tables.get(column.table) if column.table else next(iter(tables.values()), None)
+            oid = _CATALOG_RELATIONS.get(table or "")
+            column.replace(exp.Literal.number(oid) if oid is not None else exp.Null())
+    return tree
 
 
 def _empty_answer(tree: exp.Expr) -> list[str] | None:
@@ -1065,7 +1151,7 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
         _unnest_index_keys(select)
     if isinstance(tree, exp.Select):
         tree.set("expressions", [_reg_shown(e) for e in tree.expressions])
-    tree = _rewritten(tree, values)
+    tree = _empty_tables(_catalog_table_oids(_rewritten(tree, values)))
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
     )
@@ -1300,7 +1386,8 @@ _CATALOG_TYPES = {
 # The result types of the catalog functions (:func:`_functions`) by name.
 _FUNCTION_TYPES = {
     **dict.fromkeys(
-        ("pg_table_is_visible", "pg_type_is_visible", "has_table_privilege",
+        ("pg_table_is_visible", "pg_type_is_visible", "pg_opclass_is_visible",
+         "pg_opfamily_is_visible", "pg_function_is_visible", "has_table_privilege",
          "has_schema_privilege", "has_database_privilege", "pg_is_other_temp_schema"),
         OID.BOOL,
     ),
@@ -1545,7 +1632,11 @@ def _functions(
         "regexp", lambda pattern, text: text is not None and re.search(pattern, text) is not None, 2
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
-    define("pg_type_is_visible", lambda oid: 1, 1)
+    for visible in ("pg_type_is_visible", "pg_opclass_is_visible", "pg_opfamily_is_visible",
+                    "pg_function_is_visible", "pg_collation_is_visible", "pg_conversion_is_visible",
+                    "pg_operator_is_visible", "pg_statistics_obj_is_visible",
+                    "pg_ts_config_is_visible"):  # fmt: skip
+        define(visible, lambda oid: 1, 1)
     # NB: node, the owner of the system database, is no role, as in CockroachDB
     roles = dict(db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
     roles[_role_oid(NODE_USER)] = NODE_USER
@@ -1590,7 +1681,7 @@ def _functions(
     define("pg_get_serial_sequence", lambda table, column: None, 2)
     db.create_function("json_build_object", -1, _json_object, deterministic=True)
     define("pg_bool", _bool, 1)
-    relations = _CATALOG_RELATIONS | names
+    relations = _CATALOG_RELATIONS | _CATALOG_VIEWS | names
     shown: dict[int, str] = {}
     for name, oid in relations.items():
         shown.setdefault(oid, name)

@@ -108,7 +108,7 @@ _SEQUENCE_CALL = re.compile(r"\b(?:nextval|currval|setval)\s*\(", re.I)
 
 def reads_catalog(text: str) -> bool:
     """Whether ``text`` reads a system catalog or a relation's OID (and so runs here)."""
-    if _CATALOG_NAMES.search(text) is not None:
+    if _CATALOG_NAMES.search(text) is not None or _EMPTY_NAMES.search(text) is not None:
         return True
     return (
         _REGCLASS.search(text) is not None
@@ -186,6 +186,26 @@ def _regtype_oid(value: Any, types: Mapping[str, int]) -> int | None:
     if oid is None:
         raise SQLError("42704", f'type "{value}" does not exist')
     return oid
+
+
+def _regproc_oid(value: Any) -> int | None:
+    """The OID of the function ``value`` names (an OID as is): feedkv has none to name
+    (42883)."""
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().isdigit():
+        return int(value)
+    raise SQLError("42883", f'function "{value}" does not exist')
+
+
+def _setting(settings: Mapping[str, str], name: str | None, missing_ok: Any) -> str | None:
+    """``current_setting(name [, missing_ok])`` of the settings pg_settings shows."""
+    if name is None:
+        return None
+    found = settings.get(str(name).lower())
+    if found is None and not missing_ok:
+        raise SQLError("42704", f'unrecognized configuration parameter "{name}"')
+    return found
 
 
 def _regtype_name(oid: int | None, enums: Mapping[int, str]) -> str | None:
@@ -283,7 +303,7 @@ CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
   connoinherit BOOLEAN, conparentid OID, confupdtype TEXT DEFAULT ' ',
   confdeltype TEXT DEFAULT ' ', confmatchtype TEXT DEFAULT ' ');
-CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype TEXT);
+CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype TEXT, amhandler TEXT);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
 CREATE TABLE pg_roles (oid OID, rolname TEXT NAME, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
@@ -297,14 +317,18 @@ CREATE TABLE pg_user (usename TEXT NAME, usesysid OID, usecreatedb BOOLEAN,
 CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INTEGER,
   description TEXT);
 CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INTEGER);
-CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID);
+CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID,
+  collowner OID, collprovider TEXT, collisdeterministic BOOLEAN, collencoding INTEGER,
+  collcollate TEXT, collctype TEXT, colliculocale TEXT, collversion TEXT);
 CREATE TABLE pg_tablespace (oid OID, spcname TEXT NAME, spcowner OID, spcacl TEXT,
   spcoptions TEXT);
 CREATE TABLE pg_extension (oid OID, extname TEXT NAME, extowner OID,
   extnamespace OID, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
-CREATE TABLE pg_settings (name TEXT, setting TEXT);
-INSERT INTO pg_settings VALUES ('max_index_keys', '32');
+CREATE TABLE pg_settings (name TEXT, setting TEXT, source TEXT, boot_val TEXT,
+  vartype TEXT, context TEXT);
+INSERT INTO pg_settings VALUES ('max_index_keys', '32', 'default', '32', 'integer',
+  'internal');
 CREATE TABLE pg_proc (oid OID, proname TEXT NAME, pronamespace OID, proowner OID,
   prokind TEXT, prorettype OID, proargtypes TEXT, proretset BOOLEAN);
 CREATE TABLE pg_get_keywords (word TEXT, catcode TEXT, catdesc TEXT);
@@ -447,7 +471,9 @@ def _build(
     )  # fmt: skip
     enums = _add_enums(db, types)
     _add_catalog_relations(db)
-    _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
+    _insert(
+        db, "pg_am", [(2, "heap", "t", "heap_tableam_handler"), (403, "btree", "i", "bthandler")]
+    )
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
     _add_roles(db, users, memberships)
     names: dict[str, int] = {}
@@ -1022,6 +1048,9 @@ _EMPTY_TABLES = frozenset(
 )  # fmt: skip
 
 
+_EMPTY_NAMES = re.compile(r"\b(?:" + "|".join(sorted(_EMPTY_TABLES)) + r")\b", re.IGNORECASE)
+
+
 def _empty_tables(tree: exp.Expr) -> exp.Expr:
     """``tree`` with each empty catalog it reads where :func:`_empty_answer` cannot tell
     the answer (a branch of a set operation, an outer join) as an empty subquery of the
@@ -1388,16 +1417,17 @@ _FUNCTION_TYPES = {
     **dict.fromkeys(
         ("pg_table_is_visible", "pg_type_is_visible", "pg_opclass_is_visible",
          "pg_opfamily_is_visible", "pg_function_is_visible", "has_table_privilege",
-         "has_schema_privilege", "has_database_privilege", "pg_is_other_temp_schema"),
+         "has_schema_privilege", "has_database_privilege", "pg_is_other_temp_schema",
+         "pg_collation_is_visible"),
         OID.BOOL,
     ),
     **dict.fromkeys(
         ("pg_get_userbyid", "current_database", "current_schema", "current_user",
-         "session_user", "pg_encoding_to_char", "current_catalog"),
+         "session_user", "pg_encoding_to_char", "current_catalog", "getdatabaseencoding"),
         OID.NAME,
     ),
     **dict.fromkeys(
-        ("format_type", "pg_get_expr", "pg_get_indexdef", "pg_get_constraintdef",
+        ("format_type", "current_setting", "pg_get_expr", "pg_get_indexdef", "pg_get_constraintdef",
          "pg_get_viewdef", "obj_description", "col_description", "shobj_description",
          "version", "pg_size_pretty", "quote_ident", "quote_literal", "array_to_string",
          "pg_tablespace_location", "pg_get_serial_sequence", "pg_get_partkeydef"),
@@ -1693,7 +1723,13 @@ def _functions(
         1,
     )
     define("pg_regclass_name", lambda oid: regclass_name(oid, shown), 1)
-    define("pg_regproc", lambda value: value, 1)
+    define("pg_regproc", _regproc_oid, 1)
+    define("getdatabaseencoding", lambda: "UTF8", 0)
+    define("pg_char_to_encoding", lambda name: 6 if str(name).upper() == "UTF8" else -1, 1)
+    settings = dict(db.execute("SELECT name, setting FROM pg_settings").fetchall())
+    define(
+        "current_setting", lambda name, missing_ok=False: _setting(settings, name, missing_ok), 1, 2
+    )
     types = {name: oid for oid, name in enums.items()} | _TYPE_OIDS
     define("pg_regtype", lambda value: _regtype_oid(value, types), 1)
     define("to_regtype", lambda name: types.get(_bare_type_name(name)), 1)

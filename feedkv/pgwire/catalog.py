@@ -25,7 +25,7 @@ import json
 import re
 import sqlite3
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,14 +188,15 @@ def _regtype_oid(value: Any, types: Mapping[str, int]) -> int | None:
     return oid
 
 
-def _regproc_oid(value: Any) -> int | None:
-    """The OID of the function ``value`` names (an OID as is): feedkv has none to name
-    (42883)."""
-    if value is None or isinstance(value, int):
+def _regproc(value: Any, procs: Collection[str]) -> Any:
+    """A regproc of ``value``: an OID as is, the name of one of ``procs`` as is; 42883
+    for a name of none (feedkv has no other functions to name)."""
+    if value is None or isinstance(value, int) or str(value).strip().isdigit():
         return value
-    if str(value).strip().isdigit():
-        return int(value)
-    raise SQLError("42883", f'function "{value}" does not exist')
+    name = str(value).strip().removeprefix("pg_catalog.")
+    if name not in procs:
+        raise SQLError("42883", f'function "{value}" does not exist')
+    return name
 
 
 def _setting(settings: Mapping[str, str], name: str | None, missing_ok: Any) -> str | None:
@@ -1723,7 +1724,13 @@ def _functions(
         1,
     )
     define("pg_regclass_name", lambda oid: regclass_name(oid, shown), 1)
-    define("pg_regproc", _regproc_oid, 1)
+    # NB: the functions a regproc names are the types' input functions and the access
+    # methods' handlers; a regproc is its name here (pg_type.typinput is one)
+    procs = {
+        name
+        for (name,) in db.execute("SELECT typinput FROM pg_type UNION SELECT amhandler FROM pg_am")
+    }
+    define("pg_regproc", lambda value: _regproc(value, procs), 1)
     define("getdatabaseencoding", lambda: "UTF8", 0)
     define("pg_char_to_encoding", lambda name: 6 if str(name).upper() == "UTF8" else -1, 1)
     settings = dict(db.execute("SELECT name, setting FROM pg_settings").fetchall())

@@ -20,6 +20,7 @@ id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_sche
 from __future__ import annotations
 
 import datetime
+import decimal
 import functools
 import json
 import re
@@ -53,7 +54,7 @@ from feedkv.sql.execution import Result
 from feedkv.sql.expr import expression_name
 from feedkv.sql.parser import column_type
 from feedkv.sql.sequences import shown_default
-from feedkv.sql.types import ColumnType, Kind, format_value
+from feedkv.sql.types import DECIMAL_QUOTIENT, ColumnType, Kind, format_value
 
 __all__ = [
     "CatalogResult",
@@ -1278,11 +1279,14 @@ def _wire_types(
 
 def _typed_value(value: Any, oid: int | None) -> Any:
     """A value SQLite gives as its result column's type (``oid``) holds it: a bool for
-    a bool (SQLite's 0 or 1), an int for an oid (a number's text cast to oid)."""
+    a bool (SQLite's 0 or 1), an int for an oid (a number's text cast to oid), a
+    Decimal for a numeric (a constant's float, a quotient)."""
     if oid == OID.BOOL:
         return _bool(value)
     if oid == OID.OID and isinstance(value, str) and value.strip().isdigit():
         return int(value)
+    if oid == OID.NUMERIC and isinstance(value, int | float | str):
+        return decimal.Decimal(str(value))  # NB: a float's shortest text: 3.0, not 3
     return _value(value)
 
 
@@ -1449,6 +1453,9 @@ _FUNCTION_NODE_NAMES: dict[type[exp.Expr], str] = {
 }  # fmt: skip
 
 
+_FLOATS = frozenset({OID.FLOAT4, OID.FLOAT8})
+
+
 def _static_oid(node: exp.Expr) -> int | None:
     """The type OID of result column ``node`` where its expression tells it (a
     comparison's bool, a cast's type, a catalog function's result), as the SQL layer
@@ -1460,6 +1467,20 @@ def _static_oid(node: exp.Expr) -> int | None:
         return OID.BOOL
     if isinstance(node, exp.Count):
         return OID.INT8
+    if isinstance(node, exp.Literal) and not node.is_string:
+        # NB: as the SQL layer reads a constant: with a point or an exponent a DECIMAL
+        return OID.NUMERIC if any(c in node.this for c in ".eE") else OID.INT8
+    if isinstance(node, exp.Div):
+        # NB: an integer's quotient is a DECIMAL (:func:`_divide`), as CockroachDB's
+        quotient = {_static_oid(node.this), _static_oid(node.expression)}
+        return None if _FLOATS & quotient else OID.NUMERIC
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod):
+        operands: set[int | None] = {_static_oid(node.this), _static_oid(node.expression)}
+        if None in operands:
+            return None
+        if _FLOATS & operands:
+            return OID.FLOAT8
+        return OID.NUMERIC if OID.NUMERIC in operands else OID.INT8
     if isinstance(node, exp.Cast):
         target = _cast_target(node)
         if target in _CATALOG_TYPES:
@@ -1525,6 +1546,8 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             return operand  # NB: read as its type at Bind; SQLite would read a number off it
         if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
             return operand  # NB: the cast it casts (::regtype::text)
+    if isinstance(node, exp.Div):
+        return exp.Anonymous(this="pg_divide", expressions=[node.this, node.expression])
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         array = node.expression.this
         while isinstance(array, exp.Paren):
@@ -1712,6 +1735,7 @@ def _functions(
     define("pg_get_serial_sequence", lambda table, column: None, 2)
     db.create_function("json_build_object", -1, _json_object, deterministic=True)
     define("pg_bool", _bool, 1)
+    define("pg_divide", _divide, 2)
     relations = _CATALOG_RELATIONS | _CATALOG_VIEWS | names
     shown: dict[int, str] = {}
     for name, oid in relations.items():
@@ -1903,6 +1927,23 @@ def _value(value: Any) -> Any:
             kind = Kind.INT if items and all(isinstance(v, int) for v in items) else Kind.STRING
             return Array(tuple(items), ColumnType(kind))
     return value
+
+
+def _divide(a: Any, b: Any) -> Any:
+    """``a / b`` as the SQL layer divides (SQLite's truncates integers and gives NULL
+    for a zero divisor): two integers' quotient is not truncated (a DECIMAL, made one
+    where it is a result column: :func:`_static_oid`), 22012 for a zero divisor.
+    NB: a quotient that is no integer is a float while SQLite computes and compares
+    with it (past 16 digits it is not the SQL layer's DECIMAL)."""
+    if a is None or b is None:
+        return None
+    try:
+        if isinstance(a, float) or isinstance(b, float):
+            return float(a) / float(b)
+        quotient = DECIMAL_QUOTIENT.divide(decimal.Decimal(a), decimal.Decimal(b))
+        return int(quotient) if quotient == quotient.to_integral_value() else float(quotient)
+    except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
+        raise SQLError("22012", "division by zero") from None
 
 
 def _bool(value: Any) -> bool | None:

@@ -8,6 +8,7 @@ Checked through psycopg (RowDescription's OIDs) and psql (the text) on a secure 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 
 import psycopg
 import pytest
@@ -139,3 +140,18 @@ def test_prepared_and_binary_results_keep_the_types(conn: psycopg.Connection) ->
         [(oid, name, equal)] = cursor.fetchall()
     assert (name, equal) == ("u", True)
     assert conn.execute("SELECT oid FROM pg_class WHERE relname = 'u'").fetchone() == (oid,)
+
+
+def test_arithmetic_is_typed_and_divides_as_the_sql_layer(conn: psycopg.Connection) -> None:
+    conn.execute("INSERT INTO u VALUES (1, 'one')")
+    text = "SELECT 3 / 2, 4 / 2, 1.5 * 2, 1.5, 2.5::float8 / 2, 1 + 1"
+    columns, rows = described(conn, f"{text} FROM pg_class WHERE relname = 'u'")
+    mine = described(conn, f"{text} FROM u")
+    assert (columns, rows) == mine
+    assert rows == [(Decimal("1.5"), Decimal("2"), Decimal("3.0"), Decimal("1.5"), 1.25, 2)]
+    assert [oid for _, oid in columns] == [OID.NUMERIC] * 4 + [OID.FLOAT8, OID.INT8]
+    # SQLite's division truncates integers and gives NULL for a zero divisor
+    found = conn.execute("SELECT relname FROM pg_class WHERE relnatts / 4 > 0.4")
+    assert ("u",) in found.fetchall()
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        conn.execute("SELECT relnatts / 0 FROM pg_class")

@@ -152,6 +152,10 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.INET, "inet", -1, "I", "inet"),
     (OID.BIT, "bit", -1, "V", "bit"),
     (OID.VARBIT, "varbit", -1, "V", "bit varying"),
+    (OID.CHAR, "char", 1, "Z", '"char"'),
+    (OID.REGPROC, "regproc", 4, "N", "regproc"),
+    (OID.REGCLASS, "regclass", 4, "N", "regclass"),
+    (OID.REGTYPE, "regtype", 4, "N", "regtype"),
 ]
 # pg_type rows of the one-dimensional arrays (typcategory A): oid, element oid.
 _ARRAY_TYPES: list[tuple[int, int]] = [
@@ -175,6 +179,8 @@ _TYPE_OIDS = {name: oid for oid, name in _TYPE_NAMES.items()} | {
 }
 for _oid, _element in _ARRAY_TYPES:
     _TYPE_OIDS[_TYPE_NAMES[_element] + "[]"] = _oid
+# NB: char unquoted is SQL's character (bpchar); "char" the one-byte type
+_TYPE_OIDS["char"] = OID.BPCHAR
 
 
 def _regtype_oid(value: Any, types: Mapping[str, int]) -> int | None:
@@ -263,29 +269,29 @@ CREATE TABLE pg_namespace (oid OID, nspname TEXT NAME, nspowner OID, nspacl TEXT
 CREATE TABLE pg_database (oid OID, datname TEXT NAME, datdba OID, encoding INTEGER,
   datcollate TEXT, datctype TEXT, datistemplate BOOLEAN, datallowconn BOOLEAN,
   datconnlimit INTEGER, dattablespace OID, datacl TEXT, daticulocale TEXT,
-  datlocprovider TEXT);
+  datlocprovider CHAR);
 CREATE TABLE pg_class (oid OID, relname TEXT NAME, relnamespace OID, reltype OID,
   relowner OID, relam OID, reltablespace OID, reltuples REAL,
-  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence TEXT, relkind TEXT,
+  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence CHAR, relkind CHAR,
   relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
   relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
-  relispopulated BOOLEAN, relreplident TEXT, relispartition BOOLEAN, reloftype OID,
+  relispopulated BOOLEAN, relreplident CHAR, relispartition BOOLEAN, reloftype OID,
   reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INTEGER,
   reltoastrelid OID DEFAULT 0, relfilenode OID DEFAULT 0,
   relallvisible INTEGER DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
 CREATE TABLE pg_attribute (attrelid OID, attname TEXT NAME, atttypid OID,
   attlen INTEGER, attnum INTEGER, atttypmod INTEGER, attndims INTEGER,
-  attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity TEXT, attgenerated TEXT,
-  attisdropped BOOLEAN, attcollation OID, attstattarget INTEGER, attstorage TEXT,
+  attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity CHAR, attgenerated CHAR,
+  attisdropped BOOLEAN, attcollation OID, attstattarget INTEGER, attstorage CHAR,
   attislocal BOOLEAN, attinhcount INTEGER, attacl TEXT, attoptions TEXT,
-  attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression TEXT);
+  attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression CHAR);
 CREATE TABLE pg_attrdef (oid OID, adrelid OID, adnum INTEGER, adbin TEXT);
 CREATE TABLE pg_type (oid OID, typname TEXT NAME, typnamespace OID, typowner OID,
-  typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
-  typdelim TEXT, typrelid OID, typelem OID, typarray OID,
+  typlen INTEGER, typbyval BOOLEAN, typtype CHAR, typcategory CHAR, typisdefined BOOLEAN,
+  typdelim CHAR, typrelid OID, typelem OID, typarray OID,
   typnotnull BOOLEAN, typbasetype OID, typtypmod INTEGER, typndims INTEGER,
   typcollation OID, typdefault TEXT, typacl TEXT,
-  typinput TEXT GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
+  typinput TEXT REGPROC GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
     WHEN typtype = 'e' THEN 'enum_in' ELSE typname || 'in' END));
 CREATE TABLE pg_enum (oid OID, enumtypid OID, enumsortorder REAL,
   enumlabel TEXT);
@@ -300,12 +306,12 @@ CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
 CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN, opcmethod OID,
   opcnamespace OID, opcfamily OID, opcintype OID);
 CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
-  contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
+  contype CHAR, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
   conrelid OID, contypid OID, conindid OID, confrelid OID,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
-  connoinherit BOOLEAN, conparentid OID, confupdtype TEXT DEFAULT ' ',
-  confdeltype TEXT DEFAULT ' ', confmatchtype TEXT DEFAULT ' ');
-CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype TEXT, amhandler TEXT);
+  connoinherit BOOLEAN, conparentid OID, confupdtype CHAR DEFAULT ' ',
+  confdeltype CHAR DEFAULT ' ', confmatchtype CHAR DEFAULT ' ');
+CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype CHAR, amhandler TEXT REGPROC);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
 CREATE TABLE pg_roles (oid OID, rolname TEXT NAME, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
@@ -320,7 +326,7 @@ CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INTEGER,
   description TEXT);
 CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INTEGER);
 CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID,
-  collowner OID, collprovider TEXT, collisdeterministic BOOLEAN, collencoding INTEGER,
+  collowner OID, collprovider CHAR, collisdeterministic BOOLEAN, collencoding INTEGER,
   collcollate TEXT, collctype TEXT, colliculocale TEXT, collversion TEXT);
 CREATE TABLE pg_tablespace (oid OID, spcname TEXT NAME, spcowner OID, spcacl TEXT,
   spcoptions TEXT);
@@ -332,7 +338,7 @@ CREATE TABLE pg_settings (name TEXT, setting TEXT, source TEXT, boot_val TEXT,
 INSERT INTO pg_settings VALUES ('max_index_keys', '32', 'default', '32', 'integer',
   'internal');
 CREATE TABLE pg_proc (oid OID, proname TEXT NAME, pronamespace OID, proowner OID,
-  prokind TEXT, prorettype OID, proargtypes TEXT, proretset BOOLEAN);
+  prokind CHAR, prorettype OID, proargtypes TEXT, proretset BOOLEAN);
 CREATE TABLE pg_get_keywords (word TEXT, catcode TEXT, catdesc TEXT);
 CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
@@ -1216,6 +1222,7 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
 _DECLARED_OIDS = {
     "INTEGER": OID.INT8, "TEXT": OID.TEXT, "BOOLEAN": OID.BOOL, "OID": OID.OID,
     "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4, "TIMESTAMPTZ": OID.TIMESTAMPTZ,
+    "CHAR": OID.CHAR, "TEXT REGPROC": OID.REGPROC,
 }  # fmt: skip
 # The types of a column of NULLs as a cursor over a catalog query keeps them.
 # NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
@@ -1224,10 +1231,12 @@ _DECLARED = {
     OID.OID: ColumnType(Kind.INT),
     OID.TEXT: ColumnType(Kind.STRING),
     OID.NAME: ColumnType(Kind.STRING),
+    OID.CHAR: ColumnType(Kind.STRING),
+    OID.REGPROC: ColumnType(Kind.STRING),
     OID.BOOL: ColumnType(Kind.BOOL),
 }
 # The declared types a column's values cannot tell (an int is an int8 to them).
-_ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL})
+_ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC})
 
 
 def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:

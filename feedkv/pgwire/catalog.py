@@ -381,12 +381,21 @@ CREATE TABLE information_schema.statistics (table_catalog TEXT, table_schema TEX
 def _insert(db: sqlite3.Connection, table: str, rows: Sequence[Sequence[Any]]) -> None:
     """Rows of their leading columns (the rest take their defaults)."""
     if rows:
-        schema, _, name = table.rpartition(".")
-        pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
-        names = [row[1] for row in db.execute(pragma)]
-        marks = ", ".join("?" * len(rows[0]))
-        columns = ", ".join(names[: len(rows[0])])
-        db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+        db.executemany(_insert_statement(table, len(rows[0])), rows)
+
+
+@functools.cache
+def _insert_statement(table: str, width: int) -> str:
+    """The INSERT of the first ``width`` columns of the catalog's ``table``."""
+    db = sqlite3.connect(":memory:")
+    db.execute("ATTACH DATABASE ':memory:' AS information_schema")
+    db.executescript(_SCHEMA)
+    schema, _, name = table.rpartition(".")
+    pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
+    names = [row[1] for row in db.execute(pragma)]
+    db.close()
+    marks = ", ".join("?" * width)
+    return f"INSERT INTO {table} ({', '.join(names[:width])}) VALUES ({marks})"
 
 
 def _role_oid(name: str) -> int:
@@ -512,19 +521,28 @@ _INTERNAL = frozenset({"pg_index_keys", "feedkv_constraint_defs", "pg_get_keywor
 def _add_catalog_relations(db: sqlite3.Connection) -> None:
     """The relations of ``pg_catalog`` the catalog answers, in ``pg_class`` (as
     PostgreSQL lists them: psql's ``\\dS``) with their columns in ``pg_attribute``."""
-    found = db.execute(
-        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"
-    ).fetchall()
-    relations = [
-        (name, _CATALOG_VIEWS.get(name) or _CATALOG_RELATIONS[name], name in _CATALOG_VIEWS)
-        for name, _kind in found
-        if name not in _INTERNAL and (name in _CATALOG_VIEWS or name in _CATALOG_RELATIONS)
-    ]
-    classes, attributes = [], []
+    classes, attributes = _catalog_relation_rows()
+    _insert(db, "pg_class", classes)
+    _insert(db, "pg_attribute", attributes)
+
+
+@functools.cache
+def _catalog_relation_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The pg_class and pg_attribute rows of :func:`_add_catalog_relations`, read once
+    from the catalog's own tables."""
+    db = sqlite3.connect(":memory:")
+    db.execute("ATTACH DATABASE ':memory:' AS information_schema")
+    db.executescript(_SCHEMA)
     # NB: a view's columns are known once its query compiles, which needs the functions
-    # it calls (defined for the query later, by _functions, which takes precedence)
+    # it calls
     db.create_function("pg_get_indexdef", -1, lambda *args: None)
-    for name, oid, view in relations:
+    found = db.execute("SELECT name FROM sqlite_master ORDER BY name").fetchall()
+    classes, attributes = [], []
+    for (name,) in found:
+        oid = _CATALOG_VIEWS.get(name) or _CATALOG_RELATIONS.get(name)
+        if name in _INTERNAL or oid is None:
+            continue
+        view = name in _CATALOG_VIEWS
         columns = db.execute(f"PRAGMA table_info({name})").fetchall()
         classes.append(
             (oid, name, PG_CATALOG_OID, 0, ROOT_OID, 0 if view else 2, 0, -1, False, False,
@@ -537,8 +555,8 @@ def _add_catalog_relations(db: sqlite3.Connection) -> None:
                 (oid, column, typid, _length(typid), n, -1, 0, False, False, "", "", False,
                  0, -1, "p", True, 0, None, None, None, False, "")
             )  # fmt: skip
-    _insert(db, "pg_class", classes)
-    _insert(db, "pg_attribute", attributes)
+    db.close()
+    return classes, attributes
 
 
 def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
@@ -1242,7 +1260,20 @@ _ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, O
 def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
     """The type OIDs of the catalog columns the translated query reads as its result
     columns (SQLite keeps a declared type through subqueries and CTEs), as a view of it
-    over NULL parameters (its ``probe``) has them (None: an expression's)."""
+    over NULL parameters (its ``probe``) has them (None: an expression's); kept per
+    query, as the catalog's tables are always the same."""
+    found = _DECLARED_BY_PROBE.get(query.probe)
+    if found is None:
+        found = _DECLARED_BY_PROBE[query.probe] = _probe_types(db, query)
+        while len(_DECLARED_BY_PROBE) > 256:
+            del _DECLARED_BY_PROBE[next(iter(_DECLARED_BY_PROBE))]
+    return found
+
+
+_DECLARED_BY_PROBE: dict[str, tuple[int | None, ...]] = {}
+
+
+def _probe_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
     try:
         db.execute(f"CREATE TEMP VIEW pg_result_types AS {query.probe}")
         declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]

@@ -155,3 +155,18 @@ def test_arithmetic_is_typed_and_divides_as_the_sql_layer(conn: psycopg.Connecti
     assert ("u",) in found.fetchall()
     with pytest.raises(psycopg.errors.DivisionByZero):
         conn.execute("SELECT relnatts / 0 FROM pg_class")
+
+
+def test_char_and_regproc_columns_have_postgresql_types(conn: psycopg.Connection) -> None:
+    columns, rows = described(
+        conn,
+        "SELECT c.relkind, t.typinput, t.typtype, a.amhandler FROM pg_class c, pg_type t, "
+        "pg_am a WHERE c.relname = 'u' AND t.typname = 'int8' AND a.amname = 'heap'",
+    )
+    assert columns == [
+        ("relkind", OID.CHAR),
+        ("typinput", OID.REGPROC),
+        ("typtype", OID.CHAR),
+        ("amhandler", OID.REGPROC),
+    ]
+    assert rows == [("r", "int8in", "b", "heap_tableam_handler")]

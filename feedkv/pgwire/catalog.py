@@ -384,12 +384,34 @@ def _insert(db: sqlite3.Connection, table: str, rows: Sequence[Sequence[Any]]) -
         db.executemany(_insert_statement(table, len(rows[0])), rows)
 
 
-@functools.cache
-def _insert_statement(table: str, width: int) -> str:
-    """The INSERT of the first ``width`` columns of the catalog's ``table``."""
+def _empty_catalog() -> sqlite3.Connection:
+    """The catalog's tables, empty (what each holds, not what is in it)."""
     db = sqlite3.connect(":memory:")
     db.execute("ATTACH DATABASE ':memory:' AS information_schema")
     db.executescript(_SCHEMA)
+    # NB: a view's columns are known once its query compiles, which needs the functions
+    # it calls
+    db.create_function("pg_get_indexdef", -1, lambda *args: None)
+    return db
+
+
+@functools.cache
+def _catalog_columns() -> dict[str, frozenset[str]]:
+    """The columns of each of the catalog's relations (of pg_catalog) by name."""
+    db = _empty_catalog()
+    names = [name for (name,) in db.execute("SELECT name FROM sqlite_master")]
+    found = {
+        name: frozenset(row[1] for row in db.execute(f"PRAGMA table_xinfo({name})"))
+        for name in names
+    }
+    db.close()
+    return found
+
+
+@functools.cache
+def _insert_statement(table: str, width: int) -> str:
+    """The INSERT of the first ``width`` columns of the catalog's ``table``."""
+    db = _empty_catalog()
     schema, _, name = table.rpartition(".")
     pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
     names = [row[1] for row in db.execute(pragma)]
@@ -530,12 +552,7 @@ def _add_catalog_relations(db: sqlite3.Connection) -> None:
 def _catalog_relation_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The pg_class and pg_attribute rows of :func:`_add_catalog_relations`, read once
     from the catalog's own tables."""
-    db = sqlite3.connect(":memory:")
-    db.execute("ATTACH DATABASE ':memory:' AS information_schema")
-    db.executescript(_SCHEMA)
-    # NB: a view's columns are known once its query compiles, which needs the functions
-    # it calls
-    db.create_function("pg_get_indexdef", -1, lambda *args: None)
+    db = _empty_catalog()
     found = db.execute("SELECT name FROM sqlite_master ORDER BY name").fetchall()
     classes, attributes = [], []
     for (name,) in found:
@@ -1088,13 +1105,28 @@ def _empty_tables(tree: exp.Expr) -> exp.Expr:
             continue
         alias = table.alias_or_name
         read = {c.name for c in tree.find_all(exp.Column) if c.table == alias}
-        select = table.find_ancestor(exp.Select)
-        if select is not None and not select.args.get("joins"):
-            read |= {c.name for c in select.find_all(exp.Column) if not c.table}
+        read |= _unqualified_columns(table)
         columns = [exp.alias_(exp.Null(), name, quoted=True) for name in sorted(read | {"oid"})]
         empty = exp.select(*columns).where(exp.false())
         table.replace(exp.Subquery(this=empty, alias=exp.TableAlias(this=exp.to_identifier(alias))))
     return tree
+
+
+def _unqualified_columns(table: exp.Table) -> set[str]:
+    """The columns the SELECT that reads ``table`` names without a table that none of
+    its other sources has (when they are all catalog tables, whose columns are known)."""
+    select = table.find_ancestor(exp.Select)
+    if select is None:
+        return set()
+    source = select.args.get("from_") or select.args.get("from")
+    sources = [source.this] if source is not None else []
+    sources += [join.this for join in select.args.get("joins") or []]
+    known = _catalog_columns()
+    others = [t for t in sources if t is not table]
+    if not all(isinstance(t, exp.Table) and t.name.lower() in known for t in others):
+        return set()
+    taken = set().union(*(known[t.name.lower()] for t in others))
+    return {c.name for c in select.find_all(exp.Column) if not c.table and c.name not in taken}
 
 
 def _catalog_table_oids(tree: exp.Expr) -> exp.Expr:
@@ -1132,7 +1164,25 @@ def _empty_answer(tree: exp.Expr) -> list[str] | None:
             sources.append(join.this)
     if not any(isinstance(t, exp.Table) and t.name.lower() in _EMPTY_TABLES for t in sources):
         return None
+    aggregates = (
+        call
+        for e in tree.expressions
+        for call in e.find_all(exp.AggFunc)
+        if call.find_ancestor(exp.Select) is tree
+    )
+    if not tree.args.get("group") and any(aggregates):
+        return None  # NB: an aggregate over no rows has a row (count(*) is 0)
+    if any(_is_star(e) for e in tree.expressions):
+        raise SQLError(
+            "0A000", "SELECT * of a catalog feedkv keeps empty is not supported: name its columns"
+        )
     return [_column_name(e) for e in tree.expressions]
+
+
+def _is_star(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
 
 
 # pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
@@ -1414,9 +1464,7 @@ def _named(node: exp.Expr, *, top: bool = False) -> exp.Expr:
     """A result column aliased with the name PostgreSQL gives it (:func:`_column_name`),
     which SQLite would not (it names an expression by its rewritten text); a column of
     the outermost query that has none is ``?column?``, as in the SQL layer."""
-    if isinstance(node, exp.Alias | exp.Star) or (
-        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
-    ):
+    if isinstance(node, exp.Alias) or _is_star(node):
         return node
     name = _column_name(node)
     if name == "?column?" and not top:

@@ -170,3 +170,19 @@ def test_char_and_regproc_columns_have_postgresql_types(conn: psycopg.Connection
         ("amhandler", OID.REGPROC),
     ]
     assert rows == [("r", "int8in", "b", "heap_tableam_handler")]
+
+
+def test_catalogs_feedkv_keeps_empty_answer_as_empty_tables(conn: psycopg.Connection) -> None:
+    assert conn.execute("SELECT count(*) FROM pg_policy").fetchall() == [(0,)]
+    joined = conn.execute(
+        "SELECT count(*), max(tgname) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+    )
+    assert joined.fetchall() == [(0, None)]
+    outer = conn.execute(
+        "SELECT relname, tgname FROM pg_class c LEFT JOIN pg_trigger t ON t.tgrelid = c.oid "
+        "WHERE relname = 'u'"
+    )
+    assert outer.fetchall() == [("u", None)]
+    assert conn.execute("SELECT tgname FROM pg_trigger").fetchall() == []
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="name its columns"):
+        conn.execute("SELECT * FROM pg_trigger")

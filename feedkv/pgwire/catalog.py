@@ -12,6 +12,14 @@ catalog functions tools call (``format_type``, ``pg_table_is_visible``,
 ``pg_get_expr``, ...) defined in Python. Read-only, and built per query: the cost is
 a catalog scan, which tools pay once per command.
 
+A result column is named and typed as the SQL layer names and types the same
+expression (:func:`_column_name`, :func:`_static_oid`: a comparison is a bool, an
+operator ``?column?``, an integer's quotient a DECIMAL), else as the catalog column it
+reads is declared (PostgreSQL's ``oid``, ``name``, ``"char"``, ``regproc``), else by its
+values; a regclass or regtype goes out as its type, its text the relation's or type's
+name. Catalogs feedkv keeps empty (``pg_trigger``, ``pg_policy``, ...) read as empty
+tables of the columns a query names.
+
 OIDs follow CockroachDB where it matters: a table's OID is its descriptor id, a
 database's its id; its primary key index is ``<table>_pkey`` (OID ``1_000_000 +
 id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_schema``.

@@ -45,7 +45,7 @@ from sqlglot.dialects.postgres import Postgres
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.regclass import regclass_name, regclass_oid
-from feedkv.pgwire.types import ENUM_OID_BASE, OID, WireType, column_oid, wire_type
+from feedkv.pgwire.types import ENUM_OID_BASE, OID, OidName, WireType, column_oid, wire_type
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
@@ -1262,8 +1262,6 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
         top = select is first
         select.set("expressions", [_named(e, top=top) for e in select.expressions])
         _unnest_index_keys(select)
-    if isinstance(tree, exp.Select):
-        tree.set("expressions", [_reg_shown(e) for e in tree.expressions])
     tree = _empty_tables(_catalog_table_oids(_rewritten(tree, values)))
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
@@ -1375,12 +1373,17 @@ def _wire_types(
     return tuple(out)
 
 
-def _typed_value(value: Any, oid: int | None) -> Any:
+def _typed_value(
+    value: Any, oid: int | None, printers: Mapping[int, Callable[[int], str | None]]
+) -> Any:
     """A value SQLite gives as its result column's type (``oid``) holds it: a bool for
     a bool (SQLite's 0 or 1), an int for an oid (a number's text cast to oid), a
-    Decimal for a numeric (a constant's float, a quotient)."""
+    Decimal for a numeric (a constant's float, a quotient), a regclass's or regtype's
+    OID as its name (``printers``: how each prints)."""
     if oid == OID.BOOL:
         return _bool(value)
+    if oid is not None and oid in printers and isinstance(value, int):
+        return OidName(printers[oid](value) or str(value), value)
     if oid == OID.OID and isinstance(value, str) and value.strip().isdigit():
         return int(value)
     if oid == OID.NUMERIC and isinstance(value, int | float | str):
@@ -1448,20 +1451,9 @@ def _reg_kind(node: exp.Expr) -> str | None:
     return None
 
 
-# The function that prints a regclass (regtype): the catalog computes with its OID.
+# The function that prints a regclass (regtype) cast to text: the catalog computes with
+# its OID (a result column of one is printed after the query: :func:`_typed_value`).
 _SHOWN = {"regclass": "pg_regclass_name", "regtype": "pg_regtype_name"}
-
-
-def _reg_shown(node: exp.Expr) -> exp.Expr:
-    """A result column of a regclass or regtype as its name."""
-    inner = node.this if isinstance(node, exp.Alias) else node
-    kind = _reg_kind(inner)
-    if kind is None:
-        return node
-    shown = exp.Anonymous(this=_SHOWN[kind], expressions=[inner.copy()])
-    if isinstance(node, exp.Alias):
-        return exp.alias_(shown, node.alias, quoted=True)
-    return shown
 
 
 def _is_indkey(node: exp.Expr) -> bool:
@@ -1762,10 +1754,10 @@ def _functions(
     values: dict[str, str],
     raised: list[SQLError],
     views: Mapping[int, str],
-) -> None:
+) -> dict[int, Callable[[int], str | None]]:
     """The catalog functions (``views``: each view's query by its OID); one that fails
     with an SQLError puts it in ``raised`` (SQLite's error says only that a function
-    raised)."""
+    raised). Returns how a regclass and a regtype print, by their type OIDs."""
 
     def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
         def call(*args: Any) -> Any:
@@ -1869,6 +1861,10 @@ def _functions(
     define("quote_ident", lambda name: name, 1)
     db.create_aggregate("pg_array_agg", 2, _ArrayAgg)  # type: ignore[arg-type]
     db.create_aggregate("pg_array_of", 1, _ArrayOf)  # type: ignore[arg-type]
+    return {
+        OID.REGCLASS: lambda oid: regclass_name(oid, shown),
+        OID.REGTYPE: lambda oid: _regtype_name(oid, enums),
+    }
 
 
 _ARRAY = "\x00array:"  # marks an array_agg's result, made a list after the query
@@ -2146,7 +2142,7 @@ def run_catalog_query(
     try:
         raised: list[SQLError] = []
         views = {o.id: o.query for o in others if isinstance(o, ViewDescriptor)}
-        _functions(db, names, values, raised, views)
+        printers = _functions(db, names, values, raised, views)
         _comment_functions(db, described)
         try:
             cursor = db.execute(translated.sql, tuple(_param(p) for p in params))
@@ -2157,7 +2153,10 @@ def run_catalog_query(
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
         static = translated.oids if len(translated.oids) == len(columns) else (None,) * len(columns)
-        rows = [tuple(_typed_value(v, static[n]) for n, v in enumerate(row)) for row in fetched]
+        rows = [
+            tuple(_typed_value(v, static[n], printers) for n, v in enumerate(row))
+            for row in fetched
+        ]
         declared = _declared_types(db, translated)
     finally:
         db.close()

@@ -64,6 +64,7 @@ from feedkv.sql.types import (
 __all__ = [
     "ENUM_OID_BASE",
     "OID",
+    "OidName",
     "WireType",
     "binary_reader",
     "column_oid",
@@ -277,6 +278,22 @@ _NARROW_ARRAYS: dict[tuple[Kind, int | None], tuple[int, int]] = {
     (Kind.FLOAT, 32): (1021, OID.FLOAT4),
 }
 _SENT_ARRAYS = frozenset(_ELEMENT_OF_ARRAY) | {1005, 1007, 1021, 1014}
+
+
+class OidName(str):
+    """A regclass or regtype value: the name it prints as (its text format), and the OID
+    it is (its binary format)."""
+
+    oid: int
+
+    def __new__(cls, name: str, oid: int) -> OidName:
+        value = super().__new__(cls, name)
+        value.oid = oid
+        return value
+
+
+def _oid_name_binary(value: Any) -> bytes:
+    return struct.pack("!I", value.oid) if isinstance(value, OidName) else str(value).encode()
 
 
 class WireType(NamedTuple):
@@ -503,6 +520,8 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.INT2: lambda v: struct.pack("!h", v),  # NB: an INT2 column holds only these
     OID.INT4: lambda v: struct.pack("!i", v),
     OID.OID: lambda v: struct.pack("!I", v),
+    OID.REGCLASS: _oid_name_binary,
+    OID.REGTYPE: _oid_name_binary,
     OID.FLOAT8: lambda v: struct.pack("!d", v),
     OID.FLOAT4: lambda v: struct.pack("!f", Float4.of(v)),  # NB: past float32: inf
     OID.NUMERIC: _numeric_binary,

@@ -186,3 +186,14 @@ def test_catalogs_feedkv_keeps_empty_answer_as_empty_tables(conn: psycopg.Connec
     assert conn.execute("SELECT tgname FROM pg_trigger").fetchall() == []
     with pytest.raises(psycopg.errors.FeatureNotSupported, match="name its columns"):
         conn.execute("SELECT * FROM pg_trigger")
+
+
+def test_a_regclass_is_its_oid_in_binary_and_sorts_by_it(conn: psycopg.Connection) -> None:
+    conn.execute("CREATE TABLE a_later (k INT PRIMARY KEY)")
+    [(oid,)] = conn.execute("SELECT 'u'::regclass::oid").fetchall()
+    row = conn.execute("SELECT 'u'::regclass, 'int8'::regtype", binary=True).fetchone()
+    assert row == (oid.to_bytes(4, "big"), (20).to_bytes(4, "big"))  # as PostgreSQL's
+    ordered = conn.execute(
+        "SELECT c.oid::regclass FROM pg_class c WHERE relname IN ('u', 'a_later') ORDER BY 1"
+    )
+    assert ordered.fetchall() == [("u",), ("a_later",)]  # by OID, as PostgreSQL orders them

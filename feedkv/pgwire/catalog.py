@@ -1528,7 +1528,7 @@ _FUNCTION_TYPES = {
     ),
     **dict.fromkeys(
         ("pg_database_size", "pg_table_size", "pg_relation_size", "pg_total_relation_size",
-         "pg_indexes_size"),
+         "pg_indexes_size", "pg_tablespace_size"),
         OID.INT8,
     ),
     "to_regclass": OID.REGCLASS,
@@ -1794,7 +1794,7 @@ def _functions(
     define("pg_tablespace_location", lambda oid: "", 1)
     # NB: sizes are not kept per database or table: unknown (NULL), which psql shows blank
     for size in ("pg_database_size", "pg_table_size", "pg_relation_size",
-                 "pg_total_relation_size", "pg_indexes_size"):  # fmt: skip
+                 "pg_total_relation_size", "pg_indexes_size", "pg_tablespace_size"):  # fmt: skip
         define(size, lambda *args: None, 1, 2)
     define("pg_size_pretty", _size_pretty, 1)
     define("has_table_privilege", lambda *args: 1, 2, 3)

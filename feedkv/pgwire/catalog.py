@@ -12,6 +12,14 @@ catalog functions tools call (``format_type``, ``pg_table_is_visible``,
 ``pg_get_expr``, ...) defined in Python. Read-only, and built per query: the cost is
 a catalog scan, which tools pay once per command.
 
+A result column is named and typed as the SQL layer names and types the same
+expression (:func:`_column_name`, :func:`_static_oid`: a comparison is a bool, an
+operator ``?column?``, an integer's quotient a DECIMAL), else as the catalog column it
+reads is declared (PostgreSQL's ``oid``, ``name``, ``"char"``, ``regproc``), else by its
+values; a regclass or regtype goes out as its type, its text the relation's or type's
+name. Catalogs feedkv keeps empty (``pg_trigger``, ``pg_policy``, ...) read as empty
+tables of the columns a query names.
+
 OIDs follow CockroachDB where it matters: a table's OID is its descriptor id, a
 database's its id; its primary key index is ``<table>_pkey`` (OID ``1_000_000 +
 id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_schema``.
@@ -20,12 +28,13 @@ id``); schemas are ``public`` (2200), ``pg_catalog`` (11) and ``information_sche
 from __future__ import annotations
 
 import datetime
+import decimal
 import functools
 import json
 import re
 import sqlite3
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +45,7 @@ from sqlglot.dialects.postgres import Postgres
 from feedkv.errors import SQLError
 from feedkv.pgwire.acl import acl_items
 from feedkv.pgwire.regclass import regclass_name, regclass_oid
-from feedkv.pgwire.types import ENUM_OID_BASE, OID, wire_type
+from feedkv.pgwire.types import ENUM_OID_BASE, OID, OidName, WireType, column_oid, wire_type
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.catalog import ADMIN_ROLE, NODE_USER, ROOT, User, database_owner
 from feedkv.sql.descriptor import (
@@ -50,10 +59,19 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Result
+from feedkv.sql.expr import expression_name
+from feedkv.sql.parser import column_type
 from feedkv.sql.sequences import shown_default
-from feedkv.sql.types import ColumnType, Kind, format_value
+from feedkv.sql.types import DECIMAL_QUOTIENT, ColumnType, Kind, format_value
 
-__all__ = ["CursorRow", "PreparedRow", "catalog_param_oids", "reads_catalog", "run_catalog_query"]
+__all__ = [
+    "CatalogResult",
+    "CursorRow",
+    "PreparedRow",
+    "catalog_param_oids",
+    "reads_catalog",
+    "run_catalog_query",
+]
 
 # A pg_cursors row: name, statement, is_holdable, is_binary, is_scrollable, creation_time.
 CursorRow = tuple[str, str, bool, bool, bool, datetime.datetime]
@@ -99,7 +117,7 @@ _SEQUENCE_CALL = re.compile(r"\b(?:nextval|currval|setval)\s*\(", re.I)
 
 def reads_catalog(text: str) -> bool:
     """Whether ``text`` reads a system catalog or a relation's OID (and so runs here)."""
-    if _CATALOG_NAMES.search(text) is not None:
+    if _CATALOG_NAMES.search(text) is not None or _EMPTY_NAMES.search(text) is not None:
         return True
     return (
         _REGCLASS.search(text) is not None
@@ -142,6 +160,10 @@ _TYPES: list[tuple[int, str, int, str, str]] = [
     (OID.INET, "inet", -1, "I", "inet"),
     (OID.BIT, "bit", -1, "V", "bit"),
     (OID.VARBIT, "varbit", -1, "V", "bit varying"),
+    (OID.CHAR, "char", 1, "Z", '"char"'),
+    (OID.REGPROC, "regproc", 4, "N", "regproc"),
+    (OID.REGCLASS, "regclass", 4, "N", "regclass"),
+    (OID.REGTYPE, "regtype", 4, "N", "regtype"),
 ]
 # pg_type rows of the one-dimensional arrays (typcategory A): oid, element oid.
 _ARRAY_TYPES: list[tuple[int, int]] = [
@@ -165,6 +187,51 @@ _TYPE_OIDS = {name: oid for oid, name in _TYPE_NAMES.items()} | {
 }
 for _oid, _element in _ARRAY_TYPES:
     _TYPE_OIDS[_TYPE_NAMES[_element] + "[]"] = _oid
+# NB: char unquoted is SQL's character (bpchar); "char" the one-byte type
+_TYPE_OIDS["char"] = OID.BPCHAR
+
+
+def _regtype_oid(value: Any, types: Mapping[str, int]) -> int | None:
+    """The OID of the type ``value`` names (an OID as is); 42704 for a name of none."""
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().isdigit():
+        return int(value)
+    oid = types.get(_bare_type_name(value) or "")
+    if oid is None:
+        raise SQLError("42704", f'type "{value}" does not exist')
+    return oid
+
+
+def _regproc(value: Any, procs: Collection[str]) -> Any:
+    """A regproc of ``value``: an OID as is, the name of one of ``procs`` as is; 42883
+    for a name of none (feedkv has no other functions to name)."""
+    if value is None or isinstance(value, int) or str(value).strip().isdigit():
+        return value
+    name = str(value).strip().removeprefix("pg_catalog.")
+    if name not in procs:
+        raise SQLError("42883", f'function "{value}" does not exist')
+    return name
+
+
+def _setting(settings: Mapping[str, str], name: str | None, missing_ok: Any) -> str | None:
+    """``current_setting(name [, missing_ok])`` of the settings pg_settings shows."""
+    if name is None:
+        return None
+    found = settings.get(str(name).lower())
+    if found is None and not missing_ok:
+        raise SQLError("42704", f'unrecognized configuration parameter "{name}"')
+    return found
+
+
+def _regtype_name(oid: int | None, enums: Mapping[int, str]) -> str | None:
+    """How the regtype ``oid`` prints: format_type's name (``bigint``, ``bigint[]``), an
+    enum's own, the number for an unknown type, ``-`` for 0 (none), as PostgreSQL's."""
+    if oid is None:
+        return None
+    if int(oid) == 0:
+        return "-"
+    return enums.get(oid) or _FORMATTED.get(oid, str(oid))
 
 
 def _bare_type_name(name: str | None) -> str | None:
@@ -206,37 +273,37 @@ def _format_type(oid: int | None, typmod: int | None) -> str | None:
 
 
 _SCHEMA = """
-CREATE TABLE pg_namespace (oid INTEGER, nspname TEXT, nspowner INTEGER, nspacl TEXT);
-CREATE TABLE pg_database (oid INTEGER, datname TEXT, datdba INTEGER, encoding INTEGER,
+CREATE TABLE pg_namespace (oid OID, nspname TEXT NAME, nspowner OID, nspacl TEXT);
+CREATE TABLE pg_database (oid OID, datname TEXT NAME, datdba OID, encoding INTEGER,
   datcollate TEXT, datctype TEXT, datistemplate BOOLEAN, datallowconn BOOLEAN,
-  datconnlimit INTEGER, dattablespace INTEGER, datacl TEXT, daticulocale TEXT,
-  datlocprovider TEXT);
-CREATE TABLE pg_class (oid INTEGER, relname TEXT, relnamespace INTEGER, reltype INTEGER,
-  relowner INTEGER, relam INTEGER, reltablespace INTEGER, reltuples REAL,
-  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence TEXT, relkind TEXT,
+  datconnlimit INTEGER, dattablespace OID, datacl TEXT, daticulocale TEXT,
+  datlocprovider CHAR);
+CREATE TABLE pg_class (oid OID, relname TEXT NAME, relnamespace OID, reltype OID,
+  relowner OID, relam OID, reltablespace OID, reltuples REAL,
+  relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence CHAR, relkind CHAR,
   relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
   relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
-  relispopulated BOOLEAN, relreplident TEXT, relispartition BOOLEAN, reloftype INTEGER,
+  relispopulated BOOLEAN, relreplident CHAR, relispartition BOOLEAN, reloftype OID,
   reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INTEGER,
-  reltoastrelid INTEGER DEFAULT 0, relfilenode INTEGER DEFAULT 0,
+  reltoastrelid OID DEFAULT 0, relfilenode OID DEFAULT 0,
   relallvisible INTEGER DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
-CREATE TABLE pg_attribute (attrelid INTEGER, attname TEXT, atttypid INTEGER,
+CREATE TABLE pg_attribute (attrelid OID, attname TEXT NAME, atttypid OID,
   attlen INTEGER, attnum INTEGER, atttypmod INTEGER, attndims INTEGER,
-  attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity TEXT, attgenerated TEXT,
-  attisdropped BOOLEAN, attcollation INTEGER, attstattarget INTEGER, attstorage TEXT,
+  attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity CHAR, attgenerated CHAR,
+  attisdropped BOOLEAN, attcollation OID, attstattarget INTEGER, attstorage CHAR,
   attislocal BOOLEAN, attinhcount INTEGER, attacl TEXT, attoptions TEXT,
-  attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression TEXT);
-CREATE TABLE pg_attrdef (oid INTEGER, adrelid INTEGER, adnum INTEGER, adbin TEXT);
-CREATE TABLE pg_type (oid INTEGER, typname TEXT, typnamespace INTEGER, typowner INTEGER,
-  typlen INTEGER, typbyval BOOLEAN, typtype TEXT, typcategory TEXT, typisdefined BOOLEAN,
-  typdelim TEXT, typrelid INTEGER, typelem INTEGER, typarray INTEGER,
-  typnotnull BOOLEAN, typbasetype INTEGER, typtypmod INTEGER, typndims INTEGER,
-  typcollation INTEGER, typdefault TEXT, typacl TEXT,
-  typinput TEXT GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
+  attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression CHAR);
+CREATE TABLE pg_attrdef (oid OID, adrelid OID, adnum INTEGER, adbin TEXT);
+CREATE TABLE pg_type (oid OID, typname TEXT NAME, typnamespace OID, typowner OID,
+  typlen INTEGER, typbyval BOOLEAN, typtype CHAR, typcategory CHAR, typisdefined BOOLEAN,
+  typdelim CHAR, typrelid OID, typelem OID, typarray OID,
+  typnotnull BOOLEAN, typbasetype OID, typtypmod INTEGER, typndims INTEGER,
+  typcollation OID, typdefault TEXT, typacl TEXT,
+  typinput TEXT REGPROC GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
     WHEN typtype = 'e' THEN 'enum_in' ELSE typname || 'in' END));
-CREATE TABLE pg_enum (oid INTEGER, enumtypid INTEGER, enumsortorder REAL,
+CREATE TABLE pg_enum (oid OID, enumtypid OID, enumsortorder REAL,
   enumlabel TEXT);
-CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
+CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INTEGER,
   indnkeyatts INTEGER, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
   indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
   indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT, indcollation TEXT,
@@ -244,49 +311,54 @@ CREATE TABLE pg_index (indexrelid INTEGER, indrelid INTEGER, indnatts INTEGER,
   indnullsnotdistinct BOOLEAN);
 CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
   opclass INTEGER DEFAULT 0);
-CREATE TABLE pg_opclass (oid INTEGER, opcname TEXT, opcdefault BOOLEAN);
-CREATE TABLE pg_constraint (oid INTEGER, conname TEXT, connamespace INTEGER,
-  contype TEXT, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
-  conrelid INTEGER, contypid INTEGER, conindid INTEGER, confrelid INTEGER,
+CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN, opcmethod OID,
+  opcnamespace OID, opcfamily OID, opcintype OID);
+CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
+  contype CHAR, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
+  conrelid OID, contypid OID, conindid OID, confrelid OID,
   conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
-  connoinherit BOOLEAN, conparentid INTEGER, confupdtype TEXT DEFAULT ' ',
-  confdeltype TEXT DEFAULT ' ', confmatchtype TEXT DEFAULT ' ');
-CREATE TABLE pg_am (oid INTEGER, amname TEXT, amtype TEXT);
+  connoinherit BOOLEAN, conparentid OID, confupdtype CHAR DEFAULT ' ',
+  confdeltype CHAR DEFAULT ' ', confmatchtype CHAR DEFAULT ' ');
+CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype CHAR, amhandler TEXT REGPROC);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
-CREATE TABLE pg_roles (oid INTEGER, rolname TEXT, rolsuper BOOLEAN, rolinherit BOOLEAN,
+CREATE TABLE pg_roles (oid OID, rolname TEXT NAME, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
   rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
   rolbypassrls BOOLEAN, rolconfig TEXT);
-CREATE TABLE pg_auth_members (oid INTEGER, roleid INTEGER, member INTEGER,
-  grantor INTEGER, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
-CREATE TABLE pg_user (usename TEXT, usesysid INTEGER, usecreatedb BOOLEAN,
+CREATE TABLE pg_auth_members (oid OID, roleid OID, member OID,
+  grantor OID, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
+CREATE TABLE pg_user (usename TEXT NAME, usesysid OID, usecreatedb BOOLEAN,
   usesuper BOOLEAN, userepl BOOLEAN, usebypassrls BOOLEAN, passwd TEXT, valuntil TEXT,
   useconfig TEXT);
-CREATE TABLE pg_description (objoid INTEGER, classoid INTEGER, objsubid INTEGER,
+CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INTEGER,
   description TEXT);
-CREATE TABLE pg_inherits (inhrelid INTEGER, inhparent INTEGER, inhseqno INTEGER);
-CREATE TABLE pg_collation (oid INTEGER, collname TEXT, collnamespace INTEGER);
-CREATE TABLE pg_tablespace (oid INTEGER, spcname TEXT, spcowner INTEGER, spcacl TEXT,
+CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INTEGER);
+CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID,
+  collowner OID, collprovider CHAR, collisdeterministic BOOLEAN, collencoding INTEGER,
+  collcollate TEXT, collctype TEXT, colliculocale TEXT, collversion TEXT);
+CREATE TABLE pg_tablespace (oid OID, spcname TEXT NAME, spcowner OID, spcacl TEXT,
   spcoptions TEXT);
-CREATE TABLE pg_extension (oid INTEGER, extname TEXT, extowner INTEGER,
-  extnamespace INTEGER, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
+CREATE TABLE pg_extension (oid OID, extname TEXT NAME, extowner OID,
+  extnamespace OID, extrelocatable BOOLEAN, extversion TEXT, extconfig TEXT,
   extcondition TEXT);
-CREATE TABLE pg_settings (name TEXT, setting TEXT);
-INSERT INTO pg_settings VALUES ('max_index_keys', '32');
-CREATE TABLE pg_proc (oid INTEGER, proname TEXT, pronamespace INTEGER, proowner INTEGER,
-  prokind TEXT, prorettype INTEGER, proargtypes TEXT, proretset BOOLEAN);
+CREATE TABLE pg_settings (name TEXT, setting TEXT, source TEXT, boot_val TEXT,
+  vartype TEXT, context TEXT);
+INSERT INTO pg_settings VALUES ('max_index_keys', '32', 'default', '32', 'integer',
+  'internal');
+CREATE TABLE pg_proc (oid OID, proname TEXT NAME, pronamespace OID, proowner OID,
+  prokind CHAR, prorettype OID, proargtypes TEXT, proretset BOOLEAN);
 CREATE TABLE pg_get_keywords (word TEXT, catcode TEXT, catdesc TEXT);
 CREATE TABLE pg_range (rngtypid INTEGER, rngsubtype INTEGER, rngmultitypid INTEGER,
   rngcollation INTEGER, rngsubopc INTEGER, rngcanonical TEXT, rngsubdiff TEXT);
 CREATE TABLE pg_cursors (name TEXT, statement TEXT, is_holdable BOOLEAN, is_binary BOOLEAN,
   is_scrollable BOOLEAN, creation_time TIMESTAMPTZ);
-CREATE TABLE pg_sequence (seqrelid INTEGER, seqtypid INTEGER, seqstart INTEGER,
+CREATE TABLE pg_sequence (seqrelid OID, seqtypid OID, seqstart INTEGER,
   seqincrement INTEGER, seqmax INTEGER, seqmin INTEGER, seqcache INTEGER,
   seqcycle BOOLEAN);
 CREATE TABLE pg_prepared_statements (name TEXT, statement TEXT,
   prepare_time TIMESTAMPTZ, parameter_types TEXT, from_sql BOOLEAN);
-CREATE TABLE pg_tables (schemaname TEXT, tablename TEXT, tableowner TEXT,
-  tablespace TEXT, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
+CREATE TABLE pg_tables (schemaname TEXT NAME, tablename TEXT NAME, tableowner TEXT NAME,
+  tablespace TEXT NAME, hasindexes BOOLEAN, hasrules BOOLEAN, hastriggers BOOLEAN,
   rowsecurity BOOLEAN);
 CREATE VIEW pg_indexes AS SELECT n.nspname AS schemaname, t.relname AS tablename,
   i.relname AS indexname, NULL AS tablespace, pg_get_indexdef(i.oid) AS indexdef
@@ -317,12 +389,43 @@ CREATE TABLE information_schema.statistics (table_catalog TEXT, table_schema TEX
 def _insert(db: sqlite3.Connection, table: str, rows: Sequence[Sequence[Any]]) -> None:
     """Rows of their leading columns (the rest take their defaults)."""
     if rows:
-        schema, _, name = table.rpartition(".")
-        pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
-        names = [row[1] for row in db.execute(pragma)]
-        marks = ", ".join("?" * len(rows[0]))
-        columns = ", ".join(names[: len(rows[0])])
-        db.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+        db.executemany(_insert_statement(table, len(rows[0])), rows)
+
+
+def _empty_catalog() -> sqlite3.Connection:
+    """The catalog's tables, empty (what each holds, not what is in it)."""
+    db = sqlite3.connect(":memory:")
+    db.execute("ATTACH DATABASE ':memory:' AS information_schema")
+    db.executescript(_SCHEMA)
+    # NB: a view's columns are known once its query compiles, which needs the functions
+    # it calls
+    db.create_function("pg_get_indexdef", -1, lambda *args: None)
+    return db
+
+
+@functools.cache
+def _catalog_columns() -> dict[str, frozenset[str]]:
+    """The columns of each of the catalog's relations (of pg_catalog) by name."""
+    db = _empty_catalog()
+    names = [name for (name,) in db.execute("SELECT name FROM sqlite_master")]
+    found = {
+        name: frozenset(row[1] for row in db.execute(f"PRAGMA table_xinfo({name})"))
+        for name in names
+    }
+    db.close()
+    return found
+
+
+@functools.cache
+def _insert_statement(table: str, width: int) -> str:
+    """The INSERT of the first ``width`` columns of the catalog's ``table``."""
+    db = _empty_catalog()
+    schema, _, name = table.rpartition(".")
+    pragma = f"PRAGMA {schema}.table_info({name})" if schema else f"PRAGMA table_info({name})"
+    names = [row[1] for row in db.execute(pragma)]
+    db.close()
+    marks = ", ".join("?" * width)
+    return f"INSERT INTO {table} ({', '.join(names[:width])}) VALUES ({marks})"
 
 
 def _role_oid(name: str) -> int:
@@ -414,7 +517,10 @@ def _build(
         ],
     )  # fmt: skip
     enums = _add_enums(db, types)
-    _insert(db, "pg_am", [(2, "heap", "t"), (403, "btree", "i")])
+    _add_catalog_relations(db)
+    _insert(
+        db, "pg_am", [(2, "heap", "t", "heap_tableam_handler"), (403, "btree", "i", "bthandler")]
+    )
     _insert(db, "pg_tablespace", [(_DEFAULT_TABLESPACE, "pg_default", ROOT_OID)])
     _add_roles(db, users, memberships)
     names: dict[str, int] = {}
@@ -430,6 +536,52 @@ def _build(
         _add_secondary(db, database, desc, by_id)
     db.commit()
     return db, names, enums
+
+
+# The pg_catalog views the catalog answers (the rest of its relations are tables), with
+# OIDs of their own (PostgreSQL's vary by release).
+_CATALOG_VIEWS = {
+    "pg_roles": 12001, "pg_user": 12002, "pg_tables": 12003, "pg_settings": 12004,
+    "pg_indexes": 12005, "pg_cursors": 12006, "pg_prepared_statements": 12007,
+}  # fmt: skip
+# feedkv's own tables beside the catalogs, which are none of PostgreSQL's
+_INTERNAL = frozenset({"pg_index_keys", "feedkv_constraint_defs", "pg_get_keywords"})
+
+
+def _add_catalog_relations(db: sqlite3.Connection) -> None:
+    """The relations of ``pg_catalog`` the catalog answers, in ``pg_class`` (as
+    PostgreSQL lists them: psql's ``\\dS``) with their columns in ``pg_attribute``."""
+    classes, attributes = _catalog_relation_rows()
+    _insert(db, "pg_class", classes)
+    _insert(db, "pg_attribute", attributes)
+
+
+@functools.cache
+def _catalog_relation_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The pg_class and pg_attribute rows of :func:`_add_catalog_relations`, read once
+    from the catalog's own tables."""
+    db = _empty_catalog()
+    found = db.execute("SELECT name FROM sqlite_master ORDER BY name").fetchall()
+    classes, attributes = [], []
+    for (name,) in found:
+        oid = _CATALOG_VIEWS.get(name) or _CATALOG_RELATIONS.get(name)
+        if name in _INTERNAL or oid is None:
+            continue
+        view = name in _CATALOG_VIEWS
+        columns = db.execute(f"PRAGMA table_info({name})").fetchall()
+        classes.append(
+            (oid, name, PG_CATALOG_OID, 0, ROOT_OID, 0 if view else 2, 0, -1, False, False,
+             "p", "v" if view else "r", len(columns), 0, False, False, False, False, False,
+             True, "n", False, 0, None, None, None, False, 0)
+        )  # fmt: skip
+        for n, (_, column, declared, *_) in enumerate(columns, start=1):
+            typid = _DECLARED_OIDS.get(declared.upper(), OID.TEXT)
+            attributes.append(
+                (oid, column, typid, _length(typid), n, -1, 0, False, False, "", "", False,
+                 0, -1, "p", True, 0, None, None, None, False, "")
+            )  # fmt: skip
+    db.close()
+    return classes, attributes
 
 
 def _is_admin(user: str, users: Sequence[User], memberships: Sequence[tuple[str, str]]) -> bool:
@@ -938,9 +1090,69 @@ _EMPTY_TABLES = frozenset(
         "pg_shdescription", "pg_inherits", "pg_foreign_server",
         "pg_foreign_data_wrapper", "pg_depend", "pg_cast", "pg_operator",
         "pg_aggregate", "pg_conversion", "pg_language", "pg_range", "pg_ts_config",
-        "pg_proc", "pg_db_role_setting",
+        "pg_proc", "pg_db_role_setting", "pg_opfamily", "pg_amop", "pg_amproc",
+        "pg_ts_dict", "pg_ts_parser", "pg_ts_template", "pg_largeobject_metadata",
+        "pg_subscription", "pg_default_acl", "pg_init_privs", "pg_seclabel",
+        "pg_transform", "pg_user_mapping", "pg_user_mappings", "pg_statistic_ext_data",
+        "pg_policies",
     }
 )  # fmt: skip
+
+
+_EMPTY_NAMES = re.compile(r"\b(?:" + "|".join(sorted(_EMPTY_TABLES)) + r")\b", re.IGNORECASE)
+
+
+def _empty_tables(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each empty catalog it reads where :func:`_empty_answer` cannot tell
+    the answer (a branch of a set operation, an outer join) as an empty subquery of the
+    columns the query reads of it (psql's ``\\dd`` reads pg_trigger so)."""
+    for table in list(tree.find_all(exp.Table)):
+        if table.name.lower() not in _EMPTY_TABLES or not isinstance(
+            table.parent, exp.From | exp.Join
+        ):
+            continue
+        alias = table.alias_or_name
+        read = {c.name for c in tree.find_all(exp.Column) if c.table == alias}
+        read |= _unqualified_columns(table)
+        columns = [exp.alias_(exp.Null(), name, quoted=True) for name in sorted(read | {"oid"})]
+        empty = exp.select(*columns).where(exp.false())
+        table.replace(exp.Subquery(this=empty, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return tree
+
+
+def _unqualified_columns(table: exp.Table) -> set[str]:
+    """The columns the SELECT that reads ``table`` names without a table that none of
+    its other sources has (when they are all catalog tables, whose columns are known)."""
+    select = table.find_ancestor(exp.Select)
+    if select is None:
+        return set()
+    source = select.args.get("from_") or select.args.get("from")
+    sources = [source.this] if source is not None else []
+    sources += [join.this for join in select.args.get("joins") or []]
+    known = _catalog_columns()
+    others = [t for t in sources if t is not table]
+    if not all(isinstance(t, exp.Table) and t.name.lower() in known for t in others):
+        return set()
+    taken = set().union(*(known[t.name.lower()] for t in others))
+    return {c.name for c in select.find_all(exp.Column) if not c.table and c.name not in taken}
+
+
+def _catalog_table_oids(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each catalog row's ``tableoid`` (a system column: the OID of the
+    catalog it is in) as that OID."""
+    for select in tree.find_all(exp.Select):
+        tables = {
+            t.alias_or_name: t.name.lower()
+            for t in select.find_all(exp.Table)
+            if t.find_ancestor(exp.Select) is select
+        }
+        for column in list(select.find_all(exp.Column)):
+            if column.name.lower() != "tableoid" or column.find_ancestor(exp.Select) is not select:
+                continue
+            table = tables.get(column.table) if column.table else next(iter(tables.values()), None)
+            oid = _CATALOG_RELATIONS.get(table or "")
+            column.replace(exp.Literal.number(oid) if oid is not None else exp.Null())
+    return tree
 
 
 def _empty_answer(tree: exp.Expr) -> list[str] | None:
@@ -960,7 +1172,25 @@ def _empty_answer(tree: exp.Expr) -> list[str] | None:
             sources.append(join.this)
     if not any(isinstance(t, exp.Table) and t.name.lower() in _EMPTY_TABLES for t in sources):
         return None
-    return [e.alias_or_name or "?column?" for e in tree.expressions]
+    aggregates = (
+        call
+        for e in tree.expressions
+        for call in e.find_all(exp.AggFunc)
+        if call.find_ancestor(exp.Select) is tree
+    )
+    if not tree.args.get("group") and any(aggregates):
+        return None  # NB: an aggregate over no rows has a row (count(*) is 0)
+    if any(_is_star(e) for e in tree.expressions):
+        raise SQLError(
+            "0A000", "SELECT * of a catalog feedkv keeps empty is not supported: name its columns"
+        )
+    return [_column_name(e) for e in tree.expressions]
+
+
+def _is_star(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Star) or (
+        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+    )
 
 
 # pgjdbc's getPrimaryKeys reads information_schema._pg_expandarray(indkey), a record of
@@ -1003,9 +1233,17 @@ class _Translated:
 
     empty: tuple[str, ...] | None  # its columns, when it reads a catalog feedkv keeps empty
     sql: str  # in SQLite's dialect
-    booleans: frozenset[int]  # its result columns that are booleans (SQLite gives 0, 1)
+    # its result columns' types where their expressions tell (:func:`_static_oid`)
+    oids: tuple[int | None, ...]
     probe: str  # ``sql`` over NULL parameters, as a view tells its columns' types
     arrays: frozenset[int]  # its result columns that aggregate into arrays (array_agg)
+
+
+def _first_select(tree: exp.Expr) -> exp.Select | None:
+    """The SELECT that names a query's result columns (a set operation's first)."""
+    while isinstance(tree, exp.SetOperation):
+        tree = tree.this
+    return tree if isinstance(tree, exp.Select) else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -1014,22 +1252,17 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     tens of milliseconds): kept per text, as tools send the same few queries again
     (asyncpg its type introspection at each connection's first array)."""
     tree = _parse(text)
+    first = _first_select(tree)
+    oids = tuple(_static_oid(e) for e in first.expressions) if first is not None else ()
     empty = _empty_answer(tree)
     if empty is not None:
-        return _Translated(tuple(empty), "", frozenset(), "", frozenset())
+        return _Translated(tuple(empty), "", oids, "", frozenset())
     values = {"database": database, "user": user, "version": version}
-    booleans = set()
-    if isinstance(tree, exp.Select):
-        for n, e in enumerate(tree.expressions):
-            inner = e.this if isinstance(e, exp.Alias) else e
-            if isinstance(inner, exp.Cast) and inner.args["to"].sql().upper() == "BOOLEAN":
-                booleans.add(n)
     for select in list(tree.find_all(exp.Select)):
-        select.set("expressions", [_named(e) for e in select.expressions])
+        top = select is first
+        select.set("expressions", [_named(e, top=top) for e in select.expressions])
         _unnest_index_keys(select)
-    if isinstance(tree, exp.Select):
-        tree.set("expressions", [_regclass_shown(e) for e in tree.expressions])
-    tree = _rewritten(tree, values)
+    tree = _empty_tables(_catalog_table_oids(_rewritten(tree, values)))
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
     )
@@ -1053,35 +1286,116 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     return _Translated(
         None,
         tree.sql(dialect="sqlite"),
-        frozenset(booleans),
+        oids,
         probe.sql(dialect="sqlite"),
         frozenset(arrays),
     )
 
 
-# The result types of a catalog column declared so (of an expression: none).
+# The type OIDs of the catalog's columns as SQLite declares them (an expression's: none).
+_DECLARED_OIDS = {
+    "INTEGER": OID.INT8, "TEXT": OID.TEXT, "BOOLEAN": OID.BOOL, "OID": OID.OID,
+    "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4, "TIMESTAMPTZ": OID.TIMESTAMPTZ,
+    "CHAR": OID.CHAR, "TEXT REGPROC": OID.REGPROC,
+}  # fmt: skip
+# The types of a column of NULLs as a cursor over a catalog query keeps them.
 # NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
 _DECLARED = {
-    "INTEGER": ColumnType(Kind.INT),
-    "TEXT": ColumnType(Kind.STRING),
-    "BOOLEAN": ColumnType(Kind.BOOL),
+    OID.INT8: ColumnType(Kind.INT),
+    OID.OID: ColumnType(Kind.INT),
+    OID.TEXT: ColumnType(Kind.STRING),
+    OID.NAME: ColumnType(Kind.STRING),
+    OID.CHAR: ColumnType(Kind.STRING),
+    OID.REGPROC: ColumnType(Kind.STRING),
+    OID.BOOL: ColumnType(Kind.BOOL),
 }
+# The declared types a column's values cannot tell (an int is an int8 to them).
+_ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC})
 
 
-def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[ColumnType | None, ...]:
-    """The types of the catalog columns the translated query reads as its result
+def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
+    """The type OIDs of the catalog columns the translated query reads as its result
     columns (SQLite keeps a declared type through subqueries and CTEs), as a view of it
-    over NULL parameters (its ``probe``) has them: what tells an empty result's types."""
+    over NULL parameters (its ``probe``) has them (None: an expression's); kept per
+    query, as the catalog's tables are always the same."""
+    found = _DECLARED_BY_PROBE.get(query.probe)
+    if found is None:
+        found = _DECLARED_BY_PROBE[query.probe] = _probe_types(db, query)
+        while len(_DECLARED_BY_PROBE) > 256:
+            del _DECLARED_BY_PROBE[next(iter(_DECLARED_BY_PROBE))]
+    return found
+
+
+_DECLARED_BY_PROBE: dict[str, tuple[int | None, ...]] = {}
+
+
+def _probe_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
     try:
         db.execute(f"CREATE TEMP VIEW pg_result_types AS {query.probe}")
         declared = [row[2] for row in db.execute("PRAGMA temp.table_info(pg_result_types)")]
     except sqlite3.Error:
         return ()
-    types = [_DECLARED.get(name.upper()) for name in declared]
-    return tuple(
-        ColumnType(Kind.ARRAY, element=t) if t is not None and n in query.arrays else t
-        for n, t in enumerate(types)
-    )
+    return tuple(_DECLARED_OIDS.get(name.upper()) for name in declared)
+
+
+def _declared_column_type(oid: int | None, array: bool) -> ColumnType | None:
+    """The type a cursor keeps for a result column of the catalog type ``oid``
+    (``array``: an array_agg of it)."""
+    element = None if oid is None else _DECLARED.get(oid)
+    return ColumnType(Kind.ARRAY, element=element) if array and element is not None else element
+
+
+def _wire_types(
+    rows: Sequence[tuple[Any, ...]],
+    static: Sequence[int | None],
+    declared: Sequence[int | None],
+    arrays: frozenset[int],
+) -> tuple[WireType, ...]:
+    """The result columns' types: their expressions' (``static``), else the catalog
+    column's each reads (``declared``) where its values cannot tell it or are all NULL,
+    else their values' (an array_agg's: an array of its values' type)."""
+    declared = declared if len(declared) == len(static) else [None] * len(static)
+    out = []
+    for n, (fixed, column) in enumerate(zip(static, declared, strict=True)):
+        values = [row[n] for row in rows]
+        if fixed is not None:
+            out.append(WireType(fixed))
+        elif column is not None and n in arrays and all(v is None for v in values):
+            out.append(wire_type(ColumnType(Kind.ARRAY, element=_DECLARED.get(column))))
+        elif (
+            column is not None
+            and n not in arrays
+            and (column in _ONLY_DECLARED or all(v is None for v in values))
+        ):
+            out.append(WireType(column))
+        else:
+            out.append(WireType(column_oid(values)))
+    return tuple(out)
+
+
+def _typed_value(
+    value: Any, oid: int | None, printers: Mapping[int, Callable[[int], str | None]]
+) -> Any:
+    """A value SQLite gives as its result column's type (``oid``) holds it: a bool for
+    a bool (SQLite's 0 or 1), an int for an oid (a number's text cast to oid), a
+    Decimal for a numeric (a constant's float, a quotient), a regclass's or regtype's
+    OID as its name (``printers``: how each prints)."""
+    if oid == OID.BOOL:
+        return _bool(value)
+    if oid is not None and oid in printers and isinstance(value, int):
+        return OidName(printers[oid](value) or str(value), value)
+    if oid == OID.OID and isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if oid == OID.NUMERIC and isinstance(value, int | float | str):
+        return decimal.Decimal(str(value))  # NB: a float's shortest text: 3.0, not 3
+    return _value(value)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogResult(Result):
+    """A catalog query's result, with the type of each of its columns as it goes out."""
+
+    wire_types: tuple[WireType, ...] = ()
 
 
 def _unnest_index_keys(select: exp.Select) -> None:
@@ -1126,50 +1440,154 @@ def _unnest_index_keys(select: exp.Select) -> None:
         )
 
 
-def _is_regclass(node: exp.Expr) -> bool:
-    """Whether ``node``'s value is a regclass: a cast to it, or ``to_regclass(...)``."""
+def _reg_kind(node: exp.Expr) -> str | None:
+    """``regclass`` or ``regtype`` if ``node``'s value is one (a cast to it, or
+    ``to_regclass(...)``, ``to_regtype(...)``), else None."""
     if isinstance(node, exp.Cast):
-        return (node.args["to"].sql(dialect="postgres") or "").lower() == "regclass"
-    return isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_regclass"
+        target = _cast_target(node)
+        return target if target in _SHOWN else None
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("to_regclass", "to_regtype"):
+        return str(node.this).lower()[3:]
+    return None
 
 
-def _regclass_shown(node: exp.Expr) -> exp.Expr:
-    """A result column of a regclass as the relation's name (the catalog computes with
-    its OID)."""
-    inner = node.this if isinstance(node, exp.Alias) else node
-    if not _is_regclass(inner):
-        return node
-    shown = exp.Anonymous(this="pg_regclass_name", expressions=[inner.copy()])
-    if isinstance(node, exp.Alias):
-        return exp.alias_(shown, node.alias, quoted=True)
-    return shown
+# The function that prints a regclass (regtype) cast to text: the catalog computes with
+# its OID (a result column of one is printed after the query: :func:`_typed_value`).
+_SHOWN = {"regclass": "pg_regclass_name", "regtype": "pg_regtype_name"}
 
 
 def _is_indkey(node: exp.Expr) -> bool:
     return isinstance(node, exp.Column) and node.name.lower() in ("indkey", "indclass", "conkey")
 
 
-def _named(node: exp.Expr) -> exp.Expr:
-    """A result column aliased with the name PostgreSQL gives it (a cast is named for
-    what it casts, a function for itself), which SQLite would not."""
-    if isinstance(node, exp.Alias | exp.Star) or (
-        isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
-    ):
+def _named(node: exp.Expr, *, top: bool = False) -> exp.Expr:
+    """A result column aliased with the name PostgreSQL gives it (:func:`_column_name`),
+    which SQLite would not (it names an expression by its rewritten text); a column of
+    the outermost query that has none is ``?column?``, as in the SQL layer."""
+    if isinstance(node, exp.Alias) or _is_star(node):
         return node
-    inner = node
-    while isinstance(inner, exp.Cast):
-        inner = inner.this
-    if isinstance(inner, exp.Column):
-        name = inner.name
-    elif isinstance(inner, exp.Anonymous):
-        name = str(inner.this).lower()
-    elif isinstance(inner, exp.Func):
-        name = inner.sql_name().lower()
-    elif isinstance(node, exp.Cast):
-        name = node.args["to"].sql(dialect="postgres").lower()
-    else:
+    name = _column_name(node)
+    if name == "?column?" and not top:
         return node
     return exp.alias_(node, name, quoted=True)
+
+
+def _column_name(node: exp.Expr) -> str:
+    """The name of result column ``node``, as the SQL layer names one
+    (:func:`feedkv.sql.expr.expression_name`), and a cast to a catalog type (``oid``,
+    ``regclass``, ...) of an operand without a name of its own named for that type."""
+    if isinstance(node, exp.Alias):
+        return node.alias
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Cast) and _cast_target(inner) in _CATALOG_TYPES:
+        operand = inner.this
+        while isinstance(operand, exp.Paren):
+            operand = operand.this
+        named = isinstance(operand, exp.Column) or (
+            isinstance(operand, exp.Func) and not isinstance(operand, exp.Cast)
+        )
+        name = _column_name(operand)
+        return name if named and name != "?column?" else _cast_target(inner).strip('"')
+    if isinstance(inner, exp.Anonymous):
+        return str(inner.this).lower()  # NB: a catalog function, as written
+    return expression_name(node)
+
+
+def _cast_target(node: exp.Cast) -> str:
+    """The name of the type ``node`` casts to, lower-cased (``"char"`` quoted)."""
+    return (node.args["to"].sql(dialect="postgres") or "").lower()
+
+
+# The catalog's own types, which the SQL layer has no ColumnType for: their OIDs.
+_CATALOG_TYPES = {
+    "oid": OID.OID, "regclass": OID.REGCLASS, "regtype": OID.REGTYPE, "regproc": OID.REGPROC,
+    "name": OID.NAME, '"char"': OID.CHAR,
+}  # fmt: skip
+# The result types of the catalog functions (:func:`_functions`) by name.
+_FUNCTION_TYPES = {
+    **dict.fromkeys(
+        ("pg_table_is_visible", "pg_type_is_visible", "pg_opclass_is_visible",
+         "pg_opfamily_is_visible", "pg_function_is_visible", "has_table_privilege",
+         "has_schema_privilege", "has_database_privilege", "pg_is_other_temp_schema",
+         "pg_collation_is_visible"),
+        OID.BOOL,
+    ),
+    **dict.fromkeys(
+        ("pg_get_userbyid", "current_database", "current_schema", "current_user",
+         "session_user", "pg_encoding_to_char", "current_catalog", "getdatabaseencoding"),
+        OID.NAME,
+    ),
+    **dict.fromkeys(
+        ("format_type", "current_setting", "pg_get_expr", "pg_get_indexdef", "pg_get_constraintdef",
+         "pg_get_viewdef", "obj_description", "col_description", "shobj_description",
+         "version", "pg_size_pretty", "quote_ident", "quote_literal", "array_to_string",
+         "pg_tablespace_location", "pg_get_serial_sequence", "pg_get_partkeydef"),
+        OID.TEXT,
+    ),
+    **dict.fromkeys(
+        ("pg_database_size", "pg_table_size", "pg_relation_size", "pg_total_relation_size",
+         "pg_indexes_size", "pg_tablespace_size"),
+        OID.INT8,
+    ),
+    "to_regclass": OID.REGCLASS,
+    "to_regtype": OID.REGTYPE,
+}  # fmt: skip
+_FUNCTION_NODE_NAMES: dict[type[exp.Expr], str] = {
+    exp.CurrentDatabase: "current_database", exp.CurrentCatalog: "current_catalog",
+    exp.CurrentSchema: "current_schema", exp.CurrentUser: "current_user",
+    exp.SessionUser: "session_user", exp.CurrentVersion: "version",
+}  # fmt: skip
+
+
+_FLOATS = frozenset({OID.FLOAT4, OID.FLOAT8})
+
+
+def _static_oid(node: exp.Expr) -> int | None:
+    """The type OID of result column ``node`` where its expression tells it (a
+    comparison's bool, a cast's type, a catalog function's result), as the SQL layer
+    types the same expression; ``None`` where only its values (or the catalog column it
+    reads) tell."""
+    while isinstance(node, exp.Alias | exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Predicate | exp.Connector | exp.Not | exp.Boolean | exp.Exists):
+        return OID.BOOL
+    if isinstance(node, exp.Count):
+        return OID.INT8
+    if isinstance(node, exp.Literal) and not node.is_string:
+        # NB: as the SQL layer reads a constant: with a point or an exponent a DECIMAL
+        return OID.NUMERIC if any(c in node.this for c in ".eE") else OID.INT8
+    if isinstance(node, exp.Div):
+        # NB: an integer's quotient is a DECIMAL (:func:`_divide`), as CockroachDB's
+        quotient = {_static_oid(node.this), _static_oid(node.expression)}
+        return None if _FLOATS & quotient else OID.NUMERIC
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod):
+        operands: set[int | None] = {_static_oid(node.this), _static_oid(node.expression)}
+        if None in operands:
+            return None
+        if _FLOATS & operands:
+            return OID.FLOAT8
+        return OID.NUMERIC if OID.NUMERIC in operands else OID.INT8
+    if isinstance(node, exp.Cast):
+        target = _cast_target(node)
+        if target in _CATALOG_TYPES:
+            return _CATALOG_TYPES[target]
+        try:
+            return wire_type(column_type(node.args["to"])).oid
+        except SQLError:
+            return None
+    if isinstance(node, exp.Anonymous):
+        return _FUNCTION_TYPES.get(str(node.this).lower())
+    name = _FUNCTION_NODE_NAMES.get(type(node))
+    if name is not None:
+        return _FUNCTION_TYPES.get(name, OID.TEXT)
+    if isinstance(node, exp.Coalesce):
+        return next(filter(None, map(_static_oid, [node.this, *node.expressions])), None)
+    if isinstance(node, exp.Case):
+        branches = [i.args["true"] for i in node.args.get("ifs") or []]
+        return next(filter(None, map(_static_oid, [*branches, node.args.get("default")])), None)
+    return None
 
 
 # The types whose casts SQLite makes as PostgreSQL does (of a number's text).
@@ -1203,8 +1621,9 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.Cast):
         target = node.args["to"]
         name = (target.sql(dialect="postgres") or "").lower()
-        if name in ("text", "varchar", "name", "string") and _is_regclass(node.this):
-            return exp.Anonymous(this="pg_regclass_name", expressions=[node.this])
+        kind = _reg_kind(node.this)
+        if name in ("text", "varchar", "name", "string") and kind is not None:
+            return exp.Anonymous(this=_SHOWN[kind], expressions=[node.this])
         function = _CASTS.get(name)
         if function is not None:
             return exp.Anonymous(this=function, expressions=[node.this])
@@ -1215,6 +1634,8 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
             return operand  # NB: read as its type at Bind; SQLite would read a number off it
         if name in ("oid", "name", "text", "char", '"char"', "int2vector", "oidvector"):
             return operand  # NB: the cast it casts (::regtype::text)
+    if isinstance(node, exp.Div):
+        return exp.Anonymous(this="pg_divide", expressions=[node.this, node.expression])
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
         array = node.expression.this
         while isinstance(array, exp.Paren):
@@ -1333,10 +1754,10 @@ def _functions(
     values: dict[str, str],
     raised: list[SQLError],
     views: Mapping[int, str],
-) -> None:
+) -> dict[int, Callable[[int], str | None]]:
     """The catalog functions (``views``: each view's query by its OID); one that fails
     with an SQLError puts it in ``raised`` (SQLite's error says only that a function
-    raised)."""
+    raised). Returns how a regclass and a regtype print, by their type OIDs."""
 
     def define(name: str, fn: Callable[..., Any], *counts: int) -> None:
         def call(*args: Any) -> Any:
@@ -1353,7 +1774,11 @@ def _functions(
         "regexp", lambda pattern, text: text is not None and re.search(pattern, text) is not None, 2
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
-    define("pg_type_is_visible", lambda oid: 1, 1)
+    for visible in ("pg_type_is_visible", "pg_opclass_is_visible", "pg_opfamily_is_visible",
+                    "pg_function_is_visible", "pg_collation_is_visible", "pg_conversion_is_visible",
+                    "pg_operator_is_visible", "pg_statistics_obj_is_visible",
+                    "pg_ts_config_is_visible"):  # fmt: skip
+        define(visible, lambda oid: 1, 1)
     # NB: node, the owner of the system database, is no role, as in CockroachDB
     roles = dict(db.execute("SELECT oid, rolname FROM pg_roles").fetchall())
     roles[_role_oid(NODE_USER)] = NODE_USER
@@ -1369,7 +1794,7 @@ def _functions(
     define("pg_tablespace_location", lambda oid: "", 1)
     # NB: sizes are not kept per database or table: unknown (NULL), which psql shows blank
     for size in ("pg_database_size", "pg_table_size", "pg_relation_size",
-                 "pg_total_relation_size", "pg_indexes_size"):  # fmt: skip
+                 "pg_total_relation_size", "pg_indexes_size", "pg_tablespace_size"):  # fmt: skip
         define(size, lambda *args: None, 1, 2)
     define("pg_size_pretty", _size_pretty, 1)
     define("has_table_privilege", lambda *args: 1, 2, 3)
@@ -1398,7 +1823,8 @@ def _functions(
     define("pg_get_serial_sequence", lambda table, column: None, 2)
     db.create_function("json_build_object", -1, _json_object, deterministic=True)
     define("pg_bool", _bool, 1)
-    relations = _CATALOG_RELATIONS | names
+    define("pg_divide", _divide, 2)
+    relations = _CATALOG_RELATIONS | _CATALOG_VIEWS | names
     shown: dict[int, str] = {}
     for name, oid in relations.items():
         shown.setdefault(oid, name)
@@ -1410,11 +1836,23 @@ def _functions(
         1,
     )
     define("pg_regclass_name", lambda oid: regclass_name(oid, shown), 1)
-    # NB: a regtype's text is format_type's (bigint, bigint[]), as PostgreSQL's
-    define("pg_regtype", lambda oid: enums.get(oid) or _FORMATTED.get(oid) if oid else None, 1)
-    define("pg_regproc", lambda value: value, 1)
+    # NB: the functions a regproc names are the types' input functions and the access
+    # methods' handlers; a regproc is its name here (pg_type.typinput is one)
+    procs = {
+        name
+        for (name,) in db.execute("SELECT typinput FROM pg_type UNION SELECT amhandler FROM pg_am")
+    }
+    define("pg_regproc", lambda value: _regproc(value, procs), 1)
+    define("getdatabaseencoding", lambda: "UTF8", 0)
+    define("pg_char_to_encoding", lambda name: 6 if str(name).upper() == "UTF8" else -1, 1)
+    settings = dict(db.execute("SELECT name, setting FROM pg_settings").fetchall())
+    define(
+        "current_setting", lambda name, missing_ok=False: _setting(settings, name, missing_ok), 1, 2
+    )
     types = {name: oid for oid, name in enums.items()} | _TYPE_OIDS
+    define("pg_regtype", lambda value: _regtype_oid(value, types), 1)
     define("to_regtype", lambda name: types.get(_bare_type_name(name)), 1)
+    define("pg_regtype_name", lambda oid: _regtype_name(oid, enums), 1)
     define("version", lambda: values["version"], 0)
     define("current_database", lambda: values["database"], 0)
     define("current_schema", lambda: "public", 0)
@@ -1423,6 +1861,10 @@ def _functions(
     define("quote_ident", lambda name: name, 1)
     db.create_aggregate("pg_array_agg", 2, _ArrayAgg)  # type: ignore[arg-type]
     db.create_aggregate("pg_array_of", 1, _ArrayOf)  # type: ignore[arg-type]
+    return {
+        OID.REGCLASS: lambda oid: regclass_name(oid, shown),
+        OID.REGTYPE: lambda oid: _regtype_name(oid, enums),
+    }
 
 
 _ARRAY = "\x00array:"  # marks an array_agg's result, made a list after the query
@@ -1579,6 +2021,23 @@ def _value(value: Any) -> Any:
     return value
 
 
+def _divide(a: Any, b: Any) -> Any:
+    """``a / b`` as the SQL layer divides (SQLite's truncates integers and gives NULL
+    for a zero divisor): two integers' quotient is not truncated (a DECIMAL, made one
+    where it is a result column: :func:`_static_oid`), 22012 for a zero divisor.
+    NB: a quotient that is no integer is a float while SQLite computes and compares
+    with it (past 16 digits it is not the SQL layer's DECIMAL)."""
+    if a is None or b is None:
+        return None
+    try:
+        if isinstance(a, float) or isinstance(b, float):
+            return float(a) / float(b)
+        quotient = DECIMAL_QUOTIENT.divide(decimal.Decimal(a), decimal.Decimal(b))
+        return int(quotient) if quotient == quotient.to_integral_value() else float(quotient)
+    except (ZeroDivisionError, decimal.DivisionByZero, decimal.InvalidOperation):
+        raise SQLError("22012", "division by zero") from None
+
+
 def _bool(value: Any) -> bool | None:
     if value is None:
         return None
@@ -1662,7 +2121,10 @@ def run_catalog_query(
     ``prepared``, its prepared statements, in ``pg_prepared_statements``)."""
     translated = _translated(text, database, user, version)
     if translated.empty is not None:
-        return Result(translated.empty, [], "SELECT 0")
+        columns = translated.empty
+        static = translated.oids if len(translated.oids) == len(columns) else ()
+        wire = tuple(WireType(oid or OID.TEXT) for oid in static)
+        return CatalogResult(columns, [], "SELECT 0", wire_types=wire)
     if not users:
         users = [User(ROOT, admin=True)] + ([] if user == ROOT else [User(user, admin=False)])
     db, names, enums = _build(schema, database, users, memberships, types)
@@ -1680,9 +2142,8 @@ def run_catalog_query(
     try:
         raised: list[SQLError] = []
         views = {o.id: o.query for o in others if isinstance(o, ViewDescriptor)}
-        _functions(db, names, values, raised, views)
+        printers = _functions(db, names, values, raised, views)
         _comment_functions(db, described)
-        booleans = translated.booleans
         try:
             cursor = db.execute(translated.sql, tuple(_param(p) for p in params))
             fetched = cursor.fetchall()
@@ -1691,14 +2152,17 @@ def run_catalog_query(
                 raise raised[0] from None
             raise SQLError("0A000", f"this catalog query is not supported: {exc}") from None
         columns = tuple(d[0] for d in cursor.description or ())
+        static = translated.oids if len(translated.oids) == len(columns) else (None,) * len(columns)
         rows = [
-            tuple(_bool(v) if n in booleans else _value(v) for n, v in enumerate(row))
+            tuple(_typed_value(v, static[n], printers) for n, v in enumerate(row))
             for row in fetched
         ]
-        # NB: only a column of NULLs (an empty result's) needs its declared type
-        nulls = any(all(row[n] is None for row in rows) for n in range(len(columns)))
-        declared = _declared_types(db, translated) if nulls else ()
+        declared = _declared_types(db, translated)
     finally:
         db.close()
+    wire = _wire_types(rows, static, declared, translated.arrays)
+    known = tuple(
+        _declared_column_type(oid, n in translated.arrays) for n, oid in enumerate(declared)
+    )
     verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "SELECT"
-    return Result(columns, rows, f"{verb} {len(rows)}", types=declared)
+    return CatalogResult(columns, rows, f"{verb} {len(rows)}", types=known, wire_types=wire)

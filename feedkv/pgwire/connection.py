@@ -75,7 +75,12 @@ from feedkv.errors import (
 )
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
-from feedkv.pgwire.catalog import catalog_param_oids, reads_catalog, run_catalog_query
+from feedkv.pgwire.catalog import (
+    CatalogResult,
+    catalog_param_oids,
+    reads_catalog,
+    run_catalog_query,
+)
 from feedkv.pgwire.copy import (
     BINARY_HEADER,
     BINARY_TRAILER,
@@ -971,7 +976,10 @@ class Connection:
             return None
 
     def _result_types(self, result: Result, description: Description | None) -> list[WireType]:
-        """The result's column types: the SQL layer's, else its values'."""
+        """The result's column types: the SQL layer's (a catalog query's own), else its
+        values'."""
+        if isinstance(result, CatalogResult) and len(result.wire_types) == len(result.columns):
+            return list(result.wire_types)
         types = _column_types(result)
         declared = description.columns if description is not None else None
         if declared is not None and len(declared) == len(types):

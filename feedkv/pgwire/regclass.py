@@ -80,8 +80,11 @@ def regclass_oid(
 
 
 def regclass_name(oid: Any, names: Mapping[int, str]) -> str | None:
-    """How the regclass ``oid`` prints: its relation's name, else the number."""
+    """How the regclass ``oid`` prints: its relation's name, else the number (0, no
+    relation, as ``-``, as PostgreSQL prints it)."""
     if oid is None:
         return None
+    if int(oid) == 0:
+        return "-"
     name = names.get(int(oid))
     return quote_name(name) if name is not None else str(int(oid))

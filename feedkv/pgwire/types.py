@@ -64,6 +64,7 @@ from feedkv.sql.types import (
 __all__ = [
     "ENUM_OID_BASE",
     "OID",
+    "OidName",
     "WireType",
     "binary_reader",
     "column_oid",
@@ -92,6 +93,7 @@ class OID:
     BYTEA: Final = 17
     CHAR: Final = 18
     NAME: Final = 19
+    REGPROC: Final = 24
     INT8: Final = 20
     INT2: Final = 21
     INT4: Final = 23
@@ -114,6 +116,8 @@ class OID:
     INET: Final = 869
     BIT: Final = 1560
     VARBIT: Final = 1562
+    REGCLASS: Final = 2205  # a relation's OID, its text the relation's name
+    REGTYPE: Final = 2206  # a type's OID, its text format_type's name
     VOID: Final = 2278  # accepted only to refuse it (see connection._refuse_void)
 
 
@@ -149,6 +153,12 @@ _SIZES = {
     OID.UUID: 16,
     OID.TIME: 8,
     OID.INTERVAL: 16,
+    OID.OID: 4,
+    OID.REGPROC: 4,
+    OID.REGCLASS: 4,
+    OID.REGTYPE: 4,
+    OID.NAME: 64,
+    OID.CHAR: 1,
 }
 
 _STRINGS = frozenset({OID.UNSPECIFIED, OID.TEXT, OID.VARCHAR, OID.BPCHAR, OID.NAME, OID.CHAR})
@@ -268,6 +278,22 @@ _NARROW_ARRAYS: dict[tuple[Kind, int | None], tuple[int, int]] = {
     (Kind.FLOAT, 32): (1021, OID.FLOAT4),
 }
 _SENT_ARRAYS = frozenset(_ELEMENT_OF_ARRAY) | {1005, 1007, 1021, 1014}
+
+
+class OidName(str):
+    """A regclass or regtype value: the name it prints as (its text format), and the OID
+    it is (its binary format)."""
+
+    oid: int
+
+    def __new__(cls, name: str, oid: int) -> OidName:
+        value = super().__new__(cls, name)
+        value.oid = oid
+        return value
+
+
+def _oid_name_binary(value: Any) -> bytes:
+    return struct.pack("!I", value.oid) if isinstance(value, OidName) else str(value).encode()
 
 
 class WireType(NamedTuple):
@@ -493,6 +519,9 @@ _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
     OID.INT8: lambda v: struct.pack("!q", v),
     OID.INT2: lambda v: struct.pack("!h", v),  # NB: an INT2 column holds only these
     OID.INT4: lambda v: struct.pack("!i", v),
+    OID.OID: lambda v: struct.pack("!I", v),
+    OID.REGCLASS: _oid_name_binary,
+    OID.REGTYPE: _oid_name_binary,
     OID.FLOAT8: lambda v: struct.pack("!d", v),
     OID.FLOAT4: lambda v: struct.pack("!f", Float4.of(v)),  # NB: past float32: inf
     OID.NUMERIC: _numeric_binary,

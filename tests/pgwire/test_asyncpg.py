@@ -117,15 +117,15 @@ def test_array_parameters_and_results_go_through_its_type_introspection(pg_url: 
                 [decimal.Decimal("0.5")],
             )
             # what the driver asked: the array types and their element types, deepest
-            # first (as PostgreSQL names them: regtype's text is format_type's)
+            # first (as PostgreSQL names them: regtype's text is format_type's, 0's "-")
             rows = await conn.fetch(asyncpg.introspection.INTRO_LOOKUP_TYPES_13, [1016, 1231])
             found = sorted(
                 (-int(r["depth"]), r["oid"], r["name"], r["elemtype"], r["elemtype_name"])
                 for r in rows
             )
             assert found == [
-                (-1, 20, "int8", 0, None),
-                (-1, 1700, "numeric", 0, None),
+                (-1, 20, "int8", 0, "-"),
+                (-1, 1700, "numeric", 0, "-"),
                 (0, 1016, "_int8", 20, "bigint"),
                 (0, 1231, "_numeric", 1700, "numeric"),
             ]

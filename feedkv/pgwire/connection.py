@@ -108,6 +108,7 @@ from feedkv.pgwire.types import (
     type_size,
     wire_type,
 )
+from feedkv.sql import literal_lifting
 from feedkv.sql import statements as st
 from feedkv.sql.catalog import User
 from feedkv.sql.cursors import Cursors
@@ -584,7 +585,11 @@ class Connection:
             copying, catalog = is_copy(text), reads_catalog(text)
             deallocate = _DEALLOCATE.match(text)
             special = copying or catalog or deallocate or sql_prepare or sql_execute
-            prepared = () if special else prepare(text)
+            # NB: its integer literals as parameters, when they may be: one parse and plan
+            # for all the texts that differ only in them (feedkv.sql.literal_lifting)
+            lifted = None if special else literal_lifting.lifted(text, prepare)
+            run, params = lifted if lifted is not None else (text, ())
+            prepared = () if special else prepare(run)
             if sql_prepare is not None:
                 self._prepare_sql(sql_prepare, out)
             elif sql_execute is not None:
@@ -602,7 +607,7 @@ class Connection:
             elif (fetch := self._portal_fetch(prepared)) is not None:
                 self._fetch_portal(fetch, out)
             else:
-                results = self._sql.execute_each(text)
+                results = self._sql.execute_each(run, params)
                 for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
                     description = self._described_after(statement, result)

@@ -147,16 +147,22 @@ WORKLOADS = {"kv0": KV0, "tpcb": TPCB}
 
 
 def pgbench(
-    url: str, script_text: str, clients: int, seconds: float, workdir: Path
+    url: str,
+    script_text: str,
+    clients: int,
+    seconds: float,
+    workdir: Path,
+    mode: str = "prepared",
 ) -> dict[str, Any]:
-    """One pgbench run of ``script_text`` against ``url``: TPS and latency percentiles."""
+    """One pgbench run of ``script_text`` against ``url`` in query ``mode`` (pgbench's
+    ``-M``: simple, extended or prepared): TPS and latency percentiles."""
     script = workdir / "script.sql"
     script.write_text(script_text)
     prefix = workdir / "txlog"
     done = subprocess.run(
         [
             "pgbench", "-n", "-f", str(script), "-c", str(clients), "-j", "2",
-            "-T", str(max(1, round(seconds))), "-M", "prepared", "-l",
+            "-T", str(max(1, round(seconds))), "-M", mode, "-l",
             "--log-prefix", str(prefix), url,
         ],
         capture_output=True,
@@ -199,16 +205,17 @@ def _run(
     seconds: float,
     workdir: Path,
     pid: int | None = None,
+    mode: str = "prepared",
 ) -> dict[str, Any]:
-    """One pgbench run; ``pid``: a process whose CPU time over the run is reported per
-    transaction."""
+    """One pgbench run in query ``mode``; ``pid``: a process whose CPU time over the run
+    is reported per transaction."""
     workload.prepare(url, server)
     before = _cpu_s(pid) if pid is not None else None
     switches = SwitchCounter(pid) if pid is not None else None
     if switches is not None:
         switches.start()
     try:
-        row = pgbench(url, workload.script, clients, seconds, workdir)
+        row = pgbench(url, workload.script, clients, seconds, workdir, mode)
     finally:
         if switches is not None:
             switches.stop()
@@ -297,7 +304,9 @@ class SwitchCounter:
         return sum(v for v, _ in counts), sum(i for _, i in counts)
 
 
-def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
+def run_feedkv(
+    workload: Workload, clients: int, seconds: float, mode: str = "prepared"
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-") as tmp:
         # NB: insecure (plaintext, no login) as the PostgreSQL beside it, which initdb
         # makes without TLS and trusting loopback: the same wire on both sides
@@ -311,6 +320,7 @@ def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, An
                 seconds,
                 Path(tmp),
                 pid=node.process.pid,
+                mode=mode,
             )
         finally:
             node.process.terminate()
@@ -319,7 +329,9 @@ def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, An
     return row
 
 
-def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
+def run_postgresql(
+    workload: Workload, clients: int, seconds: float, mode: str = "prepared"
+) -> dict[str, Any]:
     pg_bin = bench_module("kv")._find_pg_bin()
     if pg_bin is None:
         return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
@@ -328,7 +340,7 @@ def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str
         with bench_module("kv").postgresql(pg_bin, tmp) as url:
             work = tmp / "work"
             work.mkdir()
-            row = _run(workload, url, "postgresql", clients, seconds, work)
+            row = _run(workload, url, "postgresql", clients, seconds, work, mode=mode)
     row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
     return row
 
@@ -341,6 +353,7 @@ def side_by_side(
     *,
     skip_pg: bool,
     rounds: int = 1,
+    mode: str = "prepared",
 ) -> dict[str, Any] | None:
     """Run ``workload`` on feedkv and (unless ``skip_pg``) on PostgreSQL into ``result``,
     ``rounds`` times, alternating; returns the ratios (with several rounds, the medians
@@ -352,11 +365,11 @@ def side_by_side(
     result["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
     runs = []
     for _ in range(rounds):
-        ours = run_feedkv(workload, clients, seconds)
+        ours = run_feedkv(workload, clients, seconds, mode)
         theirs = (
             {"skipped": "--skip-postgresql"}
             if skip_pg
-            else run_postgresql(workload, clients, seconds)
+            else run_postgresql(workload, clients, seconds, mode)
         )
         runs.append({"feedkv": ours, "postgresql": theirs, "ratio": _ratio(ours, theirs)})
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -414,6 +427,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--rounds", type=int, default=1, help="alternate the servers this many times"
     )
+    parser.add_argument(
+        "--mode",
+        choices=["simple", "extended", "prepared"],
+        default="prepared",
+        help="pgbench's query mode (-M): simple sends each statement as text",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -425,7 +444,7 @@ def main(argv: list[str]) -> int:
     }[args.workload]
     result: dict[str, Any] = {
         "benchmark": "pgwire",
-        "workload": f"pgbench -n -M prepared, {described}",
+        "workload": f"pgbench -n -M {args.mode}, {described}",
         "clients": args.clients,
         "seconds": args.seconds,
         "rounds": args.rounds,
@@ -438,6 +457,7 @@ def main(argv: list[str]) -> int:
         args.seconds,
         skip_pg=args.skip_postgresql,
         rounds=args.rounds,
+        mode=args.mode,
     )
     if ratio is not None:
         result["targets"] = TARGETS

@@ -117,9 +117,10 @@ def _sign_at(text: str, start: int) -> int | None:
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
-def liftable(statement: st.Statement, placeholders: int) -> bool:
-    """Whether each of ``statement``'s ``placeholders`` (each used once: a template of
-    :func:`lift`) stands where a literal and a parameter are alike (module docstring)."""
+def liftable(statement: st.Statement, placeholders: int, lifted: int) -> bool:
+    """Whether ``statement`` (a template of :func:`lift`, with ``lifted`` values) has
+    each of them once, as its ``placeholders`` (the highest ``$n`` it uses), where a
+    literal and a parameter are alike (module docstring)."""
     allowed: list[exp.Parameter] = []
     if isinstance(statement, st.Select | st.Update | st.Delete) and statement.where is not None:
         allowed += _compared_with_columns(statement.where)
@@ -131,11 +132,8 @@ def liftable(statement: st.Statement, placeholders: int) -> bool:
             return False
         allowed += [value for value in statement.rows[0] if isinstance(value, exp.Parameter)]
     found = parameters(statement)
-    return (
-        len(found) == placeholders
-        and {id(node) for node in found} == {id(node) for node in allowed}
-        and len(allowed) == placeholders
-    )
+    same = {id(node) for node in found} == {id(node) for node in allowed}
+    return same and lifted == placeholders == len(found) == len(allowed)
 
 
 def _compared_with_columns(where: exp.Expr) -> Iterator[exp.Parameter]:
@@ -166,17 +164,19 @@ def lifted(
     statement that :func:`liftable` takes (``prepare`` parses it, with its cache);
     else ``None``: run ``text`` as it is."""
     found = lift(text)
-    if found is None or not _verdicts(found[0], prepare):
+    if found is None or not _verdicts(found[0], len(found[1]), prepare):
         return None
     return found
 
 
-def _verdict(template: str, prepare: Callable[[str], tuple[tuple[st.Statement, int], ...]]) -> bool:
+def _verdict(
+    template: str, values: int, prepare: Callable[[str], tuple[tuple[st.Statement, int], ...]]
+) -> bool:
     try:
         prepared = prepare(template)
     except SQLError:
         return False  # NB: the text itself then fails as it would have
-    return len(prepared) == 1 and liftable(*prepared[0])
+    return len(prepared) == 1 and liftable(*prepared[0], values)
 
 
 # NB: a verdict is a bool; the template's parse is in prepare's own cache

@@ -80,6 +80,8 @@ def test_a_template_is_taken_where_literals_and_parameters_are_alike(text: str) 
         "INSERT INTO t VALUES (1), (2)",  # several rows: their kinds are checked alike
         "UPDATE t SET a = 1 WHERE k = 2; SELECT 3",
         "SELECT a FROM t WHERE b = 1 AND",  # does not parse: fails as written
+        "CREATE TABLE t (k INT PRIMARY KEY, b INT AS (k * 2) STORED)",
+        "CREATE TABLE t (k INT) WITH (fillfactor = 90)",
     ],
 )
 def test_other_places_keep_their_literals(text: str) -> None:

@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,6 +58,7 @@ import psycopg
 
 from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
 
 KEYS = 100_000
 VALUE = "v" * 100
@@ -210,6 +212,7 @@ def _run(
     """One pgbench run in query ``mode``; ``pid``: a process whose CPU time over the run
     is reported per transaction."""
     workload.prepare(url, server)
+    settled = wait_quiet(pid) if pid is not None else None
     before = _cpu_s(pid) if pid is not None else None
     switches = SwitchCounter(pid) if pid is not None else None
     if switches is not None:
@@ -232,9 +235,37 @@ def _run(
             "voluntary": round(voluntary / row["transactions"], 2),
             "involuntary": round(involuntary / row["transactions"], 2),
         }
+    if settled is not None:
+        row["node_settled_after_load_s"] = settled
     if workload.after is not None:
         row.update(workload.after(url))
     return row
+
+
+def wait_quiet(
+    pid: int, *, window_s: float = 0.5, share: float = 0.05, timeout_s: float = 60.0
+) -> float | None:
+    """Wait until process ``pid`` uses less than ``share`` of a core over ``window_s``,
+    and return how long that took (``None``: not within ``timeout_s``). A node's work
+    after the load (the columnar copy of the accounts that their COPY asks for, 0.3 s
+    of CPU) then no longer counts in the run's CPU per transaction."""
+    started = time.monotonic()
+    last = [started, sum(_cpu_s(pid))]
+
+    def quiet() -> bool:
+        now = time.monotonic()
+        if now - last[0] < window_s:
+            return False
+        cpu = sum(_cpu_s(pid))
+        rate = (cpu - last[1]) / (now - last[0])
+        last[:] = [now, cpu]
+        return rate < share
+
+    try:
+        wait_until(quiet, timeout_s=timeout_s, poll_s=0.05, what="the node to settle")
+    except TimeoutError:
+        return None
+    return round(time.monotonic() - started, 2)
 
 
 def _cpu_s(pid: int) -> tuple[float, float]:

@@ -201,7 +201,12 @@ class SQLSession(Protocol):
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]: ...
 
     def execute_each(
-        self, text: str, params: Sequence[Any] = (), *, batch: bool = True
+        self,
+        text: str,
+        params: Sequence[Any] = (),
+        *,
+        batch: bool = True,
+        shown: str | None = None,
     ) -> Iterator[Result]: ...
 
     def execute_many(
@@ -607,7 +612,7 @@ class Connection:
             elif (fetch := self._portal_fetch(prepared)) is not None:
                 self._fetch_portal(fetch, out)
             else:
-                results = self._sql.execute_each(run, params)
+                results = self._sql.execute_each(run, params, shown=text)
                 for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
                     description = self._described_after(statement, result)

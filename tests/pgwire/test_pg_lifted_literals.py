@@ -4,10 +4,13 @@ columns of every kind a number meets."""
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 
 from feedkv.sql.literal_lifting import lifted
 from feedkv.sql.session import prepare
+from feedkv.testing.waiting import wait_until
 
 COLUMNS = "k INT PRIMARY KEY, s STRING, f FLOAT, r REAL, d DECIMAL, i2 INT2, b BOOL, ts TIMESTAMP"
 ROWS = "(1, '5', 5.5, 0.1, 5.5, 5, true, '2020-01-01'), (2, '7', -3, 16777216, -1, -3, false, NULL)"
@@ -53,3 +56,30 @@ def test_lifted_literals_answer_as_the_text_as_written(pg_url: str) -> None:
         assert _run(conn, "SELECT * FROM lifted ORDER BY k") == _run(
             conn, "SELECT * FROM written ORDER BY k"
         )
+
+
+def test_a_running_lifted_statement_shows_as_written(pg_url: str) -> None:
+    text = "UPDATE kv SET v = 2 WHERE k = 1"
+    assert lifted(text, prepare) is not None
+    with (
+        psycopg.connect(pg_url, autocommit=True) as holder,
+        psycopg.connect(pg_url, autocommit=True) as writer,
+        psycopg.connect(pg_url, autocommit=True) as watcher,
+    ):
+        holder.execute("CREATE TABLE kv (k INT PRIMARY KEY, v INT)")
+        holder.execute("INSERT INTO kv VALUES (1, 0)")
+        holder.execute("BEGIN")
+        holder.execute("UPDATE kv SET v = 1 WHERE k = 1 /* holds the row */")
+        thread = threading.Thread(target=writer.execute, args=(text,))
+        thread.start()
+        try:
+            wait_until(
+                lambda: any(text in str(row) for row in watcher.execute("SHOW QUERIES")),
+                timeout_s=30,
+                what="the lifted UPDATE to wait on the row, as written",
+            )
+        finally:
+            holder.execute("COMMIT")
+            thread.join(30)
+        assert not thread.is_alive()
+        assert watcher.execute("SELECT v FROM kv").fetchall() == [(2,)]

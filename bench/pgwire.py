@@ -22,6 +22,24 @@ log), feedkv's node CPU per transaction (user and system time of the node proces
 statement's hand-offs between threads and its waits for the GIL), the machine's load
 average, the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
 
+``--mode simple`` runs pgbench's default protocol (each statement a Query message, its
+values written into the text) instead of ``-M prepared``.
+
+Where a TPC-B transaction goes (pgb39, 32 clients, load 13-22 on 2 cores): the node
+spends 3.8-4.2 ms of CPU a transaction under ``-M prepared`` (2.2 ms with one client and
+no fsync: the rest is the contention on the branch rows, waits for their locks, pushes
+and wake-ups, about 100-110 voluntary context switches a transaction); 0.002 restarts
+and no aborts a transaction (the node's ``txn_restarts_count``, ``txn_aborts``), no
+40001 reaches pgbench. Of one client's transaction (cProfile, no fsync) the KV client,
+commit and resolution take about two thirds, SQL execution (plans kept per session)
+about a fifth, pgwire's messages, parameters and replies the rest (~15%). ``-M simple``
+cost 9.4 ms a transaction (7.1 ms with one client, no fsync): each new text was parsed
+(sqlglot, ~0.5 ms a statement) and planned again, and its SELECT described again after
+it ran; with integer literals lifted into parameters (feedkv.sql.literal_lifting) it
+is 4.2-4.6 ms (2.9 ms with one client), and kv0's 271 us against 1,209 (prepared:
+213-222). What is left between simple and prepared is mostly the SELECT's description,
+made anew after each run.
+
 Where a kv0 statement goes (perf39, 32 clients, load 5-18 on 2 cores): the node spends
 about 180-200 us of CPU a statement (user 140-150, system 45-55), yet holds the GIL only
 ~30-45% of the run (py-spy --gil: 970 samples of 3000 in 15 s): a cycle is one group

@@ -200,6 +200,8 @@ class SQLSession(Protocol):
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]: ...
 
+    def leased_descriptor(self, database: str | None, name: str) -> TableDescriptor | None: ...
+
     def execute_each(
         self,
         text: str,
@@ -592,7 +594,7 @@ class Connection:
             special = copying or catalog or deallocate or sql_prepare or sql_execute
             # NB: its integer literals as parameters, when they may be: one parse and plan
             # for all the texts that differ only in them (feedkv.sql.literal_lifting)
-            lifted = None if special else literal_lifting.lifted(text, prepare)
+            lifted = None if special else self._lifted(text)
             run, params = lifted if lifted is not None else (text, ())
             prepared = () if special else prepare(run)
             if sql_prepare is not None:
@@ -626,6 +628,16 @@ class Connection:
         finally:
             self._end_query()
         self._ready_for_query(out)
+
+    def _lifted(self, text: str) -> tuple[str, tuple[int, ...]] | None:
+        """``text``'s template and values (:func:`literal_lifting.lifted`) when its
+        table, as leased now, may take them; else ``None``: run the text as written."""
+        found = literal_lifting.lifted(text, prepare)
+        if found is None:
+            return None
+        table = literal_lifting.table_of(prepare(found[0])[0][0])
+        desc = None if table is None else self._sql.leased_descriptor(table.database, table.name)
+        return found if desc is not None and literal_lifting.lifts_into(desc) else None
 
     def _portal_fetch(self, prepared: Sequence[tuple[st.Statement, int]]) -> st.FetchCursor | None:
         """The query's one statement if it is a FETCH or MOVE of a portal Bind made (not

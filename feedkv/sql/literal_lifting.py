@@ -22,6 +22,11 @@ placeholders where a literal and a parameter holding its value are alike
   side is a column;
 - in an INSERT of one row of VALUES, a whole value.
 
+The statement reads and writes one table, named as such (no joins, subqueries or CTEs),
+and each run checks that the table has no JSONB column (:func:`lifts_into`): a JSON
+scalar is a plain Python value, typed by the tree, so an integer parameter meets a JSONB
+column as a JSON number where the literal is refused (42804, 42883).
+
 Only integers from -2**24 to 2**24 are lifted: a constant compared with a FLOAT (REAL)
 is made one first, and such integers are exactly the same as FLOAT and REAL, so the
 comparison decides the same either way. A minus sign written right after an operator,
@@ -41,10 +46,12 @@ from sqlglot import exp
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
+from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.parser import parameters
 from feedkv.sql.statement_cache import StatementCache
+from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["MAX_LIFTED", "lift", "liftable", "lifted"]
+__all__ = ["MAX_LIFTED", "lift", "liftable", "lifted", "lifts_into", "table_of"]
 
 MAX_LIFTED = 1 << 24  # float32 holds every integer up to it exactly
 
@@ -52,7 +59,7 @@ _TOKENS = re.compile(
     r"""
     (?P<quoted>'(?:[^']|'')*'|"(?:[^"]|"")*")
   | (?P<word>[^\W\d]\w*)
-  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
+  | (?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)
     """,
     re.VERBOSE,
 )
@@ -83,8 +90,8 @@ def lift(text: str) -> tuple[str, tuple[int, ...]] | None:
         literal = match.group()
         if not literal.isdigit() or (literal[0] == "0" and len(literal) > 1):
             continue
-        if end < len(text) and (text[end].isalnum() or text[end] == "_"):
-            continue
+        if _in_word(text, start - 1) or _in_word(text, end):
+            continue  # NB: next to a character no word starts with (a digit not ASCII's)
         value = int(literal)
         sign = _sign_at(text, start)
         if sign is not None:
@@ -98,6 +105,10 @@ def lift(text: str) -> tuple[str, tuple[int, ...]] | None:
         return None
     parts.append(text[copied:])
     return "".join(parts), tuple(values)
+
+
+def _in_word(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
 
 
 def _sign_at(text: str, start: int) -> int | None:
@@ -121,6 +132,8 @@ def liftable(statement: st.Statement, placeholders: int, lifted: int) -> bool:
     """Whether ``statement`` (a template of :func:`lift`, with ``lifted`` values) has
     each of them once, as its ``placeholders`` (the highest ``$n`` it uses), where a
     literal and a parameter are alike (module docstring)."""
+    if table_of(statement) is None:
+        return False
     allowed: list[exp.Parameter] = []
     if isinstance(statement, st.Select | st.Update | st.Delete) and statement.where is not None:
         allowed += _compared_with_columns(statement.where)
@@ -134,6 +147,32 @@ def liftable(statement: st.Statement, placeholders: int, lifted: int) -> bool:
     found = parameters(statement)
     same = {id(node) for node in found} == {id(node) for node in allowed}
     return same and lifted == placeholders == len(found) == len(allowed)
+
+
+def table_of(statement: st.Statement) -> st.TableName | None:
+    """The one table a statement :func:`liftable` may take reads or writes (``None``:
+    another statement, or one of several sources)."""
+    if isinstance(statement, st.Select):
+        alone = not (statement.joins or statement.subqueries or statement.ctes)
+        return statement.table if alone and isinstance(statement.table, st.TableName) else None
+    if isinstance(statement, st.Update | st.Delete):
+        return None if statement.joins or statement.subqueries else statement.table
+    if isinstance(statement, st.Insert):
+        nested = statement.subqueries or statement.conflict_subqueries
+        return None if nested else statement.table
+    return None
+
+
+def lifts_into(desc: TableDescriptor) -> bool:
+    """Whether a template may run over table ``desc``: none of its columns is a JSONB
+    or holds JSONB (module docstring)."""
+    for column in desc.columns:
+        ctype: ColumnType | None = column.type
+        while ctype is not None:
+            if ctype.kind is Kind.JSONB:
+                return False
+            ctype = ctype.element
+    return True
 
 
 def _compared_with_columns(where: exp.Expr) -> Iterator[exp.Parameter]:

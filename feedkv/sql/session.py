@@ -1468,6 +1468,15 @@ class Session:
             return None
         return lease
 
+    def leased_descriptor(self, database: str | None, name: str) -> TableDescriptor | None:
+        """Table ``name``'s descriptor as its lease has it now, read from no store
+        (``None``: no lease to be had; see :meth:`leased_table`)."""
+        lease = self.leased_table(database, name)
+        if lease is None or self.leases is None:
+            return None
+        self.leases.release(lease)
+        return lease.desc
+
     def forget(self, *, database: str | None = None, table: int | None = None) -> None:
         if database is not None:
             self._database_ids.pop(database, None)

@@ -8,6 +8,7 @@ import threading
 
 import psycopg
 
+from feedkv.pgwire.server import PGServer
 from feedkv.sql.literal_lifting import lifted
 from feedkv.sql.session import prepare
 from feedkv.testing.waiting import wait_until
@@ -83,3 +84,22 @@ def test_a_running_lifted_statement_shows_as_written(pg_url: str) -> None:
             thread.join(30)
         assert not thread.is_alive()
         assert watcher.execute("SELECT v FROM kv").fetchall() == [(2,)]
+
+
+def test_a_table_with_a_jsonb_column_keeps_its_literals(pg_server: PGServer, pg_url: str) -> None:
+    """An integer parameter meets a JSONB column as a JSON number, where the literal is
+    refused: a table with one runs its texts as written."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE js (k INT PRIMARY KEY, j JSONB, v INT)")
+        conn.execute("CREATE TABLE plain (k INT PRIMARY KEY, v INT)")
+        conn.execute("INSERT INTO js VALUES (1, '5', 0)")
+        conn.execute("INSERT INTO plain VALUES (1, 0)")
+        [(connection, _sock)] = pg_server._connections.values()
+        assert connection._lifted("UPDATE plain SET v = 7 WHERE k = 1") is not None
+        assert connection._lifted("UPDATE js SET v = 7 WHERE k = 1") is None
+        assert _run(conn, "SELECT k FROM js WHERE j = 5") == _run(
+            conn, "SELECT k FROM js WHERE j = 5" + AS_WRITTEN
+        )
+        for text in ("INSERT INTO js (k, j) VALUES (3, 5)", "UPDATE js SET j = 7 WHERE k = 1"):
+            assert lifted(text, prepare) is not None
+            assert _run(conn, text) == ("error", "42804") == _run(conn, text + AS_WRITTEN)

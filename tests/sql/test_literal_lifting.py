@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from feedkv.sql.literal_lifting import MAX_LIFTED, lift, lifted
+from feedkv.sql.descriptor import Column, Family, TableDescriptor
+from feedkv.sql.literal_lifting import MAX_LIFTED, lift, lifted, lifts_into, table_of
 from feedkv.sql.session import prepare
+from feedkv.sql.statements import TableName
+from feedkv.sql.types import ColumnType, Kind
 
 
 def test_pgbench_tpcb_statements_lift_their_values() -> None:
@@ -26,6 +29,7 @@ def test_pgbench_tpcb_statements_lift_their_values() -> None:
         "SELECT a FROM t WHERE s = '12' AND t2.c = 1.5 AND d = 1e3",
         'SELECT "x1" FROM t1 WHERE c = 007',
         f"SELECT a FROM t WHERE b = {MAX_LIFTED + 1}",
+        "SELECT a FROM t WHERE b = \u0663 AND c = \u06635",  # Arabic-Indic digits
         "BEGIN",
     ],
 )
@@ -87,3 +91,28 @@ def test_a_template_is_taken_where_literals_and_parameters_are_alike(text: str) 
 def test_other_places_keep_their_literals(text: str) -> None:
     assert lift(text) is not None
     assert lifted(text, prepare) is None
+
+
+def test_a_template_reads_one_table_named_as_such() -> None:
+    [(select, _count)] = prepare("SELECT a FROM db.t WHERE b = $1")
+    assert table_of(select) == TableName("t", "db")
+    for text in (
+        "SELECT a FROM t JOIN u ON t.k = u.k WHERE b = 1",
+        "SELECT a FROM (SELECT a, b FROM t) AS d WHERE b = 1",
+        "WITH w AS (SELECT 1) SELECT a FROM t WHERE b = 1",
+        "UPDATE t SET a = 1 FROM u WHERE t.k = 2",
+    ):
+        assert lift(text) is not None
+        assert lifted(text, prepare) is None, text
+
+
+def test_a_table_with_jsonb_anywhere_in_its_columns_takes_no_template() -> None:
+    def table(*types: ColumnType) -> TableDescriptor:
+        columns = tuple(Column(i, f"c{i}", t) for i, t in enumerate(types, start=1))
+        family = Family(0, "primary", tuple(c.id for c in columns))
+        return TableDescriptor(52, "t", 1, columns, primary_key=(1,), families=(family,))
+
+    integer = ColumnType(Kind.INT)
+    assert lifts_into(table(integer, ColumnType(Kind.STRING)))
+    assert not lifts_into(table(integer, ColumnType(Kind.JSONB)))
+    assert not lifts_into(table(integer, ColumnType(Kind.ARRAY, element=ColumnType(Kind.JSONB))))

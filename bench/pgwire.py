@@ -36,8 +36,8 @@ about a fifth, pgwire's messages, parameters and replies the rest (~15%). ``-M s
 cost 9.4 ms a transaction (7.1 ms with one client, no fsync): each new text was parsed
 (sqlglot, ~0.5 ms a statement) and planned again, and its SELECT described again after
 it ran; with integer literals lifted into parameters (feedkv.sql.literal_lifting) it
-is 4.2-4.6 ms (2.9 ms with one client), and kv0's 271 us against 1,209 (prepared:
-213-222). What is left between simple and prepared is mostly the SELECT's description,
+is 4.2-5.0 ms (2.9 ms with one client), and kv0's 232-271 us against 1,206-1,209
+(prepared: 213-246). What is left between simple and prepared is mostly the SELECT's description,
 made anew after each run.
 
 Where a kv0 statement goes (perf39, 32 clients, load 5-18 on 2 cores): the node spends

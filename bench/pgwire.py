@@ -22,6 +22,24 @@ log), feedkv's node CPU per transaction (user and system time of the node proces
 statement's hand-offs between threads and its waits for the GIL), the machine's load
 average, the ratios and the issue's targets (feedkv >= 0.6x PostgreSQL's TPS, p99 <= 2x).
 
+``--mode simple`` runs pgbench's default protocol (each statement a Query message, its
+values written into the text) instead of ``-M prepared``.
+
+Where a TPC-B transaction goes (pgb39, 32 clients, load 13-22 on 2 cores): the node
+spends 3.8-4.2 ms of CPU a transaction under ``-M prepared`` (2.2 ms with one client and
+no fsync: the rest is the contention on the branch rows, waits for their locks, pushes
+and wake-ups, about 100-110 voluntary context switches a transaction); 0.002 restarts
+and no aborts a transaction (the node's ``txn_restarts_count``, ``txn_aborts``), no
+40001 reaches pgbench. Of one client's transaction (cProfile, no fsync) the KV client,
+commit and resolution take about two thirds, SQL execution (plans kept per session)
+about a fifth, pgwire's messages, parameters and replies the rest (~15%). ``-M simple``
+cost 9.4 ms a transaction (7.1 ms with one client, no fsync): each new text was parsed
+(sqlglot, ~0.5 ms a statement) and planned again, and its SELECT described again after
+it ran; with integer literals lifted into parameters (feedkv.sql.literal_lifting) it
+is 4.2-5.0 ms (2.9 ms with one client), and kv0's 232-271 us against 1,206-1,209
+(prepared: 213-246). What is left between simple and prepared is mostly the SELECT's description,
+made anew after each run.
+
 Where a kv0 statement goes (perf39, 32 clients, load 5-18 on 2 cores): the node spends
 about 180-200 us of CPU a statement (user 140-150, system 45-55), yet holds the GIL only
 ~30-45% of the run (py-spy --gil: 970 samples of 3000 in 15 s): a cycle is one group
@@ -49,6 +67,7 @@ import statistics
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,6 +76,7 @@ import psycopg
 
 from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
+from feedkv.testing.waiting import wait_until
 
 KEYS = 100_000
 VALUE = "v" * 100
@@ -147,16 +167,22 @@ WORKLOADS = {"kv0": KV0, "tpcb": TPCB}
 
 
 def pgbench(
-    url: str, script_text: str, clients: int, seconds: float, workdir: Path
+    url: str,
+    script_text: str,
+    clients: int,
+    seconds: float,
+    workdir: Path,
+    mode: str = "prepared",
 ) -> dict[str, Any]:
-    """One pgbench run of ``script_text`` against ``url``: TPS and latency percentiles."""
+    """One pgbench run of ``script_text`` against ``url`` in query ``mode`` (pgbench's
+    ``-M``: simple, extended or prepared): TPS and latency percentiles."""
     script = workdir / "script.sql"
     script.write_text(script_text)
     prefix = workdir / "txlog"
     done = subprocess.run(
         [
             "pgbench", "-n", "-f", str(script), "-c", str(clients), "-j", "2",
-            "-T", str(max(1, round(seconds))), "-M", "prepared", "-l",
+            "-T", str(max(1, round(seconds))), "-M", mode, "-l",
             "--log-prefix", str(prefix), url,
         ],
         capture_output=True,
@@ -199,16 +225,18 @@ def _run(
     seconds: float,
     workdir: Path,
     pid: int | None = None,
+    mode: str = "prepared",
 ) -> dict[str, Any]:
-    """One pgbench run; ``pid``: a process whose CPU time over the run is reported per
-    transaction."""
+    """One pgbench run in query ``mode``; ``pid``: a process whose CPU time over the run
+    is reported per transaction."""
     workload.prepare(url, server)
+    settled = wait_quiet(pid) if pid is not None else None
     before = _cpu_s(pid) if pid is not None else None
     switches = SwitchCounter(pid) if pid is not None else None
     if switches is not None:
         switches.start()
     try:
-        row = pgbench(url, workload.script, clients, seconds, workdir)
+        row = pgbench(url, workload.script, clients, seconds, workdir, mode)
     finally:
         if switches is not None:
             switches.stop()
@@ -225,9 +253,37 @@ def _run(
             "voluntary": round(voluntary / row["transactions"], 2),
             "involuntary": round(involuntary / row["transactions"], 2),
         }
+    if settled is not None:
+        row["node_settled_after_load_s"] = settled
     if workload.after is not None:
         row.update(workload.after(url))
     return row
+
+
+def wait_quiet(
+    pid: int, *, window_s: float = 0.5, share: float = 0.05, timeout_s: float = 60.0
+) -> float | None:
+    """Wait until process ``pid`` uses less than ``share`` of a core over ``window_s``,
+    and return how long that took (``None``: not within ``timeout_s``). A node's work
+    after the load (the columnar copy of the accounts that their COPY asks for, 0.3 s
+    of CPU) then no longer counts in the run's CPU per transaction."""
+    started = time.monotonic()
+    last = [started, sum(_cpu_s(pid))]
+
+    def quiet() -> bool:
+        now = time.monotonic()
+        if now - last[0] < window_s:
+            return False
+        cpu = sum(_cpu_s(pid))
+        rate = (cpu - last[1]) / (now - last[0])
+        last[:] = [now, cpu]
+        return rate < share
+
+    try:
+        wait_until(quiet, timeout_s=timeout_s, poll_s=0.05, what="the node to settle")
+    except TimeoutError:
+        return None
+    return round(time.monotonic() - started, 2)
 
 
 def _cpu_s(pid: int) -> tuple[float, float]:
@@ -297,7 +353,9 @@ class SwitchCounter:
         return sum(v for v, _ in counts), sum(i for _, i in counts)
 
 
-def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
+def run_feedkv(
+    workload: Workload, clients: int, seconds: float, mode: str = "prepared"
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"feedkv-bench-{workload.name}-") as tmp:
         # NB: insecure (plaintext, no login) as the PostgreSQL beside it, which initdb
         # makes without TLS and trusting loopback: the same wire on both sides
@@ -311,6 +369,7 @@ def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, An
                 seconds,
                 Path(tmp),
                 pid=node.process.pid,
+                mode=mode,
             )
         finally:
             node.process.terminate()
@@ -319,7 +378,9 @@ def run_feedkv(workload: Workload, clients: int, seconds: float) -> dict[str, An
     return row
 
 
-def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str, Any]:
+def run_postgresql(
+    workload: Workload, clients: int, seconds: float, mode: str = "prepared"
+) -> dict[str, Any]:
     pg_bin = bench_module("kv")._find_pg_bin()
     if pg_bin is None:
         return {"skipped": "PostgreSQL is not installed (apt-get install postgresql)"}
@@ -328,7 +389,7 @@ def run_postgresql(workload: Workload, clients: int, seconds: float) -> dict[str
         with bench_module("kv").postgresql(pg_bin, tmp) as url:
             work = tmp / "work"
             work.mkdir()
-            row = _run(workload, url, "postgresql", clients, seconds, work)
+            row = _run(workload, url, "postgresql", clients, seconds, work, mode=mode)
     row["server"] = f"PostgreSQL from {pg_bin}, synchronous_commit=on, loopback TCP"
     return row
 
@@ -341,6 +402,7 @@ def side_by_side(
     *,
     skip_pg: bool,
     rounds: int = 1,
+    mode: str = "prepared",
 ) -> dict[str, Any] | None:
     """Run ``workload`` on feedkv and (unless ``skip_pg``) on PostgreSQL into ``result``,
     ``rounds`` times, alternating; returns the ratios (with several rounds, the medians
@@ -352,11 +414,11 @@ def side_by_side(
     result["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
     runs = []
     for _ in range(rounds):
-        ours = run_feedkv(workload, clients, seconds)
+        ours = run_feedkv(workload, clients, seconds, mode)
         theirs = (
             {"skipped": "--skip-postgresql"}
             if skip_pg
-            else run_postgresql(workload, clients, seconds)
+            else run_postgresql(workload, clients, seconds, mode)
         )
         runs.append({"feedkv": ours, "postgresql": theirs, "ratio": _ratio(ours, theirs)})
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -414,6 +476,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--rounds", type=int, default=1, help="alternate the servers this many times"
     )
+    parser.add_argument(
+        "--mode",
+        choices=["simple", "extended", "prepared"],
+        default="prepared",
+        help="pgbench's query mode (-M): simple sends each statement as text",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -425,7 +493,7 @@ def main(argv: list[str]) -> int:
     }[args.workload]
     result: dict[str, Any] = {
         "benchmark": "pgwire",
-        "workload": f"pgbench -n -M prepared, {described}",
+        "workload": f"pgbench -n -M {args.mode}, {described}",
         "clients": args.clients,
         "seconds": args.seconds,
         "rounds": args.rounds,
@@ -438,6 +506,7 @@ def main(argv: list[str]) -> int:
         args.seconds,
         skip_pg=args.skip_postgresql,
         rounds=args.rounds,
+        mode=args.mode,
     )
     if ratio is not None:
         result["targets"] = TARGETS

@@ -113,6 +113,7 @@ from feedkv.pgwire.types import (
     type_size,
     wire_type,
 )
+from feedkv.sql import literal_lifting
 from feedkv.sql import statements as st
 from feedkv.sql.catalog import User
 from feedkv.sql.cursors import Cursors
@@ -204,8 +205,15 @@ class SQLSession(Protocol):
 
     def execute_all(self, text: str, params: Sequence[Any] = ()) -> list[Result]: ...
 
+    def leased_descriptor(self, database: str | None, name: str) -> TableDescriptor | None: ...
+
     def execute_each(
-        self, text: str, params: Sequence[Any] = (), *, batch: bool = True
+        self,
+        text: str,
+        params: Sequence[Any] = (),
+        *,
+        batch: bool = True,
+        shown: str | None = None,
     ) -> Iterator[Result]: ...
 
     def execute_many(
@@ -589,7 +597,11 @@ class Connection:
             copying, catalog = is_copy(text), reads_catalog(text)
             deallocate = _DEALLOCATE.match(text)
             special = copying or catalog or deallocate or sql_prepare or sql_execute
-            prepared = () if special else prepare(text)
+            # NB: its integer literals as parameters, when they may be: one parse and plan
+            # for all the texts that differ only in them (feedkv.sql.literal_lifting)
+            lifted = None if special else self._lifted(text)
+            run, params = lifted if lifted is not None else (text, ())
+            prepared = () if special else prepare(run)
             if sql_prepare is not None:
                 self._prepare_sql(sql_prepare, out)
             elif sql_execute is not None:
@@ -607,7 +619,7 @@ class Connection:
             elif (fetch := self._portal_fetch(prepared)) is not None:
                 self._fetch_portal(fetch, out)
             else:
-                results = self._sql.execute_each(text)
+                results = self._sql.execute_each(run, params, shown=text)
                 for (statement, _count), result in zip(prepared, results, strict=False):
                     self._check_cancelled()
                     description = self._described_after(statement, result)
@@ -621,6 +633,16 @@ class Connection:
         finally:
             self._end_query()
         self._ready_for_query(out)
+
+    def _lifted(self, text: str) -> tuple[str, tuple[int, ...]] | None:
+        """``text``'s template and values (:func:`literal_lifting.lifted`) when its
+        table, as leased now, may take them; else ``None``: run the text as written."""
+        found = literal_lifting.lifted(text, prepare)
+        if found is None:
+            return None
+        table = literal_lifting.table_of(prepare(found[0])[0][0])
+        desc = None if table is None else self._sql.leased_descriptor(table.database, table.name)
+        return found if desc is not None and literal_lifting.lifts_into(desc) else None
 
     def _portal_fetch(self, prepared: Sequence[tuple[st.Statement, int]]) -> st.FetchCursor | None:
         """The query's one statement if it is a FETCH or MOVE of a portal Bind made (not

@@ -61,6 +61,7 @@ __all__ = [
     "ordered",
     "parse",
     "parse_expression",
+    "parameters",
     "placeholder_count",
 ]
 
@@ -598,6 +599,13 @@ def placeholder_count(statement: st.Statement) -> int:
             index = _placeholder_index(param)
             highest = max(highest, index)
     return highest
+
+
+def parameters(statement: st.Statement) -> list[exp.Parameter]:
+    """Every ``$n`` written in the statement, each time it is written."""
+    return [
+        param for value in _expressions_of(statement) for param in value.find_all(exp.Parameter)
+    ]
 
 
 def _placeholder_index(param: exp.Parameter) -> int:

@@ -453,18 +453,25 @@ class Session:
         return [self._run(statement, count, params) for statement, count in prepared]
 
     def execute_each(
-        self, text: str, params: Sequence[Any] = (), *, batch: bool = True
+        self,
+        text: str,
+        params: Sequence[Any] = (),
+        *,
+        batch: bool = True,
+        shown: str | None = None,
     ) -> Iterator[Result]:
         """Run the statements in ``text`` and yield each result: as one implicit
         transaction (see the module docstring), or with ``batch=False`` one by one, each
         result as soon as its statement is done (a script: what took effect before an
-        error stays)."""
+        error stays). ``shown``: the text the session's active query shows instead, for
+        a statement alone (the text as the client wrote it, its literals lifted into
+        ``params``)."""
         prepared = self._prepare_checked(text)
         if batch and self._batches(prepared):
             yield from self._run_batch(prepared, params)
             return
         for statement, count in prepared:
-            yield self._run(statement, count, params)
+            yield self._run(statement, count, params, shown)
 
     def execute_many(
         self,
@@ -702,12 +709,18 @@ class Session:
 
     # Statement execution.
 
-    def _run(self, statement: st.Statement, placeholders: int, params: Sequence[Any]) -> Result:
+    def _run(
+        self,
+        statement: st.Statement,
+        placeholders: int,
+        params: Sequence[Any],
+        shown: str | None = None,
+    ) -> Result:
         # NB: not statement_zone(): a statement is tens of microseconds, and its
         # generator-based context manager cost a few of them
         active = self.active
         if active is not None:
-            active.begin(statement.text)
+            active.begin(statement.text if shown is None else shown)
         zone = self.zone
         token = ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
@@ -1457,6 +1470,15 @@ class Session:
             self.leases.release(lease)
             return None
         return lease
+
+    def leased_descriptor(self, database: str | None, name: str) -> TableDescriptor | None:
+        """Table ``name``'s descriptor as its lease has it now, read from no store
+        (``None``: no lease to be had; see :meth:`leased_table`)."""
+        lease = self.leased_table(database, name)
+        if lease is None or self.leases is None:
+            return None
+        self.leases.release(lease)
+        return lease.desc
 
     def forget(self, *, database: str | None = None, table: int | None = None) -> None:
         if database is not None:

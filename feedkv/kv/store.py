@@ -1207,7 +1207,8 @@ class Store:
         (a replicated range's: on its replica loop)."""
         try:
             ctx = self._ctx
-            range_id = self._replicated_range(batch)
+            # NB: a store that replicates no range asks nothing more
+            range_id = self._replicated_range(batch) if self._ctx.replicated else None
             kinds = set(map(type, batch.requests))  # NB: one C call, not a generator a kind
             if Split in kinds:
                 ctx = self._split_context(replicated=range_id is not None)

@@ -272,15 +272,21 @@ class Router:
         longer fits in one range, the routing error is raised so the caller can divide
         the batch."""
         error: RetryableError | None = None
+        # NB: a store's own client (no dialer) sends to its transport directly, without
+        # _send's replica walk: every embedded write takes this path
+        send = self.transport.send if self._dialer is None else None
         for attempt in range(self.max_attempts):
             desc = self._get(key)
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
-            addressed = Header(
-                desc.range_id, desc.generation, header.timestamp, header.txn, header.deadline
+            addressed = BatchRequest(
+                Header(
+                    desc.range_id, desc.generation, header.timestamp, header.txn, header.deadline
+                ),
+                requests,
             )
             try:
-                return self._send(BatchRequest(addressed, requests), desc)
+                return send(addressed) if send is not None else self._send(addressed, desc)
             except (RangeKeyMismatchError, RangeNotFoundError, RangeUnavailableError) as exc:
                 error = exc
                 self._retry(desc, exc, attempt)

@@ -1209,14 +1209,16 @@ class Store:
         (a replicated range's: on its replica loop)."""
         try:
             ctx = self._ctx
-            range_id = self._replicated_range(batch)
-            if any(isinstance(r, Split) for r in batch.requests):
+            # NB: a store that replicates no range asks nothing more
+            range_id = self._replicated_range(batch) if self._ctx.replicated else None
+            kinds = set(map(type, batch.requests))  # NB: one C call, not a generator a kind
+            if Split in kinds:
                 ctx = self._split_context(replicated=range_id is not None)
             if self.replicas is not None and range_id:
-                if any(isinstance(r, Merge) for r in batch.requests):
+                if Merge in kinds:
                     return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
                 return self._attempt_replicated(self.replicas, range_id, batch, ctx)
-            if _READ_ONLY.issuperset(map(type, batch.requests)):
+            if _READ_ONLY.issuperset(kinds):
                 return self._read(batch, batch_spans(batch))
             in_flight = self._in_flight
 

@@ -972,7 +972,7 @@ class Session:
             publish_added_labels(txn, executions)
             return results
 
-        changes_schema = any(_SCHEMA_CHANGES.holds(s) for s in statements)
+        changes_schema = any(map(_SCHEMA_CHANGES.holds, statements))
         # NB: the statements run in the session's zone; a statement alone comes from _run,
         # which has set it already
         zone = self.zone

@@ -450,8 +450,10 @@ class LMDBEngine:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
+                if len(jobs) >= siblings:
+                    break
                 wait = gather_by - time.perf_counter()
-                if len(jobs) >= siblings or wait <= 0:
+                if wait <= 0:
                     break
                 self._await_jobs(siblings - len(jobs), wait)
                 continue

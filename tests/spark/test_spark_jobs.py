@@ -280,7 +280,7 @@ def kill_the_driver(tmp_path: Path, nodes: list[NodeProcess], kills: int) -> Non
     assert not orphans, f"processes outlived their killed node: {orphans}"
 
 
-@pytest.mark.slow(90)
+@pytest.mark.slow(50)
 @pytest.mark.timeout(900)
 def test_killing_the_driver_loses_and_duplicates_nothing(
     tmp_path: Path, nodes: list[NodeProcess]
@@ -288,7 +288,7 @@ def test_killing_the_driver_loses_and_duplicates_nothing(
     kill_the_driver(tmp_path, nodes, kills=1)
 
 
-@pytest.mark.soak  # NB: each kill starts a Spark driver again (~40 s): one runs above
+@pytest.mark.soak  # NB: each kill starts a Spark driver again (~50 s): one runs above
 @pytest.mark.timeout(1800)
 def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
     tmp_path: Path, nodes: list[NodeProcess]

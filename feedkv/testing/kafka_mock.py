@@ -19,6 +19,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from feedkv.testing.waiting import wait_until
+
 __all__ = ["KafkaRecord", "MockKafka", "read_topic"]
 
 
@@ -106,13 +108,16 @@ def read_topic(
     consumer settings (SASL, for brokers that ask)."""
     deadline = time.monotonic() + timeout_s
     with _consumer(bootstrap, config or {}) as consumer:
-        partitions: list[int] = []
-        while not partitions:
+
+        def listed() -> list[int]:
             found = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-            if found is not None and found.error is None:
-                partitions = sorted(found.partitions)
-            elif time.monotonic() > deadline:
-                raise TimeoutError(f"no topic {topic!r} at {bootstrap} after {timeout_s:g} s")
+            return sorted(found.partitions) if found is not None and found.error is None else []
+
+        # NB: a topic not made yet is answered at once: asking again without a pause
+        # kept a core busy for as long as the topic took to come
+        partitions = wait_until(
+            listed, timeout_s=timeout_s, poll_s=0.05, what=f"topic {topic!r} at {bootstrap}"
+        )
         ends = {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout_s)[1]
             for p in partitions

@@ -1,8 +1,9 @@
-"""Fixtures for changefeeds: a real node on disk with fast closed timestamps, and an S3
-server (moto's, on loopback)."""
+"""Fixtures for changefeeds: a real node on disk with fast closed timestamps, an S3
+server (moto's, on loopback) and librdkafka's mock Kafka cluster."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,34 @@ def s3_endpoint() -> Iterator[str]:
 def s3(s3_endpoint: str) -> Any:
     """A boto3 client of :func:`s3_endpoint`'s server (moto takes any credentials)."""
     return _s3_client(s3_endpoint)
+
+
+@pytest.fixture(scope="module")
+def kafka_holders() -> Iterator[list[Any]]:
+    """The producers holding up the module's mock Kafka clusters (:func:`bootstrap`),
+    closed once the module's tests are done. NB: so a cluster outlives the test's node:
+    a changefeed still flushing into a cluster already gone waits out librdkafka's
+    delivery timeout (60 s) as its node closes."""
+    holders: list[Any] = []
+    yield holders
+    for holder in holders:
+        holder.close()
+
+
+@pytest.fixture
+def kafka_brokers() -> int:
+    """How many brokers :func:`bootstrap`'s cluster has (a module may override it)."""
+    return 1
+
+
+@pytest.fixture
+def bootstrap(kafka_holders: list[Any], kafka_brokers: int) -> str:
+    """A librdkafka mock cluster of the test's own (topics made on first use, with four
+    partitions): its bootstrap servers, by broker id."""
+    from confluent_kafka import Producer
+
+    quiet = logging.getLogger("tests.kafka_mock")  # librdkafka's chatter, not stderr's
+    holder = Producer({"test.mock.num.brokers": kafka_brokers, "logger": quiet})
+    kafka_holders.append(holder)
+    brokers = holder.list_topics(timeout=30.0).brokers.values()
+    return ",".join(f"{b.host}:{b.port}" for b in sorted(brokers, key=lambda b: b.id))

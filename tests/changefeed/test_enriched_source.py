@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -160,15 +159,6 @@ def test_source_schema_is_cockroachdb_source(orders: DB) -> None:
     assert by_name["crdb_internal_table_id"]["type"] == "int32"
     assert by_name["job_id"] == {"field": "job_id", "optional": False, "type": "string"}
     assert set(message["payload"]["source"]) <= set(by_name)
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    """A librdkafka mock cluster of one broker; yields its bootstrap servers."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 def read_one(bootstrap: str, topic: str) -> bytes:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from feedkv import DB
 from feedkv.changefeed.sinks.kafka import MVCC_HEADER
@@ -24,15 +24,6 @@ from feedkv.util.hlc import Timestamp
 DEADLINE = 30.0
 QUIET = logging.getLogger("tests.kafka_design")
 FAST = "resolved = '0s', min_checkpoint_frequency = '0s'"
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    """A librdkafka mock cluster (topics made on first use); its bootstrap servers."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 Found = list[tuple[Any, Any, Timestamp]]

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
 
 from feedkv.changefeed.options import ChangefeedOptions
 from feedkv.changefeed.sink import Message, parse_sink_uri
@@ -24,7 +23,6 @@ from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 DEADLINE = 60.0
-QUIET = logging.getLogger("tests.kafka_log.mock")
 
 
 class Broker:
@@ -98,17 +96,8 @@ def records() -> Iterator[Records]:
     logger.setLevel(level)
 
 
-@pytest.fixture
-def mock_cluster() -> Iterator[str]:
-    """librdkafka's mock cluster of one broker: its address."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    [broker] = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield f"{broker.host}:{broker.port}"
-    holder.close()
-
-
 def test_a_broker_that_is_down_is_logged_once_and_its_recovery_once(
-    records: Records, mock_cluster: str
+    records: Records, bootstrap: str
 ) -> None:
     broker = Broker()
     options = ChangefeedOptions()
@@ -131,7 +120,7 @@ def test_a_broker_that_is_down_is_logged_once_and_its_recovery_once(
         assert message.startswith(f"Kafka broker {broker.address}/bootstrap is failing: ")
         assert level == "ERROR"
 
-        broker.come_up(mock_cluster)
+        broker.come_up(bootstrap)  # the conftest's mock cluster of one broker
         sink.flush()  # the row is delivered
         assert records.shown()[-1] == (
             "INFO",

@@ -77,8 +77,8 @@ def make_sink(uri: str) -> kafka.KafkaSink:
 def check_uri(uri: str) -> SQLError:
     options = ChangefeedOptions()
     with pytest.raises(SQLError) as raised:
-        # NB: the dial waits out its timeout (librdkafka retries the brokers), then reads
-        # why they refused from the client's log
+        # NB: the dial reads why the brokers refused from the client's log (librdkafka
+        # retries them); with no refusal logged, it waits out its timeout
         kafka.check(parse_sink_uri(uri, options), options, timeout=DIAL_S)
     return raised.value
 

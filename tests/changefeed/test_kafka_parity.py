@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from feedkv import DB
 from feedkv.changefeed.options import ChangefeedOptions
@@ -85,16 +84,6 @@ def test_keys_whose_hash_is_negative_as_int32_are_not_placed_as_unsigned() -> No
 def test_a_topic_without_partitions_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one partition, not 0"):
         partition_for(b"[1]", 0)
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    """A librdkafka mock cluster of one broker (topics are created on first use, with
-    four partitions); yields its bootstrap servers."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, count: int) -> dict[bytes, int]:

@@ -11,14 +11,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from feedkv import DB
 from feedkv.changefeed.changefeed import ChangefeedSpec
@@ -40,15 +39,6 @@ from feedkv.util.hlc import Timestamp
 
 DEADLINE = 30.0
 QUIET = logging.getLogger("tests.options_parity")
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    """A librdkafka mock cluster of one broker (four partitions a topic)."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 def read_records(bootstrap: str, topic: str, count: int) -> list[Any]:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from feedkv import DB
 from feedkv.changefeed.proto import changefeed_pb2 as pb
@@ -236,14 +235,6 @@ def test_enriched_carries_op_and_source(db: DB) -> None:
         "cockroachdb",
     )
     assert source.ts_hlc and source.ts_ns == int(source.ts_hlc.split(".")[0])
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 def test_a_kafka_job_emits_protobuf_rows_and_resolved_markers(db: DB, bootstrap: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import fastavro
 import httpx
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from feedkv import DB
 from feedkv.kv.store import StoreConfig
@@ -29,15 +29,6 @@ from feedkv.testing.waiting import wait_until
 DEADLINE = 30.0
 QUIET = logging.getLogger("tests.table_isolation")
 JSON = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
-
-
-@pytest.fixture
-def bootstrap() -> Iterator[str]:
-    """A librdkafka mock cluster (topics made on first use); its bootstrap servers."""
-    holder = Producer({"test.mock.num.brokers": 1, "logger": QUIET})
-    brokers = holder.list_topics(timeout=DEADLINE).brokers.values()
-    yield ",".join(f"{b.host}:{b.port}" for b in brokers)
-    holder.close()
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 DEADLINE_S = 240.0  # Spark starts slowly on a loaded machine
-KILLS = 2  # each starts a Spark driver again (~30 s here): two show a repeat, in bounded time
 
 # (topic, primary key, updated): one row version as the sink published it.
 Version = tuple[str, tuple[Any, ...], Timestamp]
@@ -214,7 +213,7 @@ def test_pause_resume_and_alter_add_are_exactly_once(spark: Any, db: DB, tmp_pat
     db.sql(f"CANCEL JOB {job_id}")
 
 
-# 2. SIGKILL the node driving the Spark query, again and again.
+# 2. SIGKILL the node driving the Spark query: once, and again and again in the soak run.
 
 
 class Writer(BackgroundWriter):
@@ -244,11 +243,9 @@ class Writer(BackgroundWriter):
 NODE_ARGS = ("--spark-master", "local[2]", "--closed-ts-target", "200ms")
 
 
-@pytest.mark.slow(120)
-@pytest.mark.timeout(900)
-def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
-    tmp_path: Path, nodes: list[NodeProcess]
-) -> None:
+def kill_the_driver(tmp_path: Path, nodes: list[NodeProcess], kills: int) -> None:
+    """SIGKILL the node driving the job ``kills`` times, each time a node started again
+    on the store, while a writer changes ``t``: every version is published once."""
     store, out = tmp_path / "store", tmp_path / "out"
     rng = random.Random(20260311)
     nodes.append(NodeProcess(store, *NODE_ARGS))
@@ -257,7 +254,7 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
         job_id = create_job(client, "t", out, "200ms")
         start = job_start(client, job_id)
     orphans: list[int] = []
-    for phase in range(KILLS):
+    for phase in range(kills):
         node = nodes[-1]
         with feedkv.connect(node.url) as client, Writer(node.url, phase, rng) as writer:
             # Kill once batches were committed since this start (the mark moved), a few
@@ -269,7 +266,7 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
         nodes.append(NodeProcess(store, *NODE_ARGS))
 
     with feedkv.connect(nodes[-1].url) as client:
-        with Writer(nodes[-1].url, KILLS, rng) as writer:
+        with Writer(nodes[-1].url, kills, rng) as writer:
             mark = high_water(client, job_id)
             wait_for_high_water(client, job_id, mark.next() if mark else None)
             writer.wait_for(20)
@@ -281,6 +278,22 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
         client.sql(f"CANCEL JOB {job_id}")
     assert nodes[-1].terminate(timeout_s=120) == 0
     assert not orphans, f"processes outlived their killed node: {orphans}"
+
+
+@pytest.mark.slow(50)
+@pytest.mark.timeout(900)
+def test_killing_the_driver_loses_and_duplicates_nothing(
+    tmp_path: Path, nodes: list[NodeProcess]
+) -> None:
+    kill_the_driver(tmp_path, nodes, kills=1)
+
+
+@pytest.mark.soak  # NB: each kill starts a Spark driver again (~50 s): one runs above
+@pytest.mark.timeout(1800)
+def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
+    tmp_path: Path, nodes: list[NodeProcess]
+) -> None:
+    kill_the_driver(tmp_path, nodes, kills=5)
 
 
 @pytest.mark.slow(40)

@@ -116,6 +116,7 @@ FLUSH_TIMEOUT = DELIVERY_TIMEOUT + 10.0
 METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved marker
 DIAL_TIMEOUT = 10.0  # seconds CREATE CHANGEFEED waits for a broker to answer
 _POLL = 0.1  # seconds to wait for delivery reports while the queue is full
+_DIAL_SLICE = 0.25  # seconds between a dial's looks at the log for a refusal
 
 _MAX_TOPIC_LENGTH = MAX_KAFKA_TOPIC
 
@@ -242,29 +243,40 @@ class KafkaSink:
     def dial(self, timeout: float) -> None:
         """Ask the brokers for the cluster's metadata, blocking up to ``timeout``
         seconds; raises :class:`SinkError` if none answers (:class:`TerminalSinkError`
-        if they refuse the credentials)."""
+        if they refuse the credentials, as soon as one does)."""
         from confluent_kafka import KafkaError, KafkaException
 
         self._check_open()
-        try:
-            self._producer.list_topics(timeout=timeout)
-            self._working()
-        except KafkaException as exc:
-            self._producer.poll(0)  # NB: librdkafka's log (a token's failure) comes by poll
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.code() in (
-                KafkaError._AUTHENTICATION,
-                KafkaError.SASL_AUTHENTICATION_FAILED,
-                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                KafkaError._SSL,
-            ):
-                raise TerminalSinkError(
-                    f"the Kafka brokers refuse this client: {_reason(exc)}{self._token_why()}"
-                ) from exc
-            refused = self._broker_log.authentication_failure if self._broker_log else None
-            if refused is not None:
-                raise TerminalSinkError(f"the Kafka brokers refuse this client: {refused}") from exc
-            raise SinkError(f"no Kafka broker answered: {_reason(exc)}{self._token_why()}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                # NB: in slices: librdkafka retries a broker that refused the client
+                # until the timeout, and only its log says that one did
+                self._producer.list_topics(timeout=max(0.001, min(_DIAL_SLICE, left)))
+                self._working()
+                return
+            except KafkaException as exc:
+                self._producer.poll(0)  # NB: librdkafka's log (a token's failure) comes by poll
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in (
+                    KafkaError._AUTHENTICATION,
+                    KafkaError.SASL_AUTHENTICATION_FAILED,
+                    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                    KafkaError._SSL,
+                ):
+                    raise TerminalSinkError(
+                        f"the Kafka brokers refuse this client: {_reason(exc)}{self._token_why()}"
+                    ) from exc
+                refused = self._broker_log.authentication_failure if self._broker_log else None
+                if refused is not None:
+                    raise TerminalSinkError(
+                        f"the Kafka brokers refuse this client: {refused}"
+                    ) from exc
+                if left <= _DIAL_SLICE:
+                    raise SinkError(
+                        f"no Kafka broker answered: {_reason(exc)}{self._token_why()}"
+                    ) from exc
 
     def _token_why(self) -> str:
         failure = self._broker_log.token_failure if self._broker_log is not None else None

@@ -344,6 +344,7 @@ class DB(KVFeedClient):
                         spark_master=self.jobs_spark_master,
                         metrics=metrics,
                     )
+                    self._node.on_drain_jobs = registry.close
                 self._changefeeds = Changefeeds(
                     self,
                     registry,

@@ -148,6 +148,9 @@ class Node:
         # what stops the process the node runs in (`feedkv node drain --shutdown`; set by
         # `feedkv start`; None: the node runs inside another program, which stops it)
         self.on_shutdown: Callable[[], None] | None = None
+        # what stops the changefeed jobs this node runs, giving their leases back so that
+        # other nodes adopt them (set by the client that runs them; see drain)
+        self.on_drain_jobs: Callable[[], None] | None = None
         # why the node takes no clients yet (None: it does): it waits for its cluster
         self._starting: str | None = "the node is starting"
         joined: tuple[str, int] | None = None
@@ -459,13 +462,16 @@ class Node:
         :meth:`stop`), as CockroachDB's drain: in a cluster it marks itself draining
         (:meth:`Cluster.mark_draining`: no lease or replica moves to it, and
         ``/health?ready=1`` answers 503), its SQL port closes (each connection ends
-        between statements), then the leases of the ranges it leads move to other nodes
+        between statements), its changefeed jobs stop and give their leases back (other
+        nodes adopt them), then the leases of the ranges it leads move to other nodes
         (:meth:`Cluster.drain`, waiting up to ``wait_s`` if less than its
         ``lease_transfer_wait_s``). It stays so until it restarts. Returns how many
         leases and writes are still to move (0: drained; called again, it waits again)."""
         if self.cluster is not None:
             self.cluster.mark_draining()
         self.stop_sql()
+        if self.on_drain_jobs is not None:
+            self.on_drain_jobs()
         return self.cluster.drain(wait_s) if self.cluster is not None else 0
 
     def _drain_call(self, shutdown: bool, wait_s: float | None) -> int:

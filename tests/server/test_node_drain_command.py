@@ -15,6 +15,7 @@ import httpx
 import psycopg
 import pytest
 
+from feedkv.changefeed.jobs import JobRecord, get_job
 from feedkv.cli.main import main
 from feedkv.db import DB
 from feedkv.errors import InvalidArgumentError
@@ -30,6 +31,12 @@ KEYS = (b"a", b"b", b"c")  # each in a range of its own, led by n2
 
 def _lease_holders(db: DB) -> set[int]:
     return {r.lease_holder for r in db.ranges() if any(r.span.contains_key(k) for k in KEYS)}
+
+
+def _job(db: DB, job_id: int) -> JobRecord:
+    record = db.run_transaction(lambda txn: get_job(txn, job_id))
+    assert record is not None
+    return record
 
 
 def _n2(db: DB) -> tuple[bool, bool, int | None]:
@@ -57,6 +64,18 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         n2 = cluster.processes[1]
         assert n2 is not None
         session = psycopg.connect(n2.sql_url, autocommit=True)
+        # a changefeed job made through n2 runs on n2
+        session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+        created = session.execute(
+            f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH resolved = '0s'"
+        ).fetchone()
+        assert created is not None
+        job_id = created[0]
+        wait_until(
+            lambda: (lease := _job(db, job_id).lease) is not None and lease.node_id == "n2",
+            timeout_s=DEADLINE_S,
+            what="n2 to run the job",
+        )
         outcomes: Counter[str] = Counter()
         done = threading.Event()
 
@@ -89,6 +108,18 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
             "drain ok",
         ]
         assert 2 not in _lease_holders(db)
+        # its job was given back, and another node runs it on from where it was
+        drained_at = db.now()
+        wait_until(
+            lambda: (
+                (job := _job(db, job_id)).lease is not None
+                and job.lease.node_id != "n2"
+                and job.high_water is not None
+                and job.high_water > drained_at
+            ),
+            timeout_s=DEADLINE_S,
+            what="another node to run the job on",
+        )
         wait_until(lambda: _n2(db) == (True, True, 0), timeout_s=DEADLINE_S, what="n2 draining")
         assert main(["node", "status", "2", *url, "--format", "csv"]) == 0
         header, row = capsys.readouterr().out.splitlines()[:2]

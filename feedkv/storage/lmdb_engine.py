@@ -11,21 +11,16 @@ the group transaction; when one fails, the group is thrown away and run again wi
 function in a nested transaction of its own (and so are the next few groups: failures
 come in runs, under contention).
 
-A group's futures are completed as soon as it is durable, and the next group waits for
-their callers to come back: while fewer jobs are queued than the group just completed
-had, it gathers those that arrive, for at most ``SIBLING_WAIT_S`` and never longer than
-twice that group's commit took (an engine without fsync hardly waits, and a caller that
-does not come back costs about a commit). Without the wait, callers woken after a
-commit arrive while the next group is committed, and many clients split into two groups
-that take turns, each caller waiting for two fsyncs; with it they commit together
-(pgbench, 32 clients: about 15 jobs a group became 20-27). The gathering thread sleeps
-until the number it awaits is queued, woken once by the submit that makes it, not by
-every job: each wake takes the GIL from the callers it waits for (pgbench kv0 at 32
-clients, three alternating pairs against a blocking get per job: 0.68-0.74 -> 0.49-0.58
-voluntary context switches a statement on the node's long-lived threads, node CPU
-195-210 -> 180-193 us a statement). Woken callers also run before the next evaluation
-instead of beside it: callers running beside an evaluation made it three times slower.
-(A group whose evaluation takes over ``ACK_DELAY_S`` completes what is still pending.)
+A group's futures are completed once the next group is evaluated, just before its
+fsync (or at once when nothing else is queued, before a group of reads, or once the
+next group's evaluation has taken ``ACK_DELAY_S``): the woken callers then run while the
+fsync has the GIL free, not beside an evaluation, which they made three times slower.
+The next group takes what is queued, without waiting for more. NB: a policy that
+completed a group as soon as it was durable and had the next one wait for those callers
+to come back (up to 5 ms) made bigger groups (30 commits to an fsync against 16) but
+cost the callers three times the CPU a commit at 32 clients: embedded kv0 with fsync,
+42.7k commits in 4 s against 52.0k with this one (callers 29 against 14 us a commit),
+and pgbench kv0 2,702-2,905 TPS against 3,014-3,056, on this 2-core machine.
 NB: py-lmdb 3.0 keeps the GIL through gets, puts and cursor steps and lets it go in a
 commit (its fsync): 100k gets beside a busy thread took one switch interval more than
 alone (0.67 s at 0.5 s), 4.2 s with ``lmdb.cpython.enable_drop_gil()``; a commit beside
@@ -77,9 +72,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAP_SIZE = 64 << 30  # virtual address space only; the file grows with the data
 MAX_GROUP_JOBS = 4096
-# How long the next group waits at most for the callers of the group just completed to
-# come back (never longer than twice that group's commit took; see the module docstring).
-SIBLING_WAIT_S = 0.005
 ACK_DELAY_S = 0.002  # evaluating the next group this long completes a durable group's futures
 GROWTH_WAIT_SECONDS = 30.0
 _COUNT_CHUNK = 4096  # keys a count reads at once
@@ -300,10 +292,6 @@ class LMDBEngine:
         # with its fsync), on the commit thread; a node's metrics set it.
         self.on_commit: Callable[[float], None] | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        # While the commit thread gathers a group's siblings: how many queued jobs it
-        # waits for (0: none), and what wakes it once that many are in (see _await_jobs)
-        self._jobs_awaited = 0
-        self._enough_jobs = threading.Event()
         self._durable: list[tuple[_Job, tuple[bool, Any]]] = []  # outcomes to complete
         self._last_commit_s = 0.0  # how long the last group's commit (its fsync) took
         self._guard = threading.Condition()
@@ -374,10 +362,6 @@ class LMDBEngine:
             if self._closed:
                 raise StorageError(f"the store at {self.path} is closed")
             self._queue.put(_Job(fn, on_applied, future, read_only))
-        awaited = self._jobs_awaited
-        if awaited and self._queue.qsize() >= awaited:
-            self._jobs_awaited = 0
-            self._enough_jobs.set()
         return future
 
     def read_now(self, fn: Callable[[ReadWriter], T]) -> T:
@@ -420,7 +404,6 @@ class LMDBEngine:
     # The commit thread.
 
     def _commit_loop(self) -> None:
-        siblings, gather_by = 0, 0.0
         while True:
             try:
                 first = self._queue.get_nowait()
@@ -430,51 +413,25 @@ class LMDBEngine:
             if first is _STOP:
                 self._complete_durable()
                 return
-            jobs, stop = self._gather(first, siblings, gather_by)
+            jobs, stop = self._gather(first)
             self._commit_group(jobs)
             if stop:
                 self._complete_durable()
                 return
-            siblings = len(self._durable)
-            if siblings:
-                self._complete_durable()
-                wait = min(SIBLING_WAIT_S, 2 * self._last_commit_s)
-                gather_by = time.perf_counter() + wait
 
-    def _gather(self, first: Any, siblings: int, gather_by: float) -> tuple[list[Any], bool]:
-        """The group that starts with ``first``: every job queued, and while fewer than
-        ``siblings`` (the size of the group just completed) are in, those that arrive
-        until ``gather_by``; whether the stop marker came."""
+    def _gather(self, first: Any) -> tuple[list[Any], bool]:
+        """The group that starts with ``first``: every job queued now; whether the stop
+        marker came."""
         jobs = [first]
         while len(jobs) < MAX_GROUP_JOBS:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                if len(jobs) >= siblings:
-                    break
-                wait = gather_by - time.perf_counter()
-                if wait <= 0:
-                    break
-                self._await_jobs(siblings - len(jobs), wait)
-                continue
+                break
             if job is _STOP:
                 return jobs, True
             jobs.append(job)
         return jobs, False
-
-    def _await_jobs(self, count: int, timeout: float) -> None:
-        """Sleep until ``count`` jobs are queued, or for ``timeout``. NB: woken once, by
-        the submit that queues the last of them, not at every job as a blocking get
-        would wake it: each wake costs the commit thread the GIL, which it takes from
-        the callers it waits for (a get per job woke it ~17 times a group of ~23 at 32
-        clients)."""
-        self._enough_jobs.clear()
-        self._jobs_awaited = count
-        # NB: set before the count is read, so a submit in between either sees it or
-        # is counted here
-        if self._queue.qsize() < count:
-            self._enough_jobs.wait(timeout)
-        self._jobs_awaited = 0
 
     def _complete_durable(self) -> None:
         durable, self._durable = self._durable, []

@@ -455,30 +455,6 @@ def test_a_busy_queue_does_not_hold_back_completions(engine: LMDBEngine) -> None
     assert first_done_at and first_done_at[0] <= 3
 
 
-def test_a_gatherer_awaiting_siblings_is_woken_by_the_submit_that_completes_them(
-    engine: LMDBEngine,
-) -> None:
-    """The commit thread, gathering a group, sleeps until as many jobs as it awaits are
-    queued (one wake, not one per job). With the commit thread parked, a thread of the
-    test plays the gatherer, so the queue is not drained under it."""
-    done = threading.Event()
-    with parked_commit_thread(engine):
-        gatherer = threading.Thread(
-            target=lambda: (engine._await_jobs(2, 60.0), done.set()), daemon=True
-        )
-        gatherer.start()
-        wait_until(lambda: engine._jobs_awaited == 2, what="the gatherer to wait for two jobs")
-        first = engine.submit(put("a", b"k1", b"v1"))
-        assert not engine._enough_jobs.is_set() and not done.is_set()
-        second = engine.submit(put("a", b"k2", b"v2"))
-        assert done.wait(TIMEOUT), "the second job did not wake the gatherer"
-        gatherer.join(TIMEOUT)
-        assert engine._jobs_awaited == 0
-    first.result(TIMEOUT)
-    second.result(TIMEOUT)
-    assert read_all(engine, "a") == {b"k1": b"v1", b"k2": b"v2"}
-
-
 def test_reads_queued_behind_a_write_do_not_hold_back_its_completion(
     engine: LMDBEngine,
 ) -> None:

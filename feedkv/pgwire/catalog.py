@@ -15,10 +15,12 @@ a catalog scan, which tools pay once per command.
 A result column is named and typed as the SQL layer names and types the same
 expression (:func:`_column_name`, :func:`_static_oid`: a comparison is a bool, an
 operator ``?column?``, an integer's quotient a DECIMAL), else as the catalog column it
-reads is declared (PostgreSQL's ``oid``, ``name``, ``"char"``, ``regproc``), else by its
-values; a regclass or regtype goes out as its type, its text the relation's or type's
-name. Catalogs feedkv keeps empty (``pg_trigger``, ``pg_policy``, ...) read as empty
-tables of the columns a query names.
+reads is declared (PostgreSQL's ``oid``, ``name``, ``"char"``, ``regproc``, and ``int2``
+or ``int4`` where PostgreSQL's column is one: ``attnum``, ``atttypmod``; an
+information_schema ``cardinal_number`` as its base type, int4), else by its values; a
+regclass or regtype goes out as its type, its text the relation's or type's name.
+Catalogs feedkv keeps empty (``pg_trigger``, ``pg_policy``, ...) read as empty tables
+of the columns a query names.
 
 OIDs follow CockroachDB where it matters: a table's OID is its descriptor id, a
 database's its id; its primary key index is ``<table>_pkey`` (OID ``1_000_000 +
@@ -274,37 +276,37 @@ def _format_type(oid: int | None, typmod: int | None) -> str | None:
 
 _SCHEMA = """
 CREATE TABLE pg_namespace (oid OID, nspname TEXT NAME, nspowner OID, nspacl TEXT);
-CREATE TABLE pg_database (oid OID, datname TEXT NAME, datdba OID, encoding INTEGER,
+CREATE TABLE pg_database (oid OID, datname TEXT NAME, datdba OID, encoding INT4,
   datcollate TEXT, datctype TEXT, datistemplate BOOLEAN, datallowconn BOOLEAN,
-  datconnlimit INTEGER, dattablespace OID, datacl TEXT, daticulocale TEXT,
+  datconnlimit INT4, dattablespace OID, datacl TEXT, daticulocale TEXT,
   datlocprovider CHAR);
 CREATE TABLE pg_class (oid OID, relname TEXT NAME, relnamespace OID, reltype OID,
   relowner OID, relam OID, reltablespace OID, reltuples REAL,
   relhasindex BOOLEAN, relisshared BOOLEAN, relpersistence CHAR, relkind CHAR,
-  relnatts INTEGER, relchecks INTEGER, relhasrules BOOLEAN, relhastriggers BOOLEAN,
+  relnatts INT2, relchecks INT2, relhasrules BOOLEAN, relhastriggers BOOLEAN,
   relhassubclass BOOLEAN, relrowsecurity BOOLEAN, relforcerowsecurity BOOLEAN,
   relispopulated BOOLEAN, relreplident CHAR, relispartition BOOLEAN, reloftype OID,
-  reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INTEGER,
+  reloptions TEXT, relacl TEXT, relpartbound TEXT, relhasoids BOOLEAN, relpages INT4,
   reltoastrelid OID DEFAULT 0, relfilenode OID DEFAULT 0,
-  relallvisible INTEGER DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
+  relallvisible INT4 DEFAULT 0, relfrozenxid INTEGER DEFAULT 0);
 CREATE TABLE pg_attribute (attrelid OID, attname TEXT NAME, atttypid OID,
-  attlen INTEGER, attnum INTEGER, atttypmod INTEGER, attndims INTEGER,
+  attlen INT2, attnum INT2, atttypmod INT4, attndims INT4,
   attnotnull BOOLEAN, atthasdef BOOLEAN, attidentity CHAR, attgenerated CHAR,
-  attisdropped BOOLEAN, attcollation OID, attstattarget INTEGER, attstorage CHAR,
-  attislocal BOOLEAN, attinhcount INTEGER, attacl TEXT, attoptions TEXT,
+  attisdropped BOOLEAN, attcollation OID, attstattarget INT4, attstorage CHAR,
+  attislocal BOOLEAN, attinhcount INT4, attacl TEXT, attoptions TEXT,
   attfdwoptions TEXT, atthasmissing BOOLEAN, attcompression CHAR);
-CREATE TABLE pg_attrdef (oid OID, adrelid OID, adnum INTEGER, adbin TEXT);
+CREATE TABLE pg_attrdef (oid OID, adrelid OID, adnum INT2, adbin TEXT);
 CREATE TABLE pg_type (oid OID, typname TEXT NAME, typnamespace OID, typowner OID,
-  typlen INTEGER, typbyval BOOLEAN, typtype CHAR, typcategory CHAR, typisdefined BOOLEAN,
+  typlen INT2, typbyval BOOLEAN, typtype CHAR, typcategory CHAR, typisdefined BOOLEAN,
   typdelim CHAR, typrelid OID, typelem OID, typarray OID,
-  typnotnull BOOLEAN, typbasetype OID, typtypmod INTEGER, typndims INTEGER,
+  typnotnull BOOLEAN, typbasetype OID, typtypmod INT4, typndims INT4,
   typcollation OID, typdefault TEXT, typacl TEXT,
   typinput TEXT REGPROC GENERATED ALWAYS AS (CASE WHEN typcategory = 'A' THEN 'array_in'
     WHEN typtype = 'e' THEN 'enum_in' ELSE typname || 'in' END));
 CREATE TABLE pg_enum (oid OID, enumtypid OID, enumsortorder REAL,
   enumlabel TEXT);
-CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INTEGER,
-  indnkeyatts INTEGER, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
+CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INT2,
+  indnkeyatts INT2, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
   indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
   indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT, indcollation TEXT,
   indclass TEXT, indoption TEXT, indexprs TEXT, indpred TEXT,
@@ -316,25 +318,25 @@ CREATE TABLE pg_opclass (oid OID, opcname TEXT NAME, opcdefault BOOLEAN, opcmeth
 CREATE TABLE pg_constraint (oid OID, conname TEXT NAME, connamespace OID,
   contype CHAR, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN,
   conrelid OID, contypid OID, conindid OID, confrelid OID,
-  conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INTEGER,
+  conkey TEXT, confkey TEXT, conislocal BOOLEAN, coninhcount INT4,
   connoinherit BOOLEAN, conparentid OID, confupdtype CHAR DEFAULT ' ',
   confdeltype CHAR DEFAULT ' ', confmatchtype CHAR DEFAULT ' ');
 CREATE TABLE pg_am (oid OID, amname TEXT NAME, amtype CHAR, amhandler TEXT REGPROC);
 CREATE TABLE feedkv_constraint_defs (oid INTEGER, def TEXT);
 CREATE TABLE pg_roles (oid OID, rolname TEXT NAME, rolsuper BOOLEAN, rolinherit BOOLEAN,
   rolcreaterole BOOLEAN, rolcreatedb BOOLEAN, rolcanlogin BOOLEAN,
-  rolreplication BOOLEAN, rolconnlimit INTEGER, rolvaliduntil TEXT,
+  rolreplication BOOLEAN, rolconnlimit INT4, rolvaliduntil TEXT,
   rolbypassrls BOOLEAN, rolconfig TEXT);
 CREATE TABLE pg_auth_members (oid OID, roleid OID, member OID,
   grantor OID, admin_option BOOLEAN, inherit_option BOOLEAN, set_option BOOLEAN);
 CREATE TABLE pg_user (usename TEXT NAME, usesysid OID, usecreatedb BOOLEAN,
   usesuper BOOLEAN, userepl BOOLEAN, usebypassrls BOOLEAN, passwd TEXT, valuntil TEXT,
   useconfig TEXT);
-CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INTEGER,
+CREATE TABLE pg_description (objoid OID, classoid OID, objsubid INT4,
   description TEXT);
-CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INTEGER);
+CREATE TABLE pg_inherits (inhrelid OID, inhparent OID, inhseqno INT4);
 CREATE TABLE pg_collation (oid OID, collname TEXT NAME, collnamespace OID,
-  collowner OID, collprovider CHAR, collisdeterministic BOOLEAN, collencoding INTEGER,
+  collowner OID, collprovider CHAR, collisdeterministic BOOLEAN, collencoding INT4,
   collcollate TEXT, collctype TEXT, colliculocale TEXT, collversion TEXT);
 CREATE TABLE pg_tablespace (oid OID, spcname TEXT NAME, spcowner OID, spcacl TEXT,
   spcoptions TEXT);
@@ -369,9 +371,9 @@ CREATE TABLE information_schema.schemata (catalog_name TEXT, schema_name TEXT,
 CREATE TABLE information_schema.tables (table_catalog TEXT, table_schema TEXT,
   table_name TEXT, table_type TEXT, is_insertable_into TEXT);
 CREATE TABLE information_schema.columns (table_catalog TEXT, table_schema TEXT,
-  table_name TEXT, column_name TEXT, ordinal_position INTEGER, column_default TEXT,
-  is_nullable TEXT, data_type TEXT, character_maximum_length INTEGER,
-  numeric_precision INTEGER, numeric_scale INTEGER, udt_name TEXT, is_generated TEXT,
+  table_name TEXT, column_name TEXT, ordinal_position INT4, column_default TEXT,
+  is_nullable TEXT, data_type TEXT, character_maximum_length INT4,
+  numeric_precision INT4, numeric_scale INT4, udt_name TEXT, is_generated TEXT,
   generation_expression TEXT, is_hidden TEXT, crdb_sql_type TEXT, column_comment TEXT,
   is_identity TEXT);
 CREATE TABLE information_schema.table_constraints (constraint_catalog TEXT,
@@ -379,7 +381,7 @@ CREATE TABLE information_schema.table_constraints (constraint_catalog TEXT,
   table_name TEXT, constraint_type TEXT);
 CREATE TABLE information_schema.key_column_usage (constraint_catalog TEXT,
   constraint_schema TEXT, constraint_name TEXT, table_catalog TEXT, table_schema TEXT,
-  table_name TEXT, column_name TEXT, ordinal_position INTEGER);
+  table_name TEXT, column_name TEXT, ordinal_position INT4);
 CREATE TABLE information_schema.statistics (table_catalog TEXT, table_schema TEXT,
   table_name TEXT, non_unique TEXT, index_schema TEXT, index_name TEXT,
   seq_in_index INTEGER, column_name TEXT, implicit TEXT);
@@ -1294,14 +1296,16 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
 
 # The type OIDs of the catalog's columns as SQLite declares them (an expression's: none).
 _DECLARED_OIDS = {
-    "INTEGER": OID.INT8, "TEXT": OID.TEXT, "BOOLEAN": OID.BOOL, "OID": OID.OID,
-    "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4, "TIMESTAMPTZ": OID.TIMESTAMPTZ,
-    "CHAR": OID.CHAR, "TEXT REGPROC": OID.REGPROC,
+    "INTEGER": OID.INT8, "INT2": OID.INT2, "INT4": OID.INT4, "TEXT": OID.TEXT,
+    "BOOLEAN": OID.BOOL, "OID": OID.OID, "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4,
+    "TIMESTAMPTZ": OID.TIMESTAMPTZ, "CHAR": OID.CHAR, "TEXT REGPROC": OID.REGPROC,
 }  # fmt: skip
 # The types of a column of NULLs as a cursor over a catalog query keeps them.
 # NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
 _DECLARED = {
     OID.INT8: ColumnType(Kind.INT),
+    OID.INT2: ColumnType(Kind.INT, width=16),
+    OID.INT4: ColumnType(Kind.INT, width=32),
     OID.OID: ColumnType(Kind.INT),
     OID.TEXT: ColumnType(Kind.STRING),
     OID.NAME: ColumnType(Kind.STRING),
@@ -1310,7 +1314,9 @@ _DECLARED = {
     OID.BOOL: ColumnType(Kind.BOOL),
 }
 # The declared types a column's values cannot tell (an int is an int8 to them).
-_ONLY_DECLARED = frozenset({OID.OID, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC})
+_ONLY_DECLARED = frozenset(
+    {OID.OID, OID.INT2, OID.INT4, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC}
+)
 
 
 def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:

@@ -1096,7 +1096,7 @@ _EMPTY_TABLES = frozenset(
         "pg_ts_dict", "pg_ts_parser", "pg_ts_template", "pg_largeobject_metadata",
         "pg_subscription", "pg_default_acl", "pg_init_privs", "pg_seclabel",
         "pg_transform", "pg_user_mapping", "pg_user_mappings", "pg_statistic_ext_data",
-        "pg_policies",
+        "pg_policies", "pg_partition_tree",
     }
 )  # fmt: skip
 
@@ -1264,7 +1264,7 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
         top = select is first
         select.set("expressions", [_named(e, top=top) for e in select.expressions])
         _unnest_index_keys(select)
-    tree = _empty_tables(_catalog_table_oids(_rewritten(tree, values)))
+    tree = _empty_tables(_catalog_table_oids(_rewritten(_lateral_aggregates(tree), values)))
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
     )
@@ -1676,9 +1676,12 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if (
         isinstance(node, exp.Table)
         and isinstance(node.this, exp.Anonymous)
-        and str(node.this.this).lower() == "pg_get_keywords"
+        and str(node.this.this).lower() in _TABLE_FUNCTIONS
     ):
-        return exp.Table(this=exp.to_identifier("pg_get_keywords"), alias=node.args.get("alias"))
+        # NB: pg_partition_tree(relation)'s rows are none, whatever relation it is
+        # given (it has rows only for a partitioned table or a partition)
+        name = str(node.this.this).lower()
+        return exp.Table(this=exp.to_identifier(name), alias=node.args.get("alias"))
     if (
         isinstance(node, exp.NEQ)
         and isinstance(node.expression, exp.Anonymous)
@@ -1700,6 +1703,57 @@ def _rewrite(node: exp.Expr, values: dict[str, str]) -> exp.Expr:
     if isinstance(node, exp.CurrentVersion):
         return exp.Literal.string(values["version"])
     return node
+
+
+# Table functions a catalog query calls in FROM, read as the catalog table of their name.
+_TABLE_FUNCTIONS = frozenset({"pg_get_keywords", "pg_partition_tree"})
+
+
+def _lateral_aggregates(tree: exp.Expr) -> exp.Expr:
+    """``tree`` with each ``, LATERAL (SELECT aggregates ...) s`` it joins (psql's
+    ``\\dP+`` sums pg_partition_tree so), which SQLite has no LATERAL for, as a scalar
+    subquery in place of each ``s.column`` it reads: an aggregate over no GROUP BY has
+    exactly one row, so the join is the same as the outer row with those values. A
+    LATERAL of another query is not supported (0A000)."""
+    for join in list(tree.find_all(exp.Join)):
+        lateral = join.this
+        if not isinstance(lateral, exp.Lateral):
+            continue
+        inner = lateral.this.this if isinstance(lateral.this, exp.Subquery) else None
+        alias = lateral.args.get("alias")
+        select = join.find_ancestor(exp.Select)
+        if (
+            not isinstance(inner, exp.Select)
+            or not _one_row(inner)
+            or alias is None
+            or select is None
+        ):
+            raise SQLError(
+                "0A000",
+                "a LATERAL subquery in a catalog query is supported only as a named subquery "
+                "of aggregates without GROUP BY (one row)",
+            )
+        outputs = {e.alias_or_name: e for e in inner.expressions}
+        for column in list(select.find_all(exp.Column)):
+            if column.table == alias.name and column.name in outputs:
+                value = outputs[column.name]
+                value = value.this if isinstance(value, exp.Alias) else value
+                scalar = inner.copy()
+                scalar.set("expressions", [value.copy()])
+                column.replace(exp.Subquery(this=scalar))
+        join.pop()
+    return tree
+
+
+def _one_row(select: exp.Select) -> bool:
+    """Whether ``select`` always has one row: each of its columns an aggregate's value,
+    with no GROUP BY, HAVING, LIMIT or OFFSET."""
+    if any(select.args.get(k) for k in ("group", "having", "limit", "offset")):
+        return False
+    return bool(select.expressions) and all(
+        any(call.find_ancestor(exp.Select) is select for call in e.find_all(exp.AggFunc))
+        for e in select.expressions
+    )
 
 
 def _element_rows(array: exp.Expr) -> exp.Expr:

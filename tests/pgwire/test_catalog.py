@@ -102,6 +102,21 @@ def test_a_catalog_query_sqlite_cannot_run_is_refused_with_0a000(db: DB, url: st
     assert caught.value.code == "0A000"
 
 
+def test_a_lateral_subquery_of_aggregates_reads_its_one_row(db: DB, url: str) -> None:
+    text = (
+        "SELECT c.relname, x.n, x.top FROM pg_class c, LATERAL (SELECT count(*) AS n, "
+        "max(a.attname) AS top FROM pg_attribute a WHERE a.attrelid = c.oid) x "
+        "WHERE c.relname IN ('t', 'two') ORDER BY x.n DESC"
+    )
+    assert query(db, text) == [("t", 3, "s"), ("two", 2, "b")]
+    # pg_partition_tree has rows only for partitioned tables, which feedkv has none of
+    assert query(db, "SELECT relid, level FROM pg_partition_tree('t')") == []
+    with pytest.raises(SQLError) as caught:
+        query(db, "SELECT x.n FROM pg_class c, LATERAL (SELECT c.relnatts AS n) x")
+    assert caught.value.code == "0A000"
+    assert "LATERAL" in caught.value.message
+
+
 def test_drivers_get_the_version_database_and_schema(url: str) -> None:
     with psycopg.connect(url) as conn:
         (version,) = conn.execute("SELECT pg_catalog.version()").fetchone() or ("",)

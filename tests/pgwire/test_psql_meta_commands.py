@@ -1,7 +1,8 @@
 """psql's describe commands (``\\d`` and its kin), each run by Debian's psql against a
 secure node, answer as PostgreSQL's do on the same schema: an empty list where feedkv
-has no such objects (functions, extensions, comments on constraints), and a clear error
-(never a Python one) for what there is none of. ``\\dd`` failed on pg_trigger."""
+has no such objects (functions, extensions, comments on constraints, partitioned
+relations), and a clear error (never a Python one) for what there is none of. ``\\dd``
+failed on pg_trigger; ``\\dP+`` on its LATERAL subquery (0A000)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,15 @@ ANSWERS = {
                         "max_index_keys|32|integer|internal|", "(1 row)"],
     "\\dO": ["List of collations",
              "Schema|Name|Collate|Ctype|ICU Locale|Provider|Deterministic?", "(0 rows)"],
+    # NB: the + forms join a LATERAL sum over pg_partition_tree
+    "\\dP": ["List of partitioned relations", "Schema|Name|Owner|Type|Table", "(0 rows)"],
+    "\\dP+": ["List of partitioned relations",
+              "Schema|Name|Owner|Type|Table|Total size|Description", "(0 rows)"],
+    "\\dPi+": ["List of partitioned indexes", "Schema|Name|Owner|Table|Total size|Description",
+               "(0 rows)"],
+    "\\dPtn+": ["List of partitioned tables",
+                "Schema|Name|Owner|Parent name|Leaf partition size|Total size|Description",
+                "(0 rows)"],
 }  # fmt: skip
 
 

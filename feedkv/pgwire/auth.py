@@ -104,17 +104,18 @@ class LoopbackTrust:
         return Refused(SQLError("08P01", "unexpected password message: none was asked for"))
 
 
-class RevokedCertificate:
-    """A connection whose client certificate is revoked (``ca.crl``:
-    :mod:`feedkv.security.revocation`): refused, whatever user it asks for, with
-    ``reason``."""
+class Refusing:
+    """A connection refused, whatever user it asks for, with ``error``: one whose
+    client certificate is revoked (``ca.crl``, :mod:`feedkv.security.revocation`;
+    28000, logged as a warning: ``warn``), one a draining node takes no more (57P01)."""
 
-    def __init__(self, reason: str) -> None:
-        self._reason = reason
+    def __init__(self, error: SQLError, *, warn: bool = False) -> None:
+        self._error = error
+        self._level = logging.WARNING if warn else logging.INFO
 
     def begin(self, user: str, peer_host: str | None) -> AuthOutcome:
-        log.warning("SQL login of %r from %s refused: %s", user, peer_host, self._reason)
-        return Refused(SQLError("28000", self._reason))
+        log.log(self._level, "SQL login of %r from %s refused: %s", user, peer_host, self._error)
+        return Refused(self._error)
 
     def respond(self, data: bytes) -> AuthOutcome:
         return Refused(SQLError("08P01", "unexpected password message: none was asked for"))

@@ -12,11 +12,14 @@ session's open transaction and closes the socket; the listener and the other
 connections go on. CancelRequests arrive on connections of their own and are matched
 to the connection with that process id and secret.
 
-Stopping (a node's drain) closes the listener, then ends each connection between
-statements, as CockroachDB's drain does: one waiting for its client's next message at
-once, one running a statement once that statement's answer is sent, each with a FATAL
-``57P01 server is shutting down`` (a driver reads it as the server going away, not as a
-statement that may or may not have run) and TLS's close_notify. A sinkless changefeed
+Draining (a node's drain) takes no new clients and ends each connection between
+statements, as CockroachDB's drain does: a new connection is refused after its startup
+message with a FATAL ``57P01 server is not accepting clients, try another node`` (the
+listener stays open, so a client learns why rather than meeting a closed port); one
+waiting for its client's next message ends at once, one running a statement once that
+statement's answer is sent, each with a FATAL ``57P01 server is shutting down`` (a
+driver reads it as the server going away, not as a statement that may or may not have
+run) and TLS's close_notify. Stopping drains, then closes the listener. A sinkless changefeed
 never ends by itself, so it is ended at once (with 57P01, not a cancel's 57014); a
 statement still running at the grace's end is cancelled and its socket shut. NB: an
 open transaction between statements is rolled back at once, where CockroachDB waits up
@@ -52,8 +55,9 @@ from typing import Any, Self
 
 from cryptography import x509
 
+from feedkv.errors import SQLError
 from feedkv.pgwire import messages as m
-from feedkv.pgwire.auth import Authenticator, LoopbackTrust, RevokedCertificate
+from feedkv.pgwire.auth import Authenticator, LoopbackTrust, Refusing
 from feedkv.pgwire.connection import Connection, SessionFactory
 from feedkv.security.revocation import Revocations, revoked_message
 
@@ -96,9 +100,10 @@ class PGServer:
         self._connections: dict[int, tuple[Connection, socket.socket]] = {}
         self._threads: set[threading.Thread] = set()
         self._next_process_id = 1
+        self._draining = False
         self._stopped = False
-        # NB: written once by stop and never read, so it stays readable: it wakes every
-        # connection thread waiting for its client, now and later
+        # NB: written once by drain and never read, so it stays readable: it wakes every
+        # connection thread (made before the drain) waiting for its client
         self._wake_read, self._wake_write = os.pipe()
         self._acceptor = threading.Thread(
             target=self._accept, name=f"pgwire-accept-{self.port}", daemon=True
@@ -119,31 +124,54 @@ class PGServer:
         with self._lock:
             return sum(conn.busy for conn, _sock in self._connections.values())
 
+    @property
+    def draining(self) -> bool:
+        """Whether the server takes no new clients (:meth:`drain`)."""
+        return self._draining
+
+    def drain(self, grace_s: float = 5.0) -> None:
+        """Take no new clients (each is refused with 57P01, see the module docstring)
+        and end every connection between statements (their open transactions roll
+        back), waiting up to ``grace_s`` for the statements running; then cancel those
+        left and close their sockets. The port stays open until :meth:`stop`.
+        Idempotent."""
+        with self._lock:
+            if self._draining:
+                return
+            self._draining = True
+            connections = list(self._connections.items())
+            threads = list(self._threads)
+        os.write(self._wake_write, b"\0")
+        for _process_id, (conn, _sock) in connections:
+            if conn.streaming:
+                conn.shut_down()  # a streaming changefeed ends now: it would never finish
+        deadline = time.monotonic() + grace_s
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            left = [self._connections.get(process_id) for process_id, _ in connections]
+        for found in left:
+            if found is not None:
+                found[0].shut_down()
+                _shut(found[1])
+        for thread in threads:
+            thread.join(grace_s)
+
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting and end every connection between statements (module
-        docstring: their open transactions roll back), waiting up to ``grace_s`` for the
-        statements running; then cancel those left and close their sockets. Idempotent."""
+        """:meth:`drain`, then close the port. Idempotent."""
+        self.drain(grace_s)
         with self._lock:
             if self._stopped:
                 return
             self._stopped = True
-            connections = list(self._connections.values())
-            threads = list(self._threads)
         _shut(self._listener)
         self._listener.close()
-        os.write(self._wake_write, b"\0")
-        for conn, _sock in connections:
-            if conn.streaming:
-                conn.shut_down()  # a streaming changefeed ends now: it would never finish
-        deadline = time.monotonic() + grace_s
         if self._acceptor.is_alive():
             self._acceptor.join(grace_s)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
-            left = list(self._connections.values())
-        for conn, sock in left:
-            conn.shut_down()
+            threads = list(self._threads)
+            refused = list(self._connections.values())  # NB: each waits for its startup
+        for _conn, sock in refused:
             _shut(sock)
         for thread in threads:
             thread.join(grace_s)
@@ -195,7 +223,8 @@ class PGServer:
                 return
             sock, cert_user, revoked = secured
             if revoked is not None:
-                self._run(sock, peer_host, process_id, None, RevokedCertificate(revoked))
+                refusal = Refusing(SQLError("28000", revoked), warn=True)
+                self._run(sock, peer_host, process_id, None, refusal)
                 return
         self._run(sock, peer_host, process_id, cert_user)
 
@@ -250,6 +279,10 @@ class PGServer:
         cert_user: str | None,
         authenticator: Authenticator | None = None,
     ) -> None:
+        with self._lock:
+            refused = self._draining
+        if refused:
+            authenticator = Refusing(_NOT_ACCEPTING)
         conn = Connection(
             self._sessions,
             authenticator or self._authenticator(cert_user),
@@ -266,9 +299,10 @@ class PGServer:
         with self._lock:
             self._connections[process_id] = (conn, sock)
         try:
-            waiting = _InputWait(sock, self._wake_read)
+            # NB: a connection the drain refuses is not woken by it: it reads its startup
+            waiting = _InputWait(sock, None if refused else self._wake_read)
             while not conn.closed:
-                if self._stopped or not waiting.wait():
+                if (self._draining and not refused) or not waiting.wait():
                     sock.sendall(_SHUTTING_DOWN)
                     break
                 data = sock.recv(_READ_BYTES)
@@ -300,6 +334,7 @@ class PGServer:
 
 
 _SHUTTING_DOWN = m.error_response("57P01", "server is shutting down", severity="FATAL")
+_NOT_ACCEPTING = SQLError("57P01", "server is not accepting clients, try another node")
 _HANDSHAKE_S = 10.0
 _CLOSE_NOTIFY_S = 1.0  # how long a closing TLS connection waits for the peer's close_notify
 # the request codes of the 8-byte messages that may precede TLS (as messages.py's)
@@ -311,12 +346,14 @@ _CANCEL_REQUEST = 80877102
 class _InputWait:
     """Waits for a connection's next bytes from its client, or for the server to stop."""
 
-    def __init__(self, sock: socket.socket, wake: int) -> None:
+    def __init__(self, sock: socket.socket, wake: int | None) -> None:
+        """``wake``: readable once the server drains (``None``: not woken)."""
         self._sock = sock
         self._wake = wake
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
-        self._poll.register(wake, select.POLLIN)
+        if wake is not None:
+            self._poll.register(wake, select.POLLIN)
 
     def wait(self) -> bool:
         """Block until the client's bytes arrive (or its connection ends): ``True``;

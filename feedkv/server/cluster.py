@@ -1264,7 +1264,8 @@ class Cluster:
                     self.directory.leases_of(s.desc.node_id),
                     self.membership.get(s.desc.node_id, Membership.ACTIVE).value,
                     s.desc.locality,
-                    s.desc.sql_address,
+                    # NB: a draining node takes no new SQL clients: none are sent there
+                    "" if s.desc.draining else s.desc.sql_address,
                     s.desc.build,
                     s.expires_in_ns is not None and s.expires_in_ns > 0,
                     s.desc.draining,

@@ -6,10 +6,11 @@ and the SQL port (PostgreSQL's wire protocol, :mod:`feedkv.pgwire`).
 executors are other processes) start one with ``Node(path, listen="127.0.0.1:0")``, and
 one that serves PostgreSQL clients with :meth:`Node.serve_sql` (``DB.serve_sql``).
 Stopping drains (:meth:`Node.drain`, which ``feedkv node drain`` runs alone, leaving the
-node up): the SQL connections close (their open transactions roll back), and in a
-cluster the leases of the ranges the node leads move to other nodes
-(:meth:`Cluster.drain`); then the rangefeeds end (each stream is told ``NODE_SHUTDOWN``), the
-server refuses new calls and lets calls in flight finish, then the store closes.
+node up): the SQL port takes no new clients and its connections close (their open
+transactions roll back), and in a cluster the leases of the ranges the node leads move to
+other nodes (:meth:`Cluster.drain`); then the SQL port closes, the rangefeeds end (each
+stream is told ``NODE_SHUTDOWN``), the server refuses new calls and lets calls in flight
+finish, then the store closes.
 
 Ports: SQL on 26257 as CockroachDB's (``--sql-addr``), gRPC on 26258 (``--listen``):
 grpcio cannot share its port with another protocol without a proxy in every call's path.
@@ -460,16 +461,19 @@ class Node:
     def drain(self, wait_s: float | None = None) -> int:
         """Drain the node and leave it up (``feedkv node drain``; the first step of
         :meth:`stop`), as CockroachDB's drain: in a cluster it marks itself draining
-        (:meth:`Cluster.mark_draining`: no lease or replica moves to it, and
-        ``/health?ready=1`` answers 503), its SQL port closes (each connection ends
-        between statements), its changefeed jobs stop and give their leases back (other
-        nodes adopt them), then the leases of the ranges it leads move to other nodes
-        (:meth:`Cluster.drain`, waiting up to ``wait_s`` if less than its
+        (:meth:`Cluster.mark_draining`: no lease or replica moves to it,
+        ``/health?ready=1`` answers 503, and the node lists clients read name no SQL
+        address for it), its SQL port takes no new clients (57P01 server is not
+        accepting clients) and ends each connection between statements, its changefeed
+        jobs stop and give their leases back (other nodes adopt them), then the leases
+        of the ranges it leads move to other nodes (:meth:`Cluster.drain`, waiting up
+        to ``wait_s`` if less than its
         ``lease_transfer_wait_s``). It stays so until it restarts. Returns how many
         leases and writes are still to move (0: drained; called again, it waits again)."""
         if self.cluster is not None:
             self.cluster.mark_draining()
-        self.stop_sql()
+        if self.sql_server is not None:
+            self.sql_server.drain()
         if self.on_drain_jobs is not None:
             self.on_drain_jobs()
         return self.cluster.drain(wait_s) if self.cluster is not None else 0
@@ -491,8 +495,10 @@ class Node:
         calls in flight (Raft goes on meanwhile, so that writes in flight commit; the
         other nodes' Raft streams into this one end after them, not at the grace), then
         close the store. It first drains (:meth:`drain`: its SQL connections end, and in
-        a cluster the leases of its ranges move to other nodes). Idempotent."""
+        a cluster the leases of its ranges move to other nodes), and closes the SQL port.
+        Idempotent."""
         self.drain()
+        self.stop_sql()
         access: _TableReads | None = getattr(self, "_access", None)  # None: not set yet
         if access is not None:
             access.close()

@@ -12,10 +12,10 @@ CockroachDB, for the admin role only.
 A node's ``locality`` is its ``--locality`` tiers in CockroachDB's text
 (``region=us-east1,zone=a``; ``''`` without). Columns feedkv has no notion of are left
 out (attributes, cluster name, versions); ``sql_address`` is NULL for a node that
-serves no SQL port; ``draining`` is whether it drains (SIGTERM, or ``feedkv node
-drain``); ``membership`` is ``active``, ``decommissioning`` or ``decommissioned``
-(:mod:`feedkv.kv.membership`), and ``decommissioning`` is true for either of the last
-two, as in CockroachDB.
+serves no SQL port or drains (it takes no new SQL clients); ``draining`` is whether it
+drains (SIGTERM, or ``feedkv node drain``); ``membership`` is ``active``,
+``decommissioning`` or ``decommissioned`` (:mod:`feedkv.kv.membership`), and
+``decommissioning`` is true for either of the last two, as in CockroachDB.
 """
 
 from __future__ import annotations

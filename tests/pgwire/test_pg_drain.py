@@ -77,3 +77,34 @@ def test_a_streaming_changefeed_ends_saying_the_server_is_shutting_down(
         except psycopg.Error as exc:
             error: psycopg.Error = exc
         assert isinstance(error, psycopg.errors.AdminShutdown), error
+
+
+def test_a_draining_node_refuses_new_clients_until_its_port_closes(
+    db: DB, pg_url: str, pg_server: PGServer
+) -> None:
+    """A drained node stays up with its SQL port open, telling each new client that it
+    takes none (57P01, as CockroachDB's drain does), so that the client learns why and
+    tries another node; its port closes when the node stops."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        node = db.node
+        assert node is not None
+        assert node.drain() == 0
+        assert pg_server.draining
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            error: psycopg.Error = exc
+        assert error.sqlstate == "57P01" and "server is shutting down" in str(error)
+    for _ in range(2):  # the port goes on refusing
+        try:
+            psycopg.connect(pg_url, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            refused: psycopg.OperationalError = exc
+        assert "server is not accepting clients, try another node" in str(refused)
+    wait_until(lambda: pg_server.connections == 0, what="the refused connections to end")
+    pg_server.stop()
+    try:
+        psycopg.connect(pg_url, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        closed: psycopg.OperationalError = exc
+    assert "Connection refused" in str(closed)

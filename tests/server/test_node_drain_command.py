@@ -1,8 +1,9 @@
 """``feedkv node drain`` on three secure ``feedkv start --replicas 3`` processes, as
 CockroachDB's: the node named hands the leases of its ranges over while a client writes
 to them (no write fails), ends its SQL connections and stays up, draining (no lease
-returns to it, ``node status`` shows it, ``/health?ready=1`` answers 503); ``--shutdown``
-then stops it, and a restart takes it back."""
+returns to it, ``node status`` shows it, ``/health?ready=1`` answers 503, new SQL clients
+are told 57P01 and the node lists name no SQL address for it); ``--shutdown`` then stops
+it, and a restart takes it back."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.xdist_group("cluster")
 
 DEADLINE_S = 60.0
 KEYS = (b"a", b"b", b"c")  # each in a range of its own, led by n2
+SQL_ADDRESSES = (
+    "SELECT node_id, sql_address IS NOT NULL FROM crdb_internal.gossip_nodes ORDER BY node_id"
+)
 
 
 def _lease_holders(db: DB) -> set[int]:
@@ -126,11 +130,14 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         assert header.endswith(",is_draining") and row.endswith(",true"), (header, row)
         draining = "SELECT node_id FROM crdb_internal.gossip_liveness WHERE draining"
         assert db.sql(draining).rows == [(2,)]
-        # its SQL connections ended, and it takes no new ones
+        # the node lists clients pick SQL nodes from name no SQL address for it
+        assert db.sql(SQL_ADDRESSES).rows == [(1, True), (2, False), (3, True)]
+        assert header.split(",")[2] == "sql_address" and row.split(",")[2] == "", row
+        # its SQL connections ended, and it takes no new ones, saying why
         with pytest.raises(psycopg.OperationalError):
             session.execute("SELECT 1")
         session.close()
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(psycopg.OperationalError, match="server is not accepting clients"):
             psycopg.connect(n2.sql_url, connect_timeout=5).close()
         ready = httpx.get(f"{n2.http_url}/health?ready=1", verify=n2.http_verify, timeout=10)
         assert ready.status_code == 503 and "draining" in ready.json()["error"]
@@ -145,5 +152,10 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         assert "node n2 is shutting down" in capsys.readouterr().out
         cluster.restart(1)
         wait_until(lambda: _n2(db)[:2] == (True, False), timeout_s=DEADLINE_S, what="n2 back")
+        wait_until(
+            lambda: db.sql(SQL_ADDRESSES).rows == [(1, True), (2, True), (3, True)],
+            timeout_s=DEADLINE_S,
+            what="n2's SQL address again",
+        )
         db.relocate(KEYS[0], 2)  # it takes leases again
         wait_until(lambda: 2 in _lease_holders(db), timeout_s=DEADLINE_S, what="a lease on n2")

@@ -243,8 +243,12 @@ class Changefeed:
         self.stalled: Stalled | None = None  # why the feed is stalled, while it is
 
     def close(self) -> None:
-        """Stop :meth:`run` (from any thread). Idempotent."""
+        """Stop :meth:`run` (from any thread), interrupting a sink that waits on its
+        destination (one that can be: ``interrupt()``). Idempotent."""
         self._closed.set()
+        interrupt = getattr(self._sink, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
         with self._feed_lock:
             feed = self._feed
         if feed is not None:
@@ -309,6 +313,10 @@ class Changefeed:
             except SinkStalledError as exc:
                 self._stall(exc)
             except SinkError as exc:
+                if self._closed.is_set():
+                    # NB: closing interrupted the sink: the next run sends it all again
+                    log.info("changefeed closed while its sink waited: %s", exc)
+                    return
                 attempt = 1 if self.high_water > failed_at else attempt + 1
                 failed_at = self.high_water
                 delay = backoff(attempt, first_s=RESTART_BACKOFF, max_s=MAX_RESTART_BACKOFF)

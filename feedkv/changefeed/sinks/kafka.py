@@ -35,7 +35,11 @@ compresses and retries by itself, so this sink is a thin client over
 its ``Producer`` rather than a :class:`~feedkv.changefeed.sink.BatchingSink`. When the
 producer's queue is full, ``emit_row`` blocks serving delivery reports until there is room
 (backpressure). One thread uses a sink at a time (the changefeed's); delivery reports run
-on it, inside ``emit_row`` and ``flush``.
+on it, inside ``emit_row`` and ``flush``. Another thread may :meth:`KafkaSink.interrupt`
+a sink whose job closes (its node drains or stops, its lease goes): a flush or an
+``emit_row`` waiting on brokers that do not answer gives up at once rather than after
+the delivery timeout, and the messages not acknowledged are sent again by the job's next
+run, from its high-water mark (at least once still).
 
 Topics: the Kafka topic is ``topic_prefix`` (or its CDC-design name
 ``kafka_topic_prefix``) + the changefeed topic, or ``topic_prefix`` + ``topic_name`` for
@@ -74,6 +78,7 @@ import binascii
 import difflib
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -116,6 +121,7 @@ FLUSH_TIMEOUT = DELIVERY_TIMEOUT + 10.0
 METADATA_TIMEOUT = 10.0  # seconds to learn a topic's partitions for a resolved marker
 DIAL_TIMEOUT = 10.0  # seconds CREATE CHANGEFEED waits for a broker to answer
 _POLL = 0.1  # seconds to wait for delivery reports while the queue is full
+_FLUSH_SLICE = 0.25  # seconds between a flush's looks for an interrupt
 _DIAL_SLICE = 0.25  # seconds between a dial's looks at the log for a refusal
 
 _MAX_TOPIC_LENGTH = MAX_KAFKA_TOPIC
@@ -200,6 +206,7 @@ class KafkaSink:
         self._topic_failures: dict[str, str] = {}
         self._topic_failure_count = 0
         self._closed = False
+        self._interrupted = threading.Event()
 
     def emit_row(self, message: Message) -> None:
         """Queue ``message`` in librdkafka; blocks while its queue is full."""
@@ -220,15 +227,27 @@ class KafkaSink:
 
     def flush(self) -> None:
         self._check_open()
-        left = self._producer.flush(self._flush_timeout)
-        if left:
-            self._failures, self._topic_failure_count = 0, 0
-            self._topic_failures.clear()
-            raise SinkError(
-                f"{left} Kafka messages were not acknowledged within the flush timeout "
-                f"({self._flush_timeout:g}s)"
-            )
+        deadline = time.monotonic() + self._flush_timeout
+        while True:
+            wait = max(0.0, min(_FLUSH_SLICE, deadline - time.monotonic()))
+            left = self._producer.flush(wait)
+            if not left:
+                break
+            self._check_interrupted(left)
+            if time.monotonic() >= deadline:
+                self._failures, self._topic_failure_count = 0, 0
+                self._topic_failures.clear()
+                raise SinkError(
+                    f"{left} Kafka messages were not acknowledged within the flush timeout "
+                    f"({self._flush_timeout:g}s)"
+                )
         self._raise_failures()
+
+    def interrupt(self) -> None:
+        """Make a flush or ``emit_row`` waiting for the brokers (in another thread)
+        raise :class:`SinkError` now, and every later one at once: the sink's job is
+        closing. Any thread; idempotent."""
+        self._interrupted.set()
 
     def emit_resolved(self, ts: Timestamp, topics: Iterable[str]) -> None:
         # NB: callers flush first; flushing again costs nothing and keeps the marker
@@ -339,6 +358,7 @@ class KafkaSink:
                 # The queue is full: serving delivery reports frees room.
                 self._producer.poll(_POLL)
                 self._raise_failures()
+                self._check_interrupted(len(self._producer))
             except KafkaException as exc:
                 why = _reason(exc)
                 error = exc.args[0] if exc.args else None
@@ -396,13 +416,18 @@ class KafkaSink:
         deadline = time.monotonic() + self._metadata_timeout
         while True:
             try:
+                # NB: in slices, so that an interrupt is seen while the brokers are down
                 metadata = self._producer.list_topics(
-                    topic, timeout=max(0.001, deadline - time.monotonic())
+                    topic, timeout=max(0.001, min(_FLUSH_SLICE, deadline - time.monotonic()))
                 )
             except KafkaException as exc:
-                raise SinkError(
-                    f"cannot learn the partitions of Kafka topic {topic!r}: {_reason(exc)}"
-                ) from exc
+                if time.monotonic() >= deadline:
+                    raise SinkError(
+                        f"cannot learn the partitions of Kafka topic {topic!r}: {_reason(exc)}"
+                    ) from exc
+                self._check_interrupted(len(self._producer))
+                self._producer.poll(_POLL)
+                continue
             found = metadata.topics.get(topic)
             error = found.error if found is not None else None
             if found is not None and error is None and found.partitions:
@@ -414,6 +439,7 @@ class KafkaSink:
                 if refused:  # the brokers answered, about this topic: its own failure
                     raise TopicError(refused)
                 raise SinkError(f"cannot learn the partitions of Kafka topic {topic!r}: {why}")
+            self._check_interrupted(len(self._producer))
             self._producer.poll(_POLL)
 
     def _working(self) -> None:
@@ -424,6 +450,14 @@ class KafkaSink:
     def _check_open(self) -> None:
         if self._closed:
             raise SinkError("the Kafka sink is closed")
+
+    def _check_interrupted(self, left: int) -> None:
+        """Raise if the sink was interrupted (``left``: the messages not acknowledged)."""
+        if self._interrupted.is_set():
+            raise SinkError(
+                f"the changefeed is closing: {left} Kafka messages not acknowledged are "
+                "sent again by its next run"
+            )
 
 
 def _topic_codes() -> frozenset[int]:

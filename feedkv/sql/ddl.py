@@ -1786,16 +1786,10 @@ def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
         if s.if_not_exists:
             return Result(tag="CREATE SEQUENCE")
         raise SQLError("42P07", f'relation "{s.sequence.name}" already exists')
-    ascending = s.increment > 0
-    low = s.min_value if s.min_value is not None else (1 if ascending else sequences.INT8_MIN)
-    high = s.max_value if s.max_value is not None else (sequences.INT8_MAX if ascending else -1)
-    if low >= high:
-        raise SQLError("22023", f"MINVALUE ({low}) must be less than MAXVALUE ({high})")
-    start = s.start if s.start is not None else (low if ascending else high)
-    if start < low:
-        raise SQLError("22023", f"START value ({start}) cannot be less than MINVALUE ({low})")
-    if start > high:
-        raise SQLError("22023", f"START value ({start}) cannot be greater than MAXVALUE ({high})")
+    low = s.min_value if s.min_value is not None else _default_min(s.increment)
+    high = s.max_value if s.max_value is not None else _default_max(s.increment)
+    start = s.start if s.start is not None else (low if s.increment > 0 else high)
+    _check_sequence_bounds(low, high, ("START", start))
     # NB: an id allocated by a transaction that rolled back is handed out again, and a
     # value its sequence's nextval left behind (outside that transaction) stays: the
     # value's key also holds a number of this sequence's own (``instance``)
@@ -1811,6 +1805,74 @@ def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
     )
     catalog.put_view(txn, sequence)
     return Result(tag="CREATE SEQUENCE")
+
+
+def _default_min(increment: int) -> int:
+    """A sequence's MINVALUE when none is given (or NO MINVALUE), as PostgreSQL's."""
+    return 1 if increment > 0 else sequences.INT8_MIN
+
+
+def _default_max(increment: int) -> int:
+    return sequences.INT8_MAX if increment > 0 else -1
+
+
+def _check_sequence_bounds(low: int, high: int, *values: tuple[str, int]) -> None:
+    """22023 unless ``low < high`` and each ``(what, value)`` is within them."""
+    if low >= high:
+        raise SQLError("22023", f"MINVALUE ({low}) must be less than MAXVALUE ({high})")
+    for what, value in values:
+        if value < low:
+            raise SQLError("22023", f"{what} value ({value}) cannot be less than MINVALUE ({low})")
+        if value > high:
+            raise SQLError(
+                "22023", f"{what} value ({value}) cannot be greater than MAXVALUE ({high})"
+            )
+
+
+def alter_sequence(ex: Execution, s: st.AlterSequence) -> Result:
+    """ALTER SEQUENCE, as PostgreSQL's: an option not given keeps its setting (NO
+    MINVALUE or NO MAXVALUE: the default for the increment's sign); START changes only
+    where RESTART (without a value) restarts; RESTART [WITH n] makes n the next value.
+    The value last handed out (or RESTART's) must be within the new bounds. A sequence
+    no nextval has used yet keeps its next value (its start as it was)."""
+    tag = Result(tag="ALTER SEQUENCE")
+    try:
+        database = ex.database(s.sequence.database)
+        sequence = catalog.sequence_by_name(ex.write_txn, database, s.sequence.name)
+    except SQLError as exc:
+        if s.if_exists and exc.code in ("42P01", "3D000"):
+            return tag
+        raise
+    ex.require_privilege(database, "CREATE")  # as CREATE SEQUENCE
+    increment = s.increment if s.increment is not None else sequence.increment
+    low = _default_min(increment) if s.no_min_value else sequence.min_value
+    high = _default_max(increment) if s.no_max_value else sequence.max_value
+    low = s.min_value if s.min_value is not None else low
+    high = s.max_value if s.max_value is not None else high
+    start = s.start if s.start is not None else sequence.start
+    txn = ex.write_txn
+    key = catalog.sequence_value_key(sequence)
+    stored = txn.get(key)
+    last = int(stored) if stored is not None else 0  # the value handed out last
+    checked = [("START", start)]
+    if s.restart:
+        restart = s.restart_with if s.restart_with is not None else start
+        checked.append(("RESTART", restart))
+        last = restart - increment
+    elif stored is not None:
+        checked.append(("RESTART", last))  # NB: PostgreSQL's word for the current value
+    _check_sequence_bounds(low, high, *checked)
+    catalog.put_view(
+        txn,
+        replace(sequence, increment=increment, start=start, min_value=low, max_value=high),
+        name_entry=False,
+    )
+    if s.restart:
+        txn.put(key, str(last).encode())
+    elif stored is None and start != sequence.start:
+        # NB: nextval would begin at the new start: the old one stays next
+        txn.put(key, str(sequence.start - increment).encode())
+    return tag
 
 
 def drop_sequence(ex: Execution, s: st.DropSequence) -> Result:
@@ -1845,6 +1907,7 @@ def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl_constraints.HANDLERS,
     st.CreateSequence: create_sequence,
+    st.AlterSequence: alter_sequence,
     st.CreateEnum: create_enum,
     st.DropType: drop_type,
     st.DropSequence: drop_sequence,

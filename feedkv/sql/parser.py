@@ -843,6 +843,8 @@ class _Statement:
             return self._comment_on()
         if self.words[:2] == ["ALTER", "TYPE"]:
             return self._alter_type()
+        if self.words[:2] == ["ALTER", "SEQUENCE"]:
+            return self._alter_sequence()
         self._check_shape()
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
@@ -1884,6 +1886,76 @@ class _Statement:
             existing = self._label(i + 2)
         return st.AlterTypeAddValue(self.text, name, label, placement, existing, if_not_exists)
 
+    def _alter_sequence(self) -> st.AlterSequence:
+        """``ALTER SEQUENCE [IF EXISTS] s option ...`` (:class:`st.AlterSequence`);
+        ``CACHE n`` and ``NO CYCLE`` are taken and change nothing, as in CREATE
+        SEQUENCE; ``CYCLE``, ``OWNED BY`` and ``AS`` are 0A000."""
+        words, end = self.words, len(self.tokens)
+        if_exists = words[2:4] == ["IF", "EXISTS"]
+        at = 4 if if_exists else 2
+        stop = next((i for i in range(at, end) if words[i] in _ALTER_SEQUENCE_OPTIONS), end)
+        name = self._table_name(at, stop)
+        if stop == end:
+            raise self._error_at(stop, "expected INCREMENT, MINVALUE, MAXVALUE, START or RESTART")
+        given: dict[str, int | bool] = {}
+        i = stop
+        while i < end:
+            word, option = words[i], words[i]
+            value: int | bool = True
+            if word == "NO" and words[i + 1 : i + 2] in (["MINVALUE"], ["MAXVALUE"], ["CYCLE"]):
+                option = f"NO {words[i + 1]}"
+                i += 2
+            elif word in ("INCREMENT", "START"):
+                noise = "BY" if word == "INCREMENT" else "WITH"
+                i += 2 if words[i + 1 : i + 2] == [noise] else 1
+                value, i = self._signed_integer(i)
+            elif word in ("MINVALUE", "MAXVALUE", "CACHE"):
+                value, i = self._signed_integer(i + 1)
+            elif word == "RESTART":
+                i += 1
+                if words[i : i + 1] == ["WITH"] or (
+                    i < end and self.tokens[i].token_type in (TokenType.NUMBER, TokenType.DASH)
+                ):
+                    value, i = self._signed_integer(i + (words[i] == "WITH"))
+            elif word in ("CYCLE", "OWNED", "AS"):
+                shown = {"OWNED": "OWNED BY", "AS": "AS type"}.get(word, word)
+                raise SQLError("0A000", f"ALTER SEQUENCE ... {shown} is not supported")
+            else:
+                raise self._error_at(i, "expected a sequence option")
+            if option.removeprefix("NO ") in {o.removeprefix("NO ") for o in given}:
+                raise SQLError("42601", "conflicting or redundant options")
+            given[option] = value
+        if given.get("INCREMENT") == 0:
+            raise SQLError("22023", "INCREMENT must not be zero")
+        if given.get("CACHE", 1) < 1:
+            raise SQLError("22023", f"CACHE ({given['CACHE']}) must be greater than zero")
+        restart = given.get("RESTART")
+        return st.AlterSequence(
+            self.text,
+            name,
+            if_exists,
+            increment=given.get("INCREMENT"),
+            min_value=given.get("MINVALUE"),
+            no_min_value="NO MINVALUE" in given,
+            max_value=given.get("MAXVALUE"),
+            no_max_value="NO MAXVALUE" in given,
+            start=given.get("START"),
+            restart=restart is not None,
+            restart_with=None if restart is None or restart is True else restart,
+        )
+
+    def _signed_integer(self, i: int) -> tuple[int, int]:
+        """The integer constant (maybe negative) at token ``i``, and the token after it."""
+        negative = i < len(self.tokens) and self.tokens[i].token_type is TokenType.DASH
+        at = i + negative
+        token = self.tokens[at] if at < len(self.tokens) else None
+        if token is None or token.token_type is not TokenType.NUMBER or not token.text.isdigit():
+            raise self._error_at(at, "expected an integer")
+        value = -int(token.text) if negative else int(token.text)
+        if not -(2**63) <= value < 2**63:
+            raise SQLError("22003", f"{value} is out of range for type INT8")
+        return value, at + 1
+
     def _label(self, i: int) -> str:
         """The enum label, a string constant, at token ``i``."""
         if i >= len(self.tokens) or self.tokens[i].token_type is not TokenType.STRING:
@@ -2836,6 +2908,10 @@ _MAX_NESTING = 1000  # parentheses; each level costs sqlglot's parser about 21 f
 _SERIAL_TYPES = {"SERIAL", "SERIAL2", "SERIAL4", "SERIAL8", "SMALLSERIAL", "BIGSERIAL"}
 _ALTER_ACTIONS = {"ADD", "DROP", "ALTER", "RENAME", "SPLIT", "SET", "RELOCATE"}
 _ALTER_TYPE_ACTIONS = {"ADD", "DROP", "RENAME", "SET", "OWNER"}
+_ALTER_SEQUENCE_OPTIONS = {
+    "INCREMENT", "MINVALUE", "MAXVALUE", "START", "RESTART", "CACHE", "NO", "CYCLE", "OWNED",
+    "AS",
+}  # fmt: skip
 _COLUMN_WORDS = {
     "NOT",
     "NULL",

@@ -209,6 +209,7 @@ _DDL = (
     | st.DropView
     | st.CreateTableAs
     | st.CreateSequence
+    | st.AlterSequence
     | st.DropSequence
     | st.CreateIndex
     | st.DropIndex

@@ -45,6 +45,7 @@ __all__ = [
     "CreateTable",
     "CreateSequence",
     "CheckSpec",
+    "AlterSequence",
     "AlterTypeAddValue",
     "AlterTypeRenameValue",
     "CreateEnum",
@@ -971,6 +972,24 @@ class CreateSequence(Statement):
     max_value: int | None = None
     start: int | None = None
     if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterSequence(Statement):
+    """``ALTER SEQUENCE [IF EXISTS] s`` with any of ``INCREMENT [BY] n``, ``MINVALUE n``
+    or ``NO MINVALUE``, ``MAXVALUE n`` or ``NO MAXVALUE``, ``START [WITH] n`` and
+    ``RESTART [[WITH] n]`` (``None``, ``False``: not given)."""
+
+    sequence: TableName
+    if_exists: bool = False
+    increment: int | None = None
+    min_value: int | None = None
+    no_min_value: bool = False  # NO MINVALUE: the default for the increment's sign
+    max_value: int | None = None
+    no_max_value: bool = False
+    start: int | None = None
+    restart: bool = False
+    restart_with: int | None = None  # RESTART alone: at the start
 
 
 @dataclass(frozen=True, slots=True)

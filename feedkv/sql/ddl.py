@@ -474,34 +474,54 @@ def _default_sequence_ids(ex: Execution, column: Column, database: DatabaseDescr
 
 
 def _default_user(
-    ex: Execution, sequence: SequenceDescriptor, *, besides: int = 0
+    ex: Execution,
+    sequence: SequenceDescriptor,
+    *,
+    besides: int = 0,
+    besides_column: tuple[int, int] | None = None,
 ) -> tuple[TableDescriptor, Column] | None:
-    """A column, of any table but ``besides`` in any database, whose DEFAULT calls
-    nextval() on ``sequence``, and its table; None if there is none."""
+    """A column, of any table but ``besides`` in any database and other than
+    ``besides_column`` (table id, column id), whose DEFAULT calls nextval() on
+    ``sequence``, and its table; None if there is none."""
     txn = ex.write_txn
     for database in catalog.list_databases(txn):
         for table in catalog.list_tables(txn, database):
             if table.id == besides:
                 continue
             for column in table.columns:
+                if (table.id, column.id) == besides_column:
+                    continue
                 if sequence.id in _default_sequence_ids(ex, column, database):
                     return table, column
     return None
 
 
-def _identity_sequences(ex: Execution, desc: TableDescriptor) -> list[SequenceDescriptor]:
-    """The sequences ``desc``'s identity columns own (which go with the table)."""
+def _owned_sequences(
+    ex: Execution, desc: TableDescriptor, column_id: int | None = None
+) -> list[SequenceDescriptor]:
+    """The sequences ``desc``'s identity columns own and those OWNED BY a column of it
+    (which go with the table), or only those OWNED BY its column ``column_id``."""
     txn = ex.write_txn
     database = catalog.get_descriptor(txn, desc.database_id)
     if not isinstance(database, DatabaseDescriptor):
         return []
-    return [
+    owned = [
+        sequence
+        for sequence in catalog.list_sequences(txn, database)
+        if sequence.owner is not None
+        and sequence.owner[0] == desc.id
+        and column_id in (None, sequence.owner[1])
+    ]
+    if column_id is not None:
+        return owned
+    identities = [
         sequence
         for column in desc.columns
         if column.identity is not None
         for sequence_id in _default_sequence_ids(ex, column, database)
         if isinstance(sequence := catalog.get_descriptor(txn, sequence_id), SequenceDescriptor)
     ]
+    return identities + [s for s in owned if s.id not in {i.id for i in identities}]
 
 
 def _families(
@@ -618,7 +638,7 @@ def _refuse_if_read_by_views(
 
 
 def _drop_table(ex: Execution, desc: TableDescriptor, *, cascade: bool = False) -> None:
-    owned = _identity_sequences(ex, desc)
+    owned = _owned_sequences(ex, desc)
     for sequence in owned:
         user = _default_user(ex, sequence, besides=desc.id)
         if user is None:
@@ -814,6 +834,16 @@ def drop_column(ex: Execution, s: st.DropColumn) -> Result:
         replace(desc, indexes=kept_indexes, checks=kept_checks), column.id, "drop"
     )
     _refuse_if_computed_from(desc, column)
+    for sequence in _owned_sequences(ex, desc, column.id):  # OWNED BY it: they go with it
+        user = _default_user(ex, sequence, besides_column=(desc.id, column.id))
+        if user is not None:
+            raise SQLError(
+                "2BP01",
+                f'cannot drop column "{column.name}" because other objects depend on it',
+                detail=f'The default of column "{user[1].name}" of table "{user[0].name}" '
+                f'uses sequence "{sequence.name}", which the column owns.',
+            )
+        _drop_sequence(ex, sequence)
     comments.forget(ex.write_txn, desc.id, "column", column.id)
     if column.virtual:  # NB: nothing of it is stored
         ex.changing(desc)
@@ -1834,7 +1864,9 @@ def alter_sequence(ex: Execution, s: st.AlterSequence) -> Result:
     MINVALUE or NO MAXVALUE: the default for the increment's sign); START changes only
     where RESTART (without a value) restarts; RESTART [WITH n] makes n the next value.
     The value last handed out (or RESTART's) must be within the new bounds. A sequence
-    no nextval has used yet keeps its next value (its start as it was)."""
+    no nextval has used yet keeps its next value (its start as it was). OWNED BY
+    table.column: the sequence is dropped with that column or its table (NONE: with
+    neither)."""
     tag = Result(tag="ALTER SEQUENCE")
     try:
         database = ex.database(s.sequence.database)
@@ -1862,9 +1894,19 @@ def alter_sequence(ex: Execution, s: st.AlterSequence) -> Result:
     elif stored is not None:
         checked.append(("RESTART", last))  # NB: PostgreSQL's word for the current value
     _check_sequence_bounds(low, high, *checked)
+    owner = None if s.owned_by_none else sequence.owner
+    if s.owned_by is not None:
+        owner = _sequence_owner(ex, sequence, *s.owned_by)
     catalog.put_view(
         txn,
-        replace(sequence, increment=increment, start=start, min_value=low, max_value=high),
+        replace(
+            sequence,
+            increment=increment,
+            start=start,
+            min_value=low,
+            max_value=high,
+            owner=owner,
+        ),
         name_entry=False,
     )
     if s.restart:
@@ -1873,6 +1915,22 @@ def alter_sequence(ex: Execution, s: st.AlterSequence) -> Result:
         # NB: nextval would begin at the new start: the old one stays next
         txn.put(key, str(sequence.start - increment).encode())
     return tag
+
+
+def _sequence_owner(
+    ex: Execution, sequence: SequenceDescriptor, table: st.TableName, column: str
+) -> tuple[int, int]:
+    """The ``(table id, column id)`` of OWNED BY ``table.column``: a column of a table
+    in the sequence's database."""
+    desc = ex.table(table)
+    found = desc.find_column(column)
+    if found is None:
+        raise SQLError("42703", f'column "{column}" does not exist in table "{desc.name}"')
+    if desc.database_id != sequence.database_id:
+        raise SQLError(
+            "55000", "sequence must be in the same database as the table it is linked to"
+        )
+    return desc.id, found.id
 
 
 def drop_sequence(ex: Execution, s: st.DropSequence) -> Result:

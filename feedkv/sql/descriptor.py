@@ -650,6 +650,8 @@ class SequenceDescriptor:
     min_value: int = 1
     max_value: int = 2**63 - 1
     instance: int = 0  # unique to this sequence (see catalog.sequence_value_key)
+    # OWNED BY: (table id, column id) of the column it goes with when that is dropped
+    owner: tuple[int, int] | None = None
 
     def create_statement(self, qualified_name: str | None = None) -> str:
         return (
@@ -670,6 +672,7 @@ class SequenceDescriptor:
                     "min_value": self.min_value,
                     "max_value": self.max_value,
                     "instance": self.instance,
+                    **({"owner": list(self.owner)} if self.owner is not None else {}),
                 }
             },
             separators=(",", ":"),
@@ -777,7 +780,9 @@ def decode_descriptor(raw: bytes) -> Descriptor:
             tuple(view.get("depends_on", ())),
         )
     if "sequence" in data:
-        return SequenceDescriptor(**data["sequence"])
+        sequence = dict(data["sequence"])
+        owner = sequence.pop("owner", None)
+        return SequenceDescriptor(**sequence, owner=(owner[0], owner[1]) if owner else None)
     if "type" in data:
         found = data["type"]
         if "codes" not in found:

@@ -1889,7 +1889,7 @@ class _Statement:
     def _alter_sequence(self) -> st.AlterSequence:
         """``ALTER SEQUENCE [IF EXISTS] s option ...`` (:class:`st.AlterSequence`);
         ``CACHE n`` and ``NO CYCLE`` are taken and change nothing, as in CREATE
-        SEQUENCE; ``CYCLE``, ``OWNED BY`` and ``AS`` are 0A000."""
+        SEQUENCE; ``CYCLE`` and ``AS`` are 0A000."""
         words, end = self.words, len(self.tokens)
         if_exists = words[2:4] == ["IF", "EXISTS"]
         at = 4 if if_exists else 2
@@ -1898,6 +1898,7 @@ class _Statement:
         if stop == end:
             raise self._error_at(stop, "expected INCREMENT, MINVALUE, MAXVALUE, START or RESTART")
         given: dict[str, int | bool] = {}
+        owned_by: tuple[st.TableName, str] | None = None
         i = stop
         while i < end:
             word, option = words[i], words[i]
@@ -1917,8 +1918,20 @@ class _Statement:
                     i < end and self.tokens[i].token_type in (TokenType.NUMBER, TokenType.DASH)
                 ):
                     value, i = self._signed_integer(i + (words[i] == "WITH"))
-            elif word in ("CYCLE", "OWNED", "AS"):
-                shown = {"OWNED": "OWNED BY", "AS": "AS type"}.get(word, word)
+            elif word == "OWNED" and words[i + 1 : i + 2] == ["BY"]:
+                after = next(
+                    (j for j in range(i + 2, end) if words[j] in _ALTER_SEQUENCE_OPTIONS), end
+                )
+                if words[i + 2 : after] != ["NONE"]:
+                    # NB: [db.]table.column: the column is the last name
+                    if after - (i + 2) < 3 or self.tokens[after - 2].token_type is not (
+                        TokenType.DOT
+                    ):
+                        raise self._error_at(i + 2, "expected OWNED BY table.column or NONE")
+                    owned_by = (self._table_name(i + 2, after - 2), _name(self.tokens[after - 1]))
+                value, i = owned_by is None, after
+            elif word in ("CYCLE", "AS"):
+                shown = {"AS": "AS type"}.get(word, word)
                 raise SQLError("0A000", f"ALTER SEQUENCE ... {shown} is not supported")
             else:
                 raise self._error_at(i, "expected a sequence option")
@@ -1942,6 +1955,8 @@ class _Statement:
             start=given.get("START"),
             restart=restart is not None,
             restart_with=None if restart is None or restart is True else restart,
+            owned_by=owned_by,
+            owned_by_none="OWNED" in given and owned_by is None,
         )
 
     def _signed_integer(self, i: int) -> tuple[int, int]:

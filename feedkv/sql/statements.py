@@ -990,6 +990,9 @@ class AlterSequence(Statement):
     start: int | None = None
     restart: bool = False
     restart_with: int | None = None  # RESTART alone: at the start
+    # OWNED BY table.column: the column (a table name, a column name); OWNED BY NONE
+    owned_by: tuple[TableName, str] | None = None
+    owned_by_none: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -648,7 +648,11 @@ def _column_rows(
     database: str, relid: int, relname: str, columns: Sequence[Column], enums: dict[str, int]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The pg_attribute, pg_attrdef and information_schema.columns rows of the columns
-    of relation ``relid`` (a table's or a view's), numbered from 1."""
+    of relation ``relid`` (a table's or a view's), numbered from 1. An expression
+    index's inaccessible column is left out of information_schema.columns and is a
+    dropped attribute in pg_attribute, which psql, JDBC and ORMs skip (as CockroachDB
+    lists only accessible columns); its row stays for the index's attribute copied from
+    it (:func:`_add_secondary`)."""
     attributes: list[tuple[Any, ...]] = []
     defaults: list[tuple[Any, ...]] = []
     info: list[tuple[Any, ...]] = []
@@ -662,9 +666,12 @@ def _column_rows(
         expression = default if column.computed is None else column.computed
         attributes.append(
             (relid, column.name, typid, _length(typid), n, typmod, 0, not column.nullable,
-             expression is not None, "", generated, False, 100 if typid in (OID.TEXT,
-             OID.VARCHAR, OID.BPCHAR) else 0, -1, "p", True, 0, None, None, None, False, "")
+             expression is not None, "", generated, column.inaccessible,
+             100 if typid in (OID.TEXT, OID.VARCHAR, OID.BPCHAR) else 0, -1, "p", True, 0,
+             None, None, None, False, "")
         )  # fmt: skip
+        if column.inaccessible:
+            continue
         if expression is not None:
             defaults.append((_INDEX_OID_BASE * 2 + relid * 1000 + n, relid, n, expression))
         formatted = _format_type(typid, typmod) or "unknown"

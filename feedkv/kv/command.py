@@ -118,6 +118,7 @@ __all__ = [
     "CommandContext",
     "PushBatch",
     "RangeChange",
+    "PushNeedsWrite",
     "TxnPushFailed",
     "batch_key",
     "batch_spans",
@@ -134,6 +135,11 @@ class PushBatch(FeedKVError):
     def __init__(self, ts: Timestamp) -> None:
         self.ts = ts
         super().__init__(f"re-run the batch at {ts}")
+
+
+class PushNeedsWrite(Exception):
+    """A push probed against a reader would write the pushee's record: it must go as a
+    write. Never leaves the store."""
 
 
 class TxnPushFailed(PushFailedError):
@@ -292,11 +298,17 @@ def _admin_key(request: Request) -> bytes:
 
 
 def evaluate(
-    ctx: CommandContext, rw: ReadWriter, batch: BatchRequest, *, replicated: bool = False
+    ctx: CommandContext,
+    rw: ReadWriter,
+    batch: BatchRequest,
+    *,
+    replicated: bool = False,
+    probe: bool = False,
 ) -> Applied:
     """Evaluate ``batch`` against ``rw`` as one command of the range it addresses;
     ``replicated``: on the range's lease holder, to be proposed to its Raft log (a
-    replicated range refuses any other way in)."""
+    replicated range refuses any other way in). ``probe``: a push evaluated against a
+    reader, which raises :class:`PushNeedsWrite` rather than write."""
     if not batch.requests:
         raise InvalidArgumentError("empty batch: send at least one request")
     desc = _route(rw, batch, ctx.frozen)
@@ -320,6 +332,7 @@ def evaluate(
     ts = batch.header.timestamp or now
     applied = Applied(BatchResponse((), ts, txn), desc.range_id)
     ev = _Evaluator(ctx, rw, desc, applied, ts, txn, closed)
+    ev.probe = probe
     last = batch.requests[-1]
     if (
         txn is not None
@@ -369,6 +382,7 @@ class _Evaluator:
         self.txn = txn
         self.closed = closed
         self.one_phase = False
+        self.probe = False
 
     # Timestamps.
 
@@ -750,17 +764,11 @@ class _Evaluator:
             record = None
         if record is None:
             # Records are written before intents, so an intent without one is orphaned.
-            record = TxnRecord(pushee, TxnStatus.ABORTED, 0, 0)
-            write_record(self.rw, record)
-            self.applied.finished_txns.append(pushee.id)
-            return self._push_answer(req, record)
+            return self._write_pushed(req, TxnRecord(pushee, TxnStatus.ABORTED, 0, 0))
         if record.status is not TxnStatus.PENDING:
             return self._push_answer(req, record)
         if record.expired(now_ns, self.ctx.txn_liveness_ns):
-            record = record.with_status(TxnStatus.ABORTED)
-            write_record(self.rw, record)
-            self.applied.finished_txns.append(pushee.id)
-            return self._push_answer(req, record)
+            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
         if req.push_type is PushType.TIMESTAMP and record.meta.write_ts >= req.push_to:
             return self._push_answer(req, record)
         wins = (req.pusher_priority, req.pusher_id or b"") > (record.priority, pushee.id)
@@ -768,11 +776,15 @@ class _Evaluator:
             self._waits(req)
             raise TxnPushFailed(record)
         if req.push_type is PushType.ABORT:
-            record = record.with_status(TxnStatus.ABORTED)
-            self.applied.finished_txns.append(pushee.id)
-        else:
-            record = record.pushed_to(req.push_to)
+            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
+        return self._write_pushed(req, record.pushed_to(req.push_to))
+
+    def _write_pushed(self, req: PushTxn, record: TxnRecord) -> PushTxnResponse:
+        if self.probe:
+            raise PushNeedsWrite()
         write_record(self.rw, record)
+        if record.status is TxnStatus.ABORTED:
+            self.applied.finished_txns.append(record.meta.id)
         return self._push_answer(req, record)
 
     def _waits(self, req: PushTxn) -> None:

@@ -108,6 +108,7 @@ from feedkv.kv.command import (
     Applied,
     CommandContext,
     PushBatch,
+    PushNeedsWrite,
     batch_key,
     batch_spans,
     evaluate,
@@ -1243,6 +1244,8 @@ class Store:
                 return self._attempt_replicated(self.replicas, range_id, batch, ctx)
             if _READ_ONLY.issuperset(kinds) or _is_query(batch):
                 return self._read(batch, batch_spans(batch))
+            if PushTxn in kinds and (probed := self._probe_push(batch)) is not None:
+                return probed
             in_flight = self._in_flight
 
             def command(rw: ReadWriter) -> Applied:
@@ -1252,6 +1255,26 @@ class Store:
             return self.engine.submit(command, self._on_applied)
         except Exception as exc:
             return Completion.failed(exc)
+
+    def _probe_push(self, batch: BatchRequest) -> Completion[Applied] | None:
+        """A push answered on this thread when it writes nothing (it fails: the pushee is
+        alive; or the pushee is finished); ``None`` when it must go as a write. NB: a
+        waiter pushes every poll and most such pushes fail, and a failing job in a group
+        commit has the whole group evaluated again."""
+        ctx = self._ctx
+        spans = batch_spans(batch) or (Span(KEY_MIN, KEY_MAX),)
+
+        def probe(rw: ReadWriter) -> Completion[Applied] | None:
+            if self._in_flight.blocks(spans):
+                return None  # NB: a record being written must not be read before it lands
+            try:
+                return Completion.of(evaluate(ctx, rw, batch, probe=True))
+            except PushNeedsWrite:
+                return None
+            except Exception as exc:
+                return Completion.failed(exc)
+
+        return self.engine.read_now(probe)
 
     def _read(self, batch: BatchRequest, spans: tuple[Span, ...] | None) -> Completion[Applied]:
         """Evaluate a read-only batch on this thread when no write it overlaps is being

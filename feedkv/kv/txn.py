@@ -796,8 +796,13 @@ class Txn:
         """Commit ``requests`` (all in ``span``, inside one range as the cache has it,
         ``key`` the first) in one command; ``False`` when it should go two-phase
         instead."""
-        if not self._txn.key:  # NB: one that took locks keeps the record it heartbeats
+        if not self._txn.key:
             self._txn = self._txn.anchored_at(key)
+        elif not self._router.ranges.get(key).contains_key(self._txn.key):
+            # NB: one that took locks keeps the record it heartbeats, whose key goes with
+            # the EndTxn: on another range, that is a batch across ranges (two phases,
+            # as CockroachDB's record at its first locked key makes it)
+            return False
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, tuple(merge_spans(self._lock_reads)), self.deadline)

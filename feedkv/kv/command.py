@@ -137,7 +137,7 @@ class PushBatch(FeedKVError):
         super().__init__(f"re-run the batch at {ts}")
 
 
-class PushNeedsWrite(Exception):
+class PushNeedsWrite(FeedKVError):
     """A push probed against a reader would write the pushee's record: it must go as a
     write. Never leaves the store."""
 

@@ -498,6 +498,7 @@ class Store:
             locks=LockTable(),
         )
         self._wait_for = WaitForGraph()
+        self._lock_waiters: dict[bytes, TxnMeta] = {}  # txns waiting in lock queues here
         self._observers: dict[int, list[RangeObserver]] = {}
         self._sizes = RangeSizes()
         with self.engine.snapshot() as snap:
@@ -1355,7 +1356,11 @@ class Store:
         if txn is not None and key not in queued:
             locks.enqueue(key, txn.id)
             queued.append(key)
-        watched, push_at = None, 0.0  # the blocker, and when to push it next
+        # the blocker, when to push it next, and since when it blocks (a blocker without
+        # a record yet is taken for alive until the liveness window has passed since)
+        watched, push_at, since = None, 0.0, ZERO_TIMESTAMP
+        if txn is not None:
+            self._lock_waiters[txn.id] = txn.meta()
         try:
             while True:
                 seen = locks.generation
@@ -1365,15 +1370,21 @@ class Store:
                 if txn is not None:
                     self._check_deadlock(txn, blocker)
                 if blocker != watched:
-                    # NB: a holder is pushed only once it has held the waiter up a poll,
+                    # NB: a blocker is pushed only once it has held the waiter up a poll,
                     # not by every one of a long queue of quick ones (a hot row)
-                    watched, push_at = blocker, time.monotonic() + self.config.push_poll_s
+                    watched, since = blocker, self.clock.now()
+                    push_at = time.monotonic() + self.config.push_poll_s
                 elif time.monotonic() >= push_at:
                     push_at = time.monotonic() + self.config.push_poll_s
                     holder = locks.holder_meta(key)
                     if holder is not None and holder.id == blocker:
-                        self._push_holder(holder, txn, key)
+                        self._push_blocker(holder.with_ts(since), txn, key, holds=True)
                         continue
+                    ahead = self._lock_waiters.get(blocker)
+                    if ahead is not None and ahead.key:
+                        # NB: the waiter ahead waits itself, maybe on another node: the
+                        # push makes this wait known at its record's node
+                        self._push_blocker(ahead.with_ts(since), txn, key, holds=False)
                 if self._stopping.is_set():
                     raise NodeUnavailableError("the node is shutting down")
                 check_given_up()
@@ -1381,15 +1392,19 @@ class Store:
         finally:
             if txn is not None:
                 self._wait_for.done(txn.id)
+                self._lock_waiters.pop(txn.id, None)
 
-    def _push_holder(self, holder: TxnMeta, waiter: Transaction | None, key: bytes) -> None:
-        """Push the holder of the lock on ``key`` through its record (a ``TOUCH``): if it
-        is finished, or expired (its coordinator stopped heartbeating it), its locks here
-        go to their queues. Raises if the waiter is the victim of a deadlock across
-        nodes; a record out of reach leaves the wait as it is."""
+    def _push_blocker(
+        self, blocker: TxnMeta, waiter: Transaction | None, key: bytes, *, holds: bool
+    ) -> None:
+        """Push the transaction the waiter waits for at ``key`` through its record (a
+        ``TOUCH``): if it holds the lock and is finished, or expired (its coordinator
+        stopped heartbeating it), its locks here go to their queues. Raises if the
+        waiter is the victim of a deadlock across nodes; a record out of reach leaves
+        the wait as it is."""
         dependents = self._dependents(waiter)
         request = PushTxn(
-            holder,
+            blocker,
             PushType.TOUCH,
             self.clock.now(),
             waiter.priority if waiter is not None else 0,
@@ -1400,20 +1415,22 @@ class Store:
             record = self.push(request).record
         except PushFailedError:
             if waiter is not None:
-                self._check_distributed_deadlock(waiter, holder.id, dependents)
+                self._check_distributed_deadlock(waiter, blocker.id, dependents)
             return
         except (NodeUnavailableError, RangeUnavailableError, RangeRoutingError) as exc:
-            log.debug("could not push the holder of the lock on %r: %s", key, exc)
+            log.debug("could not push txn %s blocking %r: %s", blocker.id.hex()[:8], key, exc)
             return
+        if not holds:
+            return  # NB: a waiter ahead that ended leaves the queue itself
         if record.status is TxnStatus.ABORTED:
             log.warning(
                 "the lock on %r: its holder, txn %s, is gone (its record aborted or not "
                 "heartbeated for %.1f s): its locks here go to their queues",
                 key,
-                holder.id.hex()[:8],
+                blocker.id.hex()[:8],
                 self.config.txn_liveness_ns / 1e9,
             )
-        self._ctx.locks.release(holder.id)
+        self._ctx.locks.release(blocker.id)
 
     def _dependents(self, txn: Transaction | None) -> tuple[WaitEdge, ...]:
         """The waits ending at ``txn`` that its record's node knows of (a ``QUERY`` push

@@ -39,7 +39,12 @@ refresh later. If a key read was written above the transaction's read timestamp,
 range answers ``RETRY_WRITE_TOO_OLD`` with the locks taken; the coordinator refreshes
 its reads to that version and reads again (it holds the key now, so that read is the
 latest). The spans it locked go with ``EndTxn`` (a one-phase commit's too), which lets
-go of the locks; a rollback sends them as well.
+go of the locks; a rollback sends them as well. Its first locking read anchors its record
+at the first key it locks and starts its heartbeat, whose first beat writes the record:
+a waiter pushes the holder through that record and takes its locks only once the record
+is finished or expired, so a live transaction keeps them however long it holds them
+(:mod:`feedkv.kv.lock_table`). A one-phase commit whose writes lie outside the record's
+range goes two-phase instead, as the record's key goes with ``EndTxn``.
 
 Serializability: whenever the write timestamp ends above the read timestamp (a newer
 version, a later read, the closed timestamp or a pusher moved it), the coordinator

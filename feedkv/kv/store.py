@@ -1376,8 +1376,10 @@ class Store:
                     push_at = time.monotonic() + self.config.push_poll_s
                 elif time.monotonic() >= push_at:
                     push_at = time.monotonic() + self.config.push_poll_s
+                    # NB: a blocker with no record's key (none a coordinator of feedkv's
+                    # makes) cannot be pushed: it is waited for
                     holder = locks.holder_meta(key)
-                    if holder is not None and holder.id == blocker:
+                    if holder is not None and holder.id == blocker and holder.key:
                         self._push_blocker(holder.with_ts(since), txn, key, holds=True)
                         continue
                     ahead = self._lock_waiters.get(blocker)

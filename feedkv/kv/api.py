@@ -55,6 +55,7 @@ __all__ = [
     "PushTxn",
     "PushTxnResponse",
     "PushType",
+    "WaitEdge",
     "Put",
     "PutResponse",
     "RangeLookup",
@@ -264,6 +265,13 @@ class PushType(enum.Enum):
     TIMESTAMP = "TIMESTAMP"  # move the pushee's commit timestamp above ``push_to``
     ABORT = "ABORT"  # abort the pushee
     TOUCH = "TOUCH"  # succeed only if the pushee is finished or expired
+    # change nothing: answer the pushee's record and the waits known at its node that end
+    # at it (its dependents: feedkv.kv.txn_wait); a waiter asks this of itself
+    QUERY = "QUERY"
+
+
+# A wait of one transaction for another: (waiter id, blocker id, waiter's priority).
+WaitEdge = tuple[bytes, bytes, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +288,8 @@ class PushTxn:
     push_to: Timestamp
     pusher_priority: int
     pusher_id: bytes | None = None
+    # the waits that end at the pusher, as it learned them (feedkv.kv.txn_wait)
+    dependents: tuple[WaitEdge, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,6 +471,7 @@ class HeartbeatTxnResponse:
 @dataclass(frozen=True, slots=True)
 class PushTxnResponse:
     record: TxnRecord
+    dependents: tuple[WaitEdge, ...] = ()  # a QUERY's answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,7 @@ from feedkv.kv.range_descriptor import (
 )
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TxnRecord, read_record, write_record
+from feedkv.kv.txn_wait import WAIT_TTL_NS, TxnWaitQueue
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
 from feedkv.storage.export import (
@@ -117,6 +118,7 @@ __all__ = [
     "CommandContext",
     "PushBatch",
     "RangeChange",
+    "PushNeedsWrite",
     "TxnPushFailed",
     "batch_key",
     "batch_spans",
@@ -133,6 +135,11 @@ class PushBatch(FeedKVError):
     def __init__(self, ts: Timestamp) -> None:
         self.ts = ts
         super().__init__(f"re-run the batch at {ts}")
+
+
+class PushNeedsWrite(FeedKVError):
+    """A push probed against a reader would write the pushee's record: it must go as a
+    write. Never leaves the store."""
 
 
 class TxnPushFailed(PushFailedError):
@@ -191,6 +198,9 @@ class CommandContext:
     # The store's locks (:mod:`feedkv.kv.lock_table`): locking reads take them, writes
     # wait for them, a transaction's end lets go of them
     locks: LockTable = field(default_factory=LockTable)
+    # The pushes waiting for the transactions whose records this store holds, to find
+    # deadlocks across nodes (:mod:`feedkv.kv.txn_wait`)
+    waits: TxnWaitQueue = field(default_factory=lambda: TxnWaitQueue(WAIT_TTL_NS))
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -288,11 +298,17 @@ def _admin_key(request: Request) -> bytes:
 
 
 def evaluate(
-    ctx: CommandContext, rw: ReadWriter, batch: BatchRequest, *, replicated: bool = False
+    ctx: CommandContext,
+    rw: ReadWriter,
+    batch: BatchRequest,
+    *,
+    replicated: bool = False,
+    probe: bool = False,
 ) -> Applied:
     """Evaluate ``batch`` against ``rw`` as one command of the range it addresses;
     ``replicated``: on the range's lease holder, to be proposed to its Raft log (a
-    replicated range refuses any other way in)."""
+    replicated range refuses any other way in). ``probe``: a push evaluated against a
+    reader, which raises :class:`PushNeedsWrite` rather than write."""
     if not batch.requests:
         raise InvalidArgumentError("empty batch: send at least one request")
     desc = _route(rw, batch, ctx.frozen)
@@ -316,6 +332,7 @@ def evaluate(
     ts = batch.header.timestamp or now
     applied = Applied(BatchResponse((), ts, txn), desc.range_id)
     ev = _Evaluator(ctx, rw, desc, applied, ts, txn, closed)
+    ev.probe = probe
     last = batch.requests[-1]
     if (
         txn is not None
@@ -365,6 +382,7 @@ class _Evaluator:
         self.txn = txn
         self.closed = closed
         self.one_phase = False
+        self.probe = False
 
     # Timestamps.
 
@@ -729,31 +747,56 @@ class _Evaluator:
 
     def push_txn(self, req: PushTxn) -> PushTxnResponse:
         pushee = req.pushee
+        now_ns = self.ctx.clock.physical_now()
         record = read_record(self.rw, pushee.key, pushee.id)
+        if req.push_type is PushType.QUERY:
+            if record is None:
+                record = TxnRecord(pushee, TxnStatus.PENDING, 0, pushee.write_ts.wall)
+            return PushTxnResponse(record, self.ctx.waits.dependents(pushee.id, now_ns))
+        if record is None and req.push_type is PushType.TOUCH:
+            # NB: a transaction that holds only locks writes its record with its first
+            # heartbeat (CockroachDB's lazily created records): until the liveness window
+            # has passed since it began, it may be alive, and the push waits
+            record = TxnRecord(pushee, TxnStatus.PENDING, 0, pushee.write_ts.wall)
+            if not record.expired(now_ns, self.ctx.txn_liveness_ns):
+                self._waits(req)
+                raise TxnPushFailed(record)
+            record = None
         if record is None:
             # Records are written before intents, so an intent without one is orphaned.
-            record = TxnRecord(pushee, TxnStatus.ABORTED, 0, 0)
-            write_record(self.rw, record)
-            self.applied.finished_txns.append(pushee.id)
-            return PushTxnResponse(record)
+            return self._write_pushed(req, TxnRecord(pushee, TxnStatus.ABORTED, 0, 0))
         if record.status is not TxnStatus.PENDING:
-            return PushTxnResponse(record)
-        if record.expired(self.ctx.clock.physical_now(), self.ctx.txn_liveness_ns):
-            record = record.with_status(TxnStatus.ABORTED)
-            write_record(self.rw, record)
-            self.applied.finished_txns.append(pushee.id)
-            return PushTxnResponse(record)
+            return self._push_answer(req, record)
+        if record.expired(now_ns, self.ctx.txn_liveness_ns):
+            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
         if req.push_type is PushType.TIMESTAMP and record.meta.write_ts >= req.push_to:
-            return PushTxnResponse(record)
+            return self._push_answer(req, record)
         wins = (req.pusher_priority, req.pusher_id or b"") > (record.priority, pushee.id)
         if req.push_type is PushType.TOUCH or not wins:
+            self._waits(req)
             raise TxnPushFailed(record)
         if req.push_type is PushType.ABORT:
-            record = record.with_status(TxnStatus.ABORTED)
-            self.applied.finished_txns.append(pushee.id)
-        else:
-            record = record.pushed_to(req.push_to)
+            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
+        return self._write_pushed(req, record.pushed_to(req.push_to))
+
+    def _write_pushed(self, req: PushTxn, record: TxnRecord) -> PushTxnResponse:
+        if self.probe:
+            raise PushNeedsWrite()
         write_record(self.rw, record)
+        if record.status is TxnStatus.ABORTED:
+            self.applied.finished_txns.append(record.meta.id)
+        return self._push_answer(req, record)
+
+    def _waits(self, req: PushTxn) -> None:
+        """The failed push ``req`` waits for its pushee (:mod:`feedkv.kv.txn_wait`)."""
+        if req.pusher_id is not None:
+            now_ns = self.ctx.clock.physical_now()
+            waits = self.ctx.waits
+            waits.waits(req.pusher_id, req.pusher_priority, req.pushee.id, req.dependents, now_ns)
+
+    def _push_answer(self, req: PushTxn, record: TxnRecord) -> PushTxnResponse:
+        if req.pusher_id is not None:
+            self.ctx.waits.stopped(req.pusher_id)
         return PushTxnResponse(record)
 
     def resolve_intent(self, req: ResolveIntent) -> ResolveIntentResponse:

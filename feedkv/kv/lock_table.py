@@ -14,16 +14,19 @@ The locks make hot rows queue instead of failing, and are never needed for
 serializability: they live in memory on the store that evaluates the range's commands,
 and are gone once its lease moves or the node restarts. A transaction whose lock went is
 no worse off than one that took none (its writes meet newer versions and its refresh
-fails, as without the lock). So a waiter that has waited a store's
-``lock_wait_fallback_s`` (the holder's coordinator died, or a deadlock spans nodes, which
-no one store sees) breaks the lock and goes on, as it would have without it.
+fails, as without the lock).
+
+A live holder keeps its locks however long it holds them. A waiter held up by a holder
+pushes it through its record (a ``TOUCH`` push, every store's ``push_poll_s``), which
+its coordinator heartbeats: once the record is finished, or expired (not heartbeated for
+the store's ``txn_liveness_ns``: its coordinator died), the holder's locks here go to
+their queues. A cycle of waits is a deadlock: among one store's waiters
+:class:`~feedkv.kv.wait_for.WaitForGraph` finds it, across nodes
+:mod:`feedkv.kv.txn_wait`; its victim gives up.
 
 Cost: a write checks the table only when it is not empty (one truth test per key when no
 transaction holds a lock). The holders are indexed by transaction, so a transaction's end
 releases its locks without a scan.
-
-Deadlocks among the waiters of one store are found by
-:class:`~feedkv.kv.wait_for.WaitForGraph`.
 """
 
 from __future__ import annotations
@@ -164,6 +167,11 @@ class LockTable:
         lock = self._locks.get(key)
         return lock.holder.id if lock is not None and lock.holder is not None else None
 
+    def holder_meta(self, key: bytes) -> TxnMeta | None:
+        """``key``'s holder as it took the lock (its record's anchor key: to push it)."""
+        lock = self._locks.get(key)
+        return lock.holder if lock is not None else None
+
     def blocker(self, key: bytes, txn_id: bytes | None) -> bytes | None:
         """The transaction ``txn_id`` waits for at ``key``: its holder, or the waiter
         ahead that the key is kept for; ``None`` when it may go."""
@@ -190,21 +198,6 @@ class LockTable:
             lock.queue.remove(txn_id)
             if lock.holder is None and not lock.queue:
                 del self._locks[key]
-            self._wake()
-
-    def break_lock(self, key: bytes) -> None:
-        """Forget ``key``'s holder and queue (a waiter gave up on them: see the module
-        docstring)."""
-        with self._cond:
-            lock = self._locks.pop(key, None)
-            if lock is None:
-                return
-            if lock.holder is not None:
-                keys = self._held.get(lock.holder.id)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del self._held[lock.holder.id]
             self._wake()
 
     def clear(self, span: Span) -> int:

@@ -23,13 +23,18 @@ waiters one transaction outranks the next and the cycle breaks: no deadlock.
 
 A batch that meets a lock (:mod:`feedkv.kv.lock_table`) joins the key's queue and waits
 until the key is free for it, then runs again. A locking read that meets an intent waits
-for its writer to finish (a ``TOUCH`` push) instead of aborting it by priority. Both kinds
-of waiter record whom they wait for in the store's :class:`WaitForGraph`; the lowest in
-priority of a cycle gives up with ``TransactionRetryError`` (``ABORT_REASON_DEADLOCK``),
-which frees the others. A wait longer than ``lock_wait_fallback_s`` (a holder gone, or a
-cycle across nodes) falls back to what a batch did before locks: it breaks the lock, or
-pushes the intent's writer by priority. A waiter whose caller gives up (a cancelled SQL
-statement: :mod:`feedkv.kv.cancellation`) stops within one poll, having applied nothing.
+for its writer to finish (a ``TOUCH`` push) instead of aborting it by priority. A live
+transaction is never made to give way by how long it holds a key: a waiter held up by a
+lock's holder pushes it (``TOUCH``) every ``push_poll_s`` through its record, as it
+pushes an intent's writer, and breaks its locks only once the record is finished or
+expired (its coordinator died and stopped heartbeating it). Both kinds of waiter record
+whom they wait for in the store's :class:`WaitForGraph`, and every push that fails is
+known at the pushee's record's node (:mod:`feedkv.kv.txn_wait`), which a waiting pusher
+asks for the waits ending at itself: the lowest in priority of a cycle of waits, on one
+store or across nodes, gives up with ``TransactionRetryError``
+(``ABORT_REASON_DEADLOCK``), which frees the others. A waiter whose caller gives up (a
+cancelled SQL statement: :mod:`feedkv.kv.cancellation`) stops within one poll, having
+applied nothing.
 
 Three side loops run per store: one closes every range's timestamp every
 ``closed_ts_interval_s`` (tells observers, and persists range size estimates), one
@@ -95,6 +100,7 @@ from feedkv.kv.api import (
     Scan,
     Split,
     Transaction,
+    WaitEdge,
 )
 from feedkv.kv.cancellation import check_given_up
 from feedkv.kv.closed_timestamp import ClosedTimestamps
@@ -102,6 +108,7 @@ from feedkv.kv.command import (
     Applied,
     CommandContext,
     PushBatch,
+    PushNeedsWrite,
     batch_key,
     batch_spans,
     evaluate,
@@ -133,7 +140,7 @@ from feedkv.kv.replicated_command import Effects
 from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.tscache import TimestampCache
 from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
-from feedkv.kv.wait_for import WaitForGraph
+from feedkv.kv.wait_for import WaitForGraph, is_victim
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
 from feedkv.raft.engine_storage import read_conf_state
@@ -162,7 +169,27 @@ def _nowait(batch: BatchRequest) -> bool:
     return any(isinstance(r, Scan) and r.lock and r.nowait for r in batch.requests)
 
 
+def _is_query(batch: BatchRequest) -> bool:
+    """Whether ``batch`` is a ``QUERY`` push, which only reads (a waiter's ask for the
+    waits on itself: :mod:`feedkv.kv.txn_wait`)."""
+    requests = batch.requests
+    return (
+        len(requests) == 1
+        and type(requests[0]) is PushTxn
+        and requests[0].push_type is PushType.QUERY
+    )
+
+
 log = logging.getLogger(__name__)
+
+
+def _deadlock(txn: Transaction, blocker: bytes) -> TransactionRetryError[Timestamp]:
+    return TransactionRetryError(
+        "ABORT_REASON_DEADLOCK",
+        f"txn {txn.id.hex()[:8]} waits for txn {blocker.hex()[:8]} in a cycle of "
+        "waits (a deadlock) and gave up for the others; start it again",
+    )
+
 
 DATABASES = (*MVCC_DATABASES, META, TXN_RECORDS, RAFT_DB)
 SLOW_PUSH_S = 1.0
@@ -178,9 +205,6 @@ class StoreConfig:
     closed_ts_interval_s: float = 0.2
     txn_liveness_ns: int = 5_000_000_000  # a pending txn not heartbeated this long is expired
     push_poll_s: float = 0.05
-    # how long a waiter waits for a lock, or (a locking read) for an intent's writer,
-    # before it goes on as without locks: see the module docstring
-    lock_wait_fallback_s: float = 5.0
     sync: bool = True
     range_max_bytes: int = 64 << 20  # split a range past this size
     range_min_bytes: int = 16 << 20  # merge neighbours that are both below this size
@@ -474,6 +498,7 @@ class Store:
             locks=LockTable(),
         )
         self._wait_for = WaitForGraph()
+        self._lock_waiters: dict[bytes, TxnMeta] = {}  # txns waiting in lock queues here
         self._observers: dict[int, list[RangeObserver]] = {}
         self._sizes = RangeSizes()
         with self.engine.snapshot() as snap:
@@ -903,7 +928,7 @@ class Store:
     ) -> Completion[Applied]:
         """Propose ``batch`` to the range's Raft log, evaluated on this store if it holds
         the lease; a read-only batch is read there, with no log entry."""
-        if _READ_ONLY.issuperset(map(type, batch.requests)):
+        if _READ_ONLY.issuperset(map(type, batch.requests)) or _is_query(batch):
             read: Completion[Applied] = loop.read(
                 range_id, lambda view: evaluate(ctx, view, batch, replicated=True)
             )
@@ -1218,8 +1243,10 @@ class Store:
                 if Merge in kinds:
                     return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
                 return self._attempt_replicated(self.replicas, range_id, batch, ctx)
-            if _READ_ONLY.issuperset(kinds):
+            if _READ_ONLY.issuperset(kinds) or _is_query(batch):
                 return self._read(batch, batch_spans(batch))
+            if PushTxn in kinds and (probed := self._probe_push(batch)) is not None:
+                return probed
             in_flight = self._in_flight
 
             def command(rw: ReadWriter) -> Applied:
@@ -1229,6 +1256,26 @@ class Store:
             return self.engine.submit(command, self._on_applied)
         except Exception as exc:
             return Completion.failed(exc)
+
+    def _probe_push(self, batch: BatchRequest) -> Completion[Applied] | None:
+        """A push answered on this thread when it writes nothing (it fails: the pushee is
+        alive; or the pushee is finished); ``None`` when it must go as a write. NB: a
+        waiter pushes every poll and most such pushes fail, and a failing job in a group
+        commit has the whole group evaluated again."""
+        ctx = self._ctx
+        spans = batch_spans(batch) or (Span(KEY_MIN, KEY_MAX),)
+
+        def probe(rw: ReadWriter) -> Completion[Applied] | None:
+            if self._in_flight.blocks(spans):
+                return None  # NB: a record being written must not be read before it lands
+            try:
+                return Completion.of(evaluate(ctx, rw, batch, probe=True))
+            except PushNeedsWrite:
+                return None
+            except Exception as exc:
+                return Completion.failed(exc)
+
+        return self.engine.read_now(probe)
 
     def _read(self, batch: BatchRequest, spans: tuple[Span, ...] | None) -> Completion[Applied]:
         """Evaluate a read-only batch on this thread when no write it overlaps is being
@@ -1309,7 +1356,11 @@ class Store:
         if txn is not None and key not in queued:
             locks.enqueue(key, txn.id)
             queued.append(key)
-        watched, since = None, time.monotonic()  # the blocker, and since when it is
+        # the blocker, when to push it next, and since when it blocks (a blocker without
+        # a record yet is taken for alive until the liveness window has passed since)
+        watched, push_at, since = None, 0.0, ZERO_TIMESTAMP
+        if txn is not None:
+            self._lock_waiters[txn.id] = txn.meta()
         try:
             while True:
                 seen = locks.generation
@@ -1319,19 +1370,23 @@ class Store:
                 if txn is not None:
                     self._check_deadlock(txn, blocker)
                 if blocker != watched:
-                    # NB: the fallback is for a blocker that does not move on, not for a
-                    # long queue of quick ones (32 clients on one hot row under load)
-                    watched, since = blocker, time.monotonic()
-                elif time.monotonic() - since > self.config.lock_wait_fallback_s:
-                    log.warning(
-                        "waited %.1f s for the lock on %r %s txn %s: breaking it",
-                        time.monotonic() - since,
-                        key,
-                        "held by" if locks.holder(key) == blocker else "kept for the waiter",
-                        blocker.hex()[:8],
-                    )
-                    locks.break_lock(key)
-                    return
+                    # NB: a blocker is pushed only once it has held the waiter up a poll,
+                    # not by every one of a long queue of quick ones (a hot row)
+                    watched, since = blocker, self.clock.now()
+                    push_at = time.monotonic() + self.config.push_poll_s
+                elif time.monotonic() >= push_at:
+                    push_at = time.monotonic() + self.config.push_poll_s
+                    # NB: a blocker with no record's key (none a coordinator of feedkv's
+                    # makes) cannot be pushed: it is waited for
+                    holder = locks.holder_meta(key)
+                    if holder is not None and holder.id == blocker and holder.key:
+                        self._push_blocker(holder.with_ts(since), txn, key, holds=True)
+                        continue
+                    ahead = self._lock_waiters.get(blocker)
+                    if ahead is not None and ahead.key:
+                        # NB: the waiter ahead waits itself, maybe on another node: the
+                        # push makes this wait known at its record's node
+                        self._push_blocker(ahead.with_ts(since), txn, key, holds=False)
                 if self._stopping.is_set():
                     raise NodeUnavailableError("the node is shutting down")
                 check_given_up()
@@ -1339,17 +1394,78 @@ class Store:
         finally:
             if txn is not None:
                 self._wait_for.done(txn.id)
+                self._lock_waiters.pop(txn.id, None)
+
+    def _push_blocker(
+        self, blocker: TxnMeta, waiter: Transaction | None, key: bytes, *, holds: bool
+    ) -> None:
+        """Push the transaction the waiter waits for at ``key`` through its record (a
+        ``TOUCH``): if it holds the lock and is finished, or expired (its coordinator
+        stopped heartbeating it), its locks here go to their queues. Raises if the
+        waiter is the victim of a deadlock across nodes; a record out of reach leaves
+        the wait as it is."""
+        dependents = self._dependents(waiter)
+        request = PushTxn(
+            blocker,
+            PushType.TOUCH,
+            self.clock.now(),
+            waiter.priority if waiter is not None else 0,
+            waiter.id if waiter is not None else None,
+            dependents,
+        )
+        try:
+            record = self.push(request).record
+        except PushFailedError:
+            if waiter is not None:
+                self._check_distributed_deadlock(waiter, blocker.id, dependents)
+            return
+        except (NodeUnavailableError, RangeUnavailableError, RangeRoutingError) as exc:
+            log.debug("could not push txn %s blocking %r: %s", blocker.id.hex()[:8], key, exc)
+            return
+        if not holds:
+            return  # NB: a waiter ahead that ended leaves the queue itself
+        if record.status is TxnStatus.ABORTED:
+            log.warning(
+                "the lock on %r: its holder, txn %s, is gone (its record aborted or not "
+                "heartbeated for %.1f s): its locks here go to their queues",
+                key,
+                blocker.id.hex()[:8],
+                self.config.txn_liveness_ns / 1e9,
+            )
+        self._ctx.locks.release(blocker.id)
+
+    def _dependents(self, txn: Transaction | None) -> tuple[WaitEdge, ...]:
+        """The waits ending at ``txn`` that its record's node knows of (a ``QUERY`` push
+        of itself: :mod:`feedkv.kv.txn_wait`); none when it has no record's key or the
+        node is out of reach."""
+        if txn is None or not txn.key:
+            return ()
+        request = PushTxn(txn.meta(), PushType.QUERY, ZERO_TIMESTAMP, txn.priority, txn.id)
+        try:
+            return self.push(request).dependents
+        except (NodeUnavailableError, RangeUnavailableError, RangeRoutingError) as exc:
+            log.debug("could not ask for the waits on txn %s: %s", txn.id.hex()[:8], exc)
+            return ()
+
+    @staticmethod
+    def _check_distributed_deadlock(
+        txn: Transaction, blocker: bytes, dependents: tuple[WaitEdge, ...]
+    ) -> None:
+        """Raise if ``txn``'s wait for ``blocker`` closes a cycle with the waits ending at
+        ``txn`` (``dependents``) and ``txn`` is the cycle's victim."""
+        if not any(waiter == blocker for waiter, _, _ in dependents):
+            return
+        edges = {waiter: (to, priority) for waiter, to, priority in dependents}
+        edges[txn.id] = (blocker, txn.priority)
+        if is_victim(edges, txn.id):
+            raise _deadlock(txn, blocker)
 
     def _check_deadlock(self, txn: Transaction, blocker: bytes) -> None:
         """Record that ``txn`` waits for ``blocker``; raise if that closes a cycle of
         waits of which ``txn`` is the victim."""
         self._wait_for.waits(txn.id, txn.priority, blocker)
         if self._wait_for.is_victim(txn.id):
-            raise TransactionRetryError(
-                "ABORT_REASON_DEADLOCK",
-                f"txn {txn.id.hex()[:8]} waits for txn {blocker.hex()[:8]} in a cycle of "
-                "waits (a deadlock) and gave up for the others; start it again",
-            )
+            raise _deadlock(txn, blocker)
 
     def _handle_conflicts(self, batch: BatchRequest, intents: list[Intent]) -> None:
         header = batch.header
@@ -1410,6 +1526,7 @@ class Store:
         request = PushTxn(pushee, push_type, push_to, priority, pusher.id if pusher else None)
         waited_since = time.monotonic()
         warned = False
+        query_at = waited_since + self.config.push_poll_s  # when to ask for the waits on it
         try:
             while True:
                 seen = self._waiters.generation
@@ -1426,13 +1543,18 @@ class Store:
                             pusher.id.hex()[:8] if pusher is not None else "a request",
                             exc,
                         )
-                    if request.push_type is PushType.TOUCH and pusher is not None:
-                        self._check_deadlock(pusher, pushee.id)
-                        if waited > self.config.lock_wait_fallback_s:
-                            request = replace(request, push_type=PushType.ABORT)
+                    if pusher is not None:
+                        if request.push_type is PushType.TOUCH:
+                            self._check_deadlock(pusher, pushee.id)
+                        self._check_distributed_deadlock(pusher, pushee.id, request.dependents)
                 self._check_still_pending(pusher)
                 check_given_up()
                 self._waiters.wait(seen, self.config.push_poll_s)
+                # NB: the waits on the pusher are asked for once it has waited a poll, and
+                # a poll apart, so a wait that ends soon costs no round trip more
+                if time.monotonic() >= query_at:
+                    query_at = time.monotonic() + self.config.push_poll_s
+                    request = replace(request, dependents=self._dependents(pusher))
         finally:
             if push_type is PushType.TOUCH and pusher is not None:
                 self._wait_for.done(pusher.id)

@@ -39,7 +39,12 @@ refresh later. If a key read was written above the transaction's read timestamp,
 range answers ``RETRY_WRITE_TOO_OLD`` with the locks taken; the coordinator refreshes
 its reads to that version and reads again (it holds the key now, so that read is the
 latest). The spans it locked go with ``EndTxn`` (a one-phase commit's too), which lets
-go of the locks; a rollback sends them as well.
+go of the locks; a rollback sends them as well. Its first locking read anchors its record
+at the first key it locks and starts its heartbeat, whose first beat writes the record:
+a waiter pushes the holder through that record and takes its locks only once the record
+is finished or expired, so a live transaction keeps them however long it holds them
+(:mod:`feedkv.kv.lock_table`). A one-phase commit whose writes lie outside the record's
+range goes two-phase instead, as the record's key goes with ``EndTxn``.
 
 Serializability: whenever the write timestamp ends above the read timestamp (a newer
 version, a later read, the closed timestamp or a pusher moved it), the coordinator
@@ -208,6 +213,7 @@ class Txn:
         self._savepoints = 0  # held; while any is, writes are journaled
         self._journal: list[_Undo] = []
         self._heartbeat_thread: TxnHeartbeat | None = None
+        self._recorded = False  # whether the record was written (not only its heartbeats)
         self.state = TxnState.OPEN
         self.commit_ts: Timestamp | None = None
         self.deadline: Timestamp | None = None
@@ -400,6 +406,14 @@ class Txn:
     ) -> list[KeyValue]:
         # NB: counted as locked before it is sent: a scan that fails may have taken locks
         self._lock_reads.append(span)
+        if not self._txn.key:
+            # Its locks make it known to others, who push it through its record to learn
+            # whether it is alive: the record goes at the first key it locks, written by
+            # its first heartbeat (until then, a pusher takes it for alive: see
+            # _Evaluator.push_txn), and no record is written for a transaction that ends
+            # before that, as most do.
+            self._txn = self._txn.anchored_at(span.start)
+            self._keep_alive()
         while True:
             try:
                 return self._scan(
@@ -663,6 +677,7 @@ class Txn:
         except BaseException:
             self._rollback_quietly()
             raise
+        self._stop_heartbeat()  # NB: a one-phase commit of one that held locks beats too
         self.state = TxnState.COMMITTED
         self._metrics.commits.inc()
         return self.commit_ts or self._txn.write_ts
@@ -786,7 +801,13 @@ class Txn:
         """Commit ``requests`` (all in ``span``, inside one range as the cache has it,
         ``key`` the first) in one command; ``False`` when it should go two-phase
         instead."""
-        self._txn = self._txn.anchored_at(key)
+        if not self._txn.key:
+            self._txn = self._txn.anchored_at(key)
+        elif not self._router.ranges.get(key).contains_key(self._txn.key):
+            # NB: one that took locks keeps the record it heartbeats, whose key goes with
+            # the EndTxn: on another range, that is a batch across ranges (two phases,
+            # as CockroachDB's record at its first locked key makes it)
+            return False
         for _attempt in range(ONE_PHASE_ATTEMPTS):
             try:
                 end = EndTxn(True, tuple(merge_spans(self._lock_reads)), self.deadline)
@@ -839,7 +860,7 @@ class Txn:
             desc = self._router.ranges.get(put.key)
             batches.setdefault(desc.range_id, []).append(put)
             descs[desc.range_id] = desc
-        if self._heartbeat_thread is None:
+        if not self._recorded:
             home = next((rid for rid, d in descs.items() if d.contains_key(self._txn.key)), None)
             if home is None:
                 self._start_heartbeat()  # NB: the record's range has no writes
@@ -854,6 +875,7 @@ class Txn:
                     )
                 except RangeKeyMismatchError:
                     return puts  # the router refreshed its cache: divide again
+                self._recorded = True
                 self._keep_alive()
                 self._lock_written(batch, ingest)
         header = self._header()
@@ -939,7 +961,7 @@ class Txn:
                 span = Span(chunk[0], key_next(chunk[-1]))
                 requests: tuple[Request, ...] = (Ingest(span, chunk, tuple(values[lo:hi])),)
                 sent = span
-                record = self._heartbeat_thread is None and desc.contains_key(self._txn.key)
+                record = not self._recorded and desc.contains_key(self._txn.key)
                 if record:
                     requests = (HeartbeatTxn(), *requests)
                     txn_key = self._txn.key
@@ -953,6 +975,7 @@ class Txn:
                     self._locked.pop()  # nothing was written: divide again
                     continue
                 if record:
+                    self._recorded = True
                     self._keep_alive()
                 lo = hi
             self._finish_two_phase()
@@ -980,9 +1003,10 @@ class Txn:
     def _start_heartbeat(self) -> None:
         """Write the transaction record (at ``key``) and keep it alive until the
         transaction ends. Idempotent."""
-        if self._heartbeat_thread is not None:
+        if self._recorded:
             return
         self._send_key(self._txn.key, (HeartbeatTxn(),))
+        self._recorded = True
         self._keep_alive()
 
     def _keep_alive(self) -> None:

@@ -60,6 +60,7 @@ _PUSH_TO = {
     api.PushType.TIMESTAMP: pb.PUSH_TIMESTAMP,
     api.PushType.ABORT: pb.PUSH_ABORT,
     api.PushType.TOUCH: pb.PUSH_TOUCH,
+    api.PushType.QUERY: pb.PUSH_QUERY,
 }
 _PUSH_FROM: dict[int, api.PushType] = {v: k for k, v in _PUSH_TO.items()}
 
@@ -209,6 +210,16 @@ def _status_from(code: int) -> TxnStatus:
     return _STATUS_FROM[code]
 
 
+def _edges_to(edges: tuple[api.WaitEdge, ...], out: Any) -> None:
+    for waiter, blocker, priority in edges:
+        edge = out.add()
+        edge.waiter, edge.blocker, edge.priority = waiter, blocker, priority
+
+
+def _edges_from(msgs: Any) -> tuple[api.WaitEdge, ...]:
+    return tuple((_txn_id(m.waiter), _txn_id(m.blocker), m.priority) for m in msgs)
+
+
 def _push_type_from(code: int) -> api.PushType:
     if code not in _PUSH_FROM:
         raise InvalidArgumentError(f"unknown push type {code}")
@@ -260,6 +271,7 @@ def _encode_request(req: api.Request, out: pb.RequestUnion) -> None:
         timestamp_to_proto(req.push_to, out.push_txn.push_to)
         out.push_txn.pusher_priority = req.pusher_priority
         out.push_txn.pusher_id = req.pusher_id or b""
+        _edges_to(req.dependents, out.push_txn.dependents)
     elif isinstance(req, api.ResolveIntent):
         span_to_proto(req.span, out.resolve_intent.span)
         _meta_to(req.txn, out.resolve_intent.txn)
@@ -333,6 +345,7 @@ _REQUEST_DECODERS: dict[str, Callable[[Any], api.Request]] = {
         timestamp_from_proto(m.push_to),
         m.pusher_priority,
         _txn_id(m.pusher_id) if m.pusher_id else None,
+        _edges_from(m.dependents),
     ),
     "resolve_intent": lambda m: api.ResolveIntent(
         span_from_proto(m.span), _meta_from(m.txn), _status_from(m.status)
@@ -427,6 +440,7 @@ def _encode_response(resp: api.Response, out: pb.ResponseUnion) -> None:
         _record_to(resp.record, out.heartbeat_txn.record)
     elif isinstance(resp, api.PushTxnResponse):
         _record_to(resp.record, out.push_txn.record)
+        _edges_to(resp.dependents, out.push_txn.dependents)
     elif isinstance(resp, api.ResolveIntentResponse):
         out.resolve_intent.resolved = resp.resolved
     elif isinstance(resp, api.RefreshRangeResponse):
@@ -512,7 +526,7 @@ _RESPONSE_DECODERS: dict[str, Callable[[Any], api.Response]] = {
     ),
     "end_txn": lambda m: api.EndTxnResponse(_status_from(m.status), m.one_phase),
     "heartbeat_txn": lambda m: api.HeartbeatTxnResponse(_record_from(m.record)),
-    "push_txn": lambda m: api.PushTxnResponse(_record_from(m.record)),
+    "push_txn": lambda m: api.PushTxnResponse(_record_from(m.record), _edges_from(m.dependents)),
     "resolve_intent": lambda m: api.ResolveIntentResponse(m.resolved),
     "refresh_range": lambda m: api.RefreshRangeResponse(),
     "split": lambda m: api.SplitResponse(_desc_from(m.left), _desc_from(m.right)),

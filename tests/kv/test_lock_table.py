@@ -87,16 +87,6 @@ def test_check_span_finds_a_locked_key_inside() -> None:
         locks.check_span(Span(b"a", b"n"), B)
 
 
-def test_break_lock_forgets_holder_and_queue() -> None:
-    locks = LockTable()
-    locks.acquire([b"k", b"j"], meta(A))
-    locks.enqueue(b"k", B)
-    locks.break_lock(b"k")
-    locks.check(b"k", C)
-    assert locks.holder(b"j") == A
-    assert locks.release(A) == 1
-
-
 def test_clear_forgets_a_span_and_wakes_its_waiters() -> None:
     locks = LockTable()
     locks.acquire([b"a", b"m"], meta(A))

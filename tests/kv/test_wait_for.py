@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedkv.kv.wait_for import WaitForGraph
+from feedkv.kv.wait_for import WaitForGraph, is_victim
 
 A, B, C = b"a" * 16, b"b" * 16, b"c" * 16
 
@@ -32,3 +32,9 @@ def test_a_waiter_led_into_a_cycle_it_is_not_in_is_no_victim() -> None:
     graph.waits(C, 5, B)
     assert not graph.is_victim(A)
     assert graph.is_victim(B) != graph.is_victim(C)
+
+
+def test_is_victim_reads_edges_from_any_source() -> None:
+    edges = {A: (B, 2), B: (C, 2), C: (A, 1)}
+    assert [is_victim(edges, t) for t in (A, B, C)] == [False, False, True]
+    assert not is_victim({A: (B, 0)}, A)

@@ -4,14 +4,16 @@ same whether or not one held the key, as CockroachDB's UPSERT fast path."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from feedkv import DB
-from feedkv.errors import SerializationFailure
 from feedkv.sql import catalog
 from feedkv.sql.plan import InsertPlan
 from feedkv.sql.session import prepare
 from feedkv.sql.statements import Insert
+from feedkv.testing.waiting import wait_until
 
 TABLES = {
     "kv": "CREATE TABLE kv (k INT PRIMARY KEY, v STRING, n INT)",
@@ -146,28 +148,38 @@ def test_a_blind_upsert_in_a_transaction_is_seen_by_it_and_undone_by_rollback(
     assert tables.sql("SELECT v, n FROM kv WHERE k = 1").rows == [("one", 1)]
 
 
-def test_a_blind_upsert_commits_over_a_newer_write_where_a_reading_one_must_retry(
+def test_a_blind_upsert_commits_over_a_newer_write_where_a_reading_one_holds_the_row(
     tables: DB,
 ) -> None:
     """Having read nothing, a blind upsert's transaction may move above a write that
-    lands after it began; one that read the row must refresh that read, which fails."""
+    lands after it began. One that read the row locked it (CockroachDB's implicit FOR
+    UPDATE): the other write waits for its commit, however long, and lands on top."""
     tables.sql("INSERT INTO kv VALUES (1, 'one', 1)")
-    statements = {
-        "reading": "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
-        "SET v = excluded.v, n = kv.n + 1",
-        "blind": "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
-        "SET v = excluded.v, n = excluded.n",
-    }
-    outcomes = {}
-    for name, text in statements.items():
-        session = tables.session()
-        session.execute("BEGIN")
-        session.execute(text)
-        tables.sql("UPDATE kv SET v = 'theirs' WHERE k = 1")  # commits after the upsert
-        try:
-            session.execute("COMMIT")
-            outcomes[name] = "committed"
-        except SerializationFailure:
-            outcomes[name] = "retry"
-    assert outcomes == {"reading": "retry", "blind": "committed"}
+    blind = tables.session()
+    blind.execute("BEGIN")
+    blind.execute(
+        "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = excluded.n"
+    )
+    tables.sql("UPDATE kv SET v = 'theirs' WHERE k = 1")  # commits after the upsert
+    blind.execute("COMMIT")
     assert tables.sql("SELECT v, n FROM kv WHERE k = 1").rows == [("mine", 2)]
+
+    reading = tables.session()
+    reading.execute("BEGIN")
+    reading.execute(
+        "INSERT INTO kv VALUES (1, 'mine', 2) ON CONFLICT (k) DO UPDATE "
+        "SET v = excluded.v, n = kv.n + 1"
+    )
+    writer = threading.Thread(target=tables.sql, args=("UPDATE kv SET v = 'theirs' WHERE k = 1",))
+    writer.start()
+    try:
+        assert tables.node is not None
+        locks = tables.node.store.locks
+        wait_until(lambda: locks.waiters() == 1, timeout_s=60.0, what="the UPDATE's wait")
+        assert writer.is_alive()
+        reading.execute("COMMIT")
+    finally:
+        writer.join(60.0)
+    assert not writer.is_alive()
+    assert tables.sql("SELECT v, n FROM kv WHERE k = 1").rows == [("theirs", 3)]

@@ -18,12 +18,14 @@ class PushType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PUSH_TIMESTAMP: _ClassVar[PushType]
     PUSH_ABORT: _ClassVar[PushType]
     PUSH_TOUCH: _ClassVar[PushType]
+    PUSH_QUERY: _ClassVar[PushType]
 PENDING: TxnStatus
 COMMITTED: TxnStatus
 ABORTED: TxnStatus
 PUSH_TIMESTAMP: PushType
 PUSH_ABORT: PushType
 PUSH_TOUCH: PushType
+PUSH_QUERY: PushType
 
 class Timestamp(_message.Message):
     __slots__ = ("wall", "logical")
@@ -176,18 +178,30 @@ class HeartbeatTxnRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PushTxnRequest(_message.Message):
-    __slots__ = ("pushee", "push_type", "push_to", "pusher_priority", "pusher_id")
+    __slots__ = ("pushee", "push_type", "push_to", "pusher_priority", "pusher_id", "dependents")
     PUSHEE_FIELD_NUMBER: _ClassVar[int]
     PUSH_TYPE_FIELD_NUMBER: _ClassVar[int]
     PUSH_TO_FIELD_NUMBER: _ClassVar[int]
     PUSHER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PUSHER_ID_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENTS_FIELD_NUMBER: _ClassVar[int]
     pushee: TxnMeta
     push_type: PushType
     push_to: Timestamp
     pusher_priority: int
     pusher_id: bytes
-    def __init__(self, pushee: _Optional[_Union[TxnMeta, _Mapping]] = ..., push_type: _Optional[_Union[PushType, str]] = ..., push_to: _Optional[_Union[Timestamp, _Mapping]] = ..., pusher_priority: _Optional[int] = ..., pusher_id: _Optional[bytes] = ...) -> None: ...
+    dependents: _containers.RepeatedCompositeFieldContainer[WaitEdge]
+    def __init__(self, pushee: _Optional[_Union[TxnMeta, _Mapping]] = ..., push_type: _Optional[_Union[PushType, str]] = ..., push_to: _Optional[_Union[Timestamp, _Mapping]] = ..., pusher_priority: _Optional[int] = ..., pusher_id: _Optional[bytes] = ..., dependents: _Optional[_Iterable[_Union[WaitEdge, _Mapping]]] = ...) -> None: ...
+
+class WaitEdge(_message.Message):
+    __slots__ = ("waiter", "blocker", "priority")
+    WAITER_FIELD_NUMBER: _ClassVar[int]
+    BLOCKER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    waiter: bytes
+    blocker: bytes
+    priority: int
+    def __init__(self, waiter: _Optional[bytes] = ..., blocker: _Optional[bytes] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class ResolveIntentRequest(_message.Message):
     __slots__ = ("span", "txn", "status")
@@ -410,10 +424,12 @@ class HeartbeatTxnResponse(_message.Message):
     def __init__(self, record: _Optional[_Union[TxnRecord, _Mapping]] = ...) -> None: ...
 
 class PushTxnResponse(_message.Message):
-    __slots__ = ("record",)
+    __slots__ = ("record", "dependents")
     RECORD_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENTS_FIELD_NUMBER: _ClassVar[int]
     record: TxnRecord
-    def __init__(self, record: _Optional[_Union[TxnRecord, _Mapping]] = ...) -> None: ...
+    dependents: _containers.RepeatedCompositeFieldContainer[WaitEdge]
+    def __init__(self, record: _Optional[_Union[TxnRecord, _Mapping]] = ..., dependents: _Optional[_Iterable[_Union[WaitEdge, _Mapping]]] = ...) -> None: ...
 
 class ResolveIntentResponse(_message.Message):
     __slots__ = ("resolved",)

@@ -363,6 +363,23 @@ def _read_part(span: Span, resume_key: bytes, reverse: bool) -> Span | None:
     return Span(span.start, resume_key) if span.start < resume_key else None
 
 
+def _check_ended(record: TxnRecord, commit: bool, *, one_phase: bool = False) -> None:
+    """Raise if an ``EndTxn`` (committing, or not) cannot end the transaction of
+    ``record``, which may have ended: it was aborted (by a pusher: one of higher
+    priority, or its heartbeat expired) and the ``EndTxn`` commits, or it committed (a
+    two-phase commit's ``EndTxn`` sent again finds its own commit, which stands; a
+    one-phase commit's writes would land a second time)."""
+    txn_id = record.meta.id.hex()[:8]
+    if record.status is TxnStatus.ABORTED and commit:
+        raise TransactionAbortedError(
+            "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): "
+            f"txn {txn_id} was aborted (a higher-priority transaction or an expired "
+            "heartbeat); start it again"
+        )
+    if record.status is TxnStatus.COMMITTED and (not commit or one_phase):
+        raise TransactionStatusError(f"txn {txn_id} is already committed")
+
+
 class _Evaluator:
     def __init__(
         self,
@@ -669,22 +686,20 @@ class _Evaluator:
         if self.one_phase:
             # The batch's writes already landed as committed values at ``self.ts``.
             self.txn = txn.with_write_ts(self.ts)
+            # NB: one that held locks may have a record (its heartbeat's), written
+            # committed here; one that was aborted meanwhile fails
+            record = read_record(self.rw, txn.key, txn.id) if req.lock_spans else None
+            if record is not None:
+                _check_ended(record, commit=True, one_phase=True)
+                committed = TxnRecord(self.txn.meta(), TxnStatus.COMMITTED, record.priority, 0)
+                write_record(self.rw, committed)
             self._release_locks(self.txn, req.lock_spans, TxnStatus.COMMITTED)
             return EndTxnResponse(TxnStatus.COMMITTED, one_phase=True)
         record = read_record(self.rw, txn.key, txn.id)
         if record is not None and record.status is not TxnStatus.PENDING:
             self.ctx.locks.release(txn.id)  # NB: it ended; its locks go whatever follows
-            if record.status is TxnStatus.COMMITTED and req.commit:
-                return EndTxnResponse(TxnStatus.COMMITTED)
-            if record.status is TxnStatus.ABORTED and not req.commit:
-                return EndTxnResponse(TxnStatus.ABORTED)
-            if record.status is TxnStatus.ABORTED:
-                raise TransactionAbortedError(
-                    "TransactionAbortedError(ABORT_REASON_ABORTED_RECORD_FOUND): "
-                    f"txn {txn.id.hex()[:8]} was aborted (a higher-priority transaction or an "
-                    "expired heartbeat); start it again"
-                )
-            raise TransactionStatusError(f"txn {txn.id.hex()[:8]} is already committed")
+            _check_ended(record, req.commit)
+            return EndTxnResponse(record.status)
         if req.commit:
             if record is not None and record.meta.write_ts > txn.write_ts:
                 raise TransactionRetryError(

@@ -15,8 +15,8 @@ import pytest
 
 import feedkv
 from feedkv import DB
-from feedkv.errors import PushFailedError
-from feedkv.kv.api import PushTxn, PushType
+from feedkv.errors import PushFailedError, TransactionAbortedError
+from feedkv.kv.api import MAX_PRIORITY, PushTxn, PushType
 from feedkv.kv.store import Store, StoreConfig
 from feedkv.kv.txn_record import TxnRecord, read_record
 from feedkv.server.node import Node
@@ -171,6 +171,57 @@ def test_a_holder_without_a_record_yet_is_taken_for_alive(tmp_path: Path) -> Non
         assert _record(store, holder.id) is None
         holder.put(KEY, b"1")
         holder.commit()
+        assert db.get(KEY) == b"1"
+    finally:
+        db.close()
+
+
+def _wait_for_record(store: Store, txn_id: bytes) -> TxnRecord:
+    wait_until(lambda: _record(store, txn_id) is not None, timeout_s=DEADLINE_S, what="its record")
+    record = _record(store, txn_id)
+    assert record is not None
+    return record
+
+
+def test_a_holder_aborted_by_a_push_cannot_commit_in_one_phase(tmp_path: Path) -> None:
+    """A transaction that held a lock long enough for its heartbeat to write its record,
+    then was aborted there (a pusher of higher priority): its one-phase commit fails and
+    writes nothing, as its two-phase commit would."""
+    db = feedkv.connect(tmp_path / "store", config=CONFIG)
+    try:
+        assert db.node is not None
+        store = db.node.store
+        db.put(KEY, b"0")
+        holder = db.transaction()
+        holder.scan(KEY, key_next(KEY), lock=True)
+        record = _wait_for_record(store, holder.id)
+        store.push(PushTxn(record.meta, PushType.ABORT, store.clock.now(), MAX_PRIORITY))
+        aborted = _record(store, holder.id)
+        assert aborted is not None and aborted.status is TxnStatus.ABORTED
+        holder.put(KEY, b"1")
+        with pytest.raises(TransactionAbortedError):
+            holder.commit()
+        assert db.get(KEY) == b"0"
+    finally:
+        db.close()
+
+
+def test_a_holders_one_phase_commit_leaves_its_record_committed(tmp_path: Path) -> None:
+    """The record a lock holder's heartbeat wrote says it committed once it committed in
+    one phase (not pending, which a push would take for expired and abort)."""
+    db = feedkv.connect(tmp_path / "store", config=CONFIG)
+    try:
+        assert db.node is not None
+        store = db.node.store
+        db.put(KEY, b"0")
+        holder = db.transaction()
+        holder.scan(KEY, key_next(KEY), lock=True)
+        _wait_for_record(store, holder.id)
+        holder.put(KEY, b"1")
+        commit_ts = holder.commit()
+        record = _record(store, holder.id)
+        assert record is not None and record.status is TxnStatus.COMMITTED
+        assert record.meta.write_ts == commit_ts
         assert db.get(KEY) == b"1"
     finally:
         db.close()

@@ -791,7 +791,7 @@ class Session:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if self._txn is None and not self._released and type(statement) in _ALONE:
             # NB: the common case, checked first
-            return self._run_implicit([(statement, params)], autocommit=True)[0]
+            return self._run_alone(statement, params)
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
@@ -910,7 +910,35 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        return self._run_implicit([(statement, params)], autocommit=True)[0]
+        """A statement alone outside a transaction, from :meth:`_run` (which has set the
+        session's zone): :meth:`_run_implicit` of one, without its lists and loops (a
+        few microseconds of a single-row write's)."""
+        self._refuse_if_read_only(statement)
+        attempts: list[Execution] = []
+
+        def attempt(txn: Txn) -> Result:
+            execution = Execution(self, txn, params, autocommit=True)
+            attempts.append(execution)
+            result = run(execution, statement)
+            if execution.adding:
+                publish_added_columns(txn, attempts[-1:])
+            if execution.added_labels:
+                publish_added_labels(txn, attempts[-1:])
+            return result
+
+        schema = _SCHEMA_CHANGES.holds(statement)
+        try:
+            result = self.db.run_transaction(
+                attempt, priority=_SCHEMA_CHANGE_PRIORITY if schema else None
+            )
+        except BaseException as exc:
+            _withdraw(attempts)
+            return self._implicit_failed(exc, attempts[-1:], 1)[0]
+        finally:
+            _release(attempts)
+        for hook in attempts[-1].after_commit:
+            hook()
+        return result
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -983,28 +1011,37 @@ class Session:
             )
         except BaseException as exc:
             _withdraw(itertools.chain.from_iterable(attempts))
-            if isinstance(exc, ConditionFailedError) and attempts:
-                for execution in attempts[-1]:
-                    inserted = execution.inserted_table(exc.key)
-                    if inserted is not None:
-                        raise duplicate_key_at(inserted, exc.key) from None
-                    missing = execution.missing.get(exc.key)
-                    if missing is not None:
-                        if len(statements) != 1:
-                            raise InvariantViolation(
-                                "a blind UPDATE ran in a transaction with other statements"
-                            ) from exc
-                        return [Result(tag=missing)]
-            raise
+            return self._implicit_failed(exc, attempts[-1] if attempts else [], len(statements))
         finally:
             if zoned is not None:
                 ZONE.reset(zoned)
-            for execution in itertools.chain.from_iterable(attempts):
-                execution.release_leases()
+            _release(itertools.chain.from_iterable(attempts))
         for execution in attempts[-1]:
             for hook in execution.after_commit:
                 hook()
         return results
+
+    @staticmethod
+    def _implicit_failed(
+        exc: BaseException, executions: Sequence[Execution], statements: int
+    ) -> list[Result]:
+        """An implicit transaction of ``statements`` failed with ``exc``, its last
+        attempt's ``executions`` withdrawn: a failed check of a row written blind is the
+        duplicate key it was (23505), or a blind UPDATE's missing row (its result);
+        anything else is raised again."""
+        if isinstance(exc, ConditionFailedError):
+            for execution in executions:
+                inserted = execution.inserted_table(exc.key)
+                if inserted is not None:
+                    raise duplicate_key_at(inserted, exc.key) from None
+                missing = execution.missing.get(exc.key)
+                if missing is not None:
+                    if statements != 1:
+                        raise InvariantViolation(
+                            "a blind UPDATE ran in a transaction with other statements"
+                        ) from exc
+                    return [Result(tag=missing)]
+        raise exc
 
     def show_jobs(self, source: st.ShowSource) -> Relation:
         """The rows of ``source``'s SHOW statement as a table (see :class:`SessionContext`)."""

@@ -350,6 +350,8 @@ class Session:
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
+        # The text last prepared and its statements (see _prepare_checked)
+        self._last_prepared: tuple[str, tuple[tuple[st.Statement, int], ...]] | None = None
         self.registry = registry
         self.active: ActiveSession | None = None
         if registry is not None:
@@ -658,6 +660,11 @@ class Session:
         """``text`` prepared, once this session's user is known to exist. Text that
         does not parse aborts the open transaction, as any failed statement does (as in
         CockroachDB and PostgreSQL: a COMMIT then rolls back)."""
+        last = self._last_prepared
+        if last is not None and last[0] is text:
+            # NB: the very text object run last (a loop's, a prepared statement's): its
+            # statements without the shared cache's lock and bookkeeping
+            return last[1]
         try:
             prepared = prepare(text)
         except SQLError:
@@ -666,6 +673,8 @@ class Session:
             raise
         if not self._checked_user:
             self._check_user()
+        if _kept(text):  # NB: a long literal text's tree is not kept (see prepare)
+            self._last_prepared = (text, prepared)
         return prepared
 
     def _batches(self, prepared: Sequence[tuple[st.Statement, int]]) -> bool:
@@ -724,18 +733,32 @@ class Session:
         zone = self.zone
         token = ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
+        metrics = self.metrics
+        # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
+        # times nor counts its statements: what the metrics cost is all on the other
+        measured = metrics.enabled
+        started = 0
+        if measured:
+            metrics.count(statement)
+            started = time.perf_counter_ns()
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
-                result = self._measured(statement, placeholders, params)
+                result = self._run_statement(statement, placeholders, params)
             else:
                 self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
                 try:
-                    result = self._measured(statement, placeholders, params)
+                    result = self._run_statement(statement, placeholders, params)
                 finally:
                     self.interrupt.disarm()
             return result if zone is datetime.UTC else self._in_zone(result)
+        except BaseException:
+            if measured:
+                metrics.failure.inc()
+            raise
         finally:
+            if measured:
+                metrics.service_latency.observe(time.perf_counter_ns() - started)
             GIVE_UP.reset(give_up)
             ZONE.reset(token)
             if active is not None:
@@ -765,24 +788,6 @@ class Session:
         if name != self._zone[0]:
             self._zone = (name, zone_named(name))
         return self._zone[1]
-
-    def _measured(
-        self, statement: st.Statement, placeholders: int, params: Sequence[Any]
-    ) -> Result:
-        metrics = self.metrics
-        if not metrics.enabled:
-            # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
-            # times nor counts its statements: what the metrics cost is all on the other
-            return self._run_statement(statement, placeholders, params)
-        metrics.count(statement)
-        started = time.perf_counter_ns()
-        try:
-            return self._run_statement(statement, placeholders, params)
-        except BaseException:
-            metrics.failure.inc()
-            raise
-        finally:
-            metrics.service_latency.observe(time.perf_counter_ns() - started)
 
     def _run_statement(
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]

@@ -120,3 +120,31 @@ def test_an_insert_alone_and_repeated_keeps_its_plan_and_sees_a_new_column(table
         session.execute(insert, 11, "again")
     assert caught.value.code == "23505"
     assert tables.sql("SELECT k, m FROM kv WHERE k >= 10 ORDER BY k").rows == [(10, 7), (11, 7)]
+
+
+def test_a_text_run_again_by_a_session_runs_as_the_first_time(tables: DB) -> None:
+    """A session keeps the text it prepared last (run again, it is not looked up in the
+    shared cache): a text that does not parse fails each time, and one run again after
+    another text runs as written."""
+    session = tables.session()
+    insert = "INSERT INTO kv (k, v) VALUES ($1, $2)"
+    broken = "INSERT INTO kv VALUES ("
+    for k in (20, 21):
+        assert session.execute(insert, k, "x").tag == "INSERT 0 1"
+        for _ in range(2):
+            with pytest.raises(SQLError) as caught:
+                session.execute(broken)
+            assert caught.value.code == "42601"
+    with pytest.raises(SQLError) as caught:
+        session.execute(insert, 22)
+    assert caught.value.code == "08P01"  # one argument for two placeholders
+    long_literal = "INSERT INTO kv (k, v) VALUES (23, '" + "y" * 3000 + "')"
+    assert session.execute(long_literal).tag == "INSERT 0 1"
+    with pytest.raises(SQLError) as caught:
+        session.execute(long_literal)
+    assert caught.value.code == "23505"
+    assert tables.sql("SELECT k, length(v) FROM kv WHERE k >= 20 ORDER BY k").rows == [
+        (20, 1),
+        (21, 1),
+        (23, 3000),
+    ]

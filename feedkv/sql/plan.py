@@ -866,6 +866,9 @@ class InsertPlan:
     # DO UPDATE's SET and WHERE may read the existing row's crdb_internal_mvcc_timestamp,
     # which follows both rows (feedkv.sql.mvcc_column)
     mvcc: bool = False
+    # One row of VALUES without subqueries, and no ON CONFLICT or UPSERT: the common
+    # INSERT, which has a path of its own (feedkv.sql.dml._insert_one)
+    single: bool = False
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -1006,6 +1009,14 @@ class InsertPlan:
             conflict_scope,
             always if s.query is not None else frozenset(),
             mvcc,
+            single=(
+                len(rows) == 1
+                and s.query is None
+                and not s.subqueries
+                and not s.conflict_subqueries
+                and s.on_conflict is None
+                and not s.upsert
+            ),
         )
 
 

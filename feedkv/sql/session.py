@@ -351,6 +351,8 @@ class Session:
         self._plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._long_plans: dict[tuple[int, int], tuple[st.Statement, TableDescriptor, Any]] = {}
         self._checked_user = False
+        # The text last prepared and its statements (see _prepare_checked)
+        self._last_prepared: tuple[str, tuple[tuple[st.Statement, int], ...]] | None = None
         self.registry = registry
         self.active: ActiveSession | None = None
         if registry is not None:
@@ -659,6 +661,11 @@ class Session:
         """``text`` prepared, once this session's user is known to exist. Text that
         does not parse aborts the open transaction, as any failed statement does (as in
         CockroachDB and PostgreSQL: a COMMIT then rolls back)."""
+        last = self._last_prepared
+        if last is not None and last[0] is text:
+            # NB: the very text object run last (a loop's, a prepared statement's): its
+            # statements without the shared cache's lock and bookkeeping
+            return last[1]
         try:
             prepared = prepare(text)
         except SQLError:
@@ -667,6 +674,8 @@ class Session:
             raise
         if not self._checked_user:
             self._check_user()
+        if _kept(text):  # NB: a long literal text's tree is not kept (see prepare)
+            self._last_prepared = (text, prepared)
         return prepared
 
     def _batches(self, prepared: Sequence[tuple[st.Statement, int]]) -> bool:
@@ -725,18 +734,32 @@ class Session:
         zone = self.zone
         token = ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
+        metrics = self.metrics
+        # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
+        # times nor counts its statements: what the metrics cost is all on the other
+        measured = metrics.enabled
+        started = 0
+        if measured:
+            metrics.count(statement)
+            started = time.perf_counter_ns()
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
-                result = self._measured(statement, placeholders, params)
+                result = self._run_statement(statement, placeholders, params)
             else:
                 self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
                 try:
-                    result = self._measured(statement, placeholders, params)
+                    result = self._run_statement(statement, placeholders, params)
                 finally:
                     self.interrupt.disarm()
             return result if zone is datetime.UTC else self._in_zone(result)
+        except BaseException:
+            if measured:
+                metrics.failure.inc()
+            raise
         finally:
+            if measured:
+                metrics.service_latency.observe(time.perf_counter_ns() - started)
             GIVE_UP.reset(give_up)
             ZONE.reset(token)
             if active is not None:
@@ -767,24 +790,6 @@ class Session:
             self._zone = (name, zone_named(name))
         return self._zone[1]
 
-    def _measured(
-        self, statement: st.Statement, placeholders: int, params: Sequence[Any]
-    ) -> Result:
-        metrics = self.metrics
-        if not metrics.enabled:
-            # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
-            # times nor counts its statements: what the metrics cost is all on the other
-            return self._run_statement(statement, placeholders, params)
-        metrics.count(statement)
-        started = time.perf_counter_ns()
-        try:
-            return self._run_statement(statement, placeholders, params)
-        except BaseException:
-            metrics.failure.inc()
-            raise
-        finally:
-            metrics.service_latency.observe(time.perf_counter_ns() - started)
-
     def _run_statement(
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]
     ) -> Result:
@@ -792,7 +797,7 @@ class Session:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if self._txn is None and not self._released and type(statement) in _ALONE:
             # NB: the common case, checked first
-            return self._run_implicit([(statement, params)], autocommit=True)[0]
+            return self._run_alone(statement, params)
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
@@ -911,7 +916,35 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        return self._run_implicit([(statement, params)], autocommit=True)[0]
+        """A statement alone outside a transaction, from :meth:`_run` (which has set the
+        session's zone): :meth:`_run_implicit` of one, without its lists and loops (a
+        few microseconds of a single-row write's)."""
+        self._refuse_if_read_only(statement)
+        attempts: list[Execution] = []
+
+        def attempt(txn: Txn) -> Result:
+            execution = Execution(self, txn, params, autocommit=True)
+            attempts.append(execution)
+            result = run(execution, statement)
+            if execution.adding:
+                publish_added_columns(txn, attempts[-1:])
+            if execution.added_labels:
+                publish_added_labels(txn, attempts[-1:])
+            return result
+
+        schema = _SCHEMA_CHANGES.holds(statement)
+        try:
+            result = self.db.run_transaction(
+                attempt, priority=_SCHEMA_CHANGE_PRIORITY if schema else None
+            )
+        except BaseException as exc:
+            _withdraw(attempts)
+            return self._implicit_failed(exc, attempts[-1:], 1)[0]
+        finally:
+            _release(attempts)
+        for hook in attempts[-1].after_commit:
+            hook()
+        return result
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -984,28 +1017,37 @@ class Session:
             )
         except BaseException as exc:
             _withdraw(itertools.chain.from_iterable(attempts))
-            if isinstance(exc, ConditionFailedError) and attempts:
-                for execution in attempts[-1]:
-                    inserted = execution.inserted_table(exc.key)
-                    if inserted is not None:
-                        raise duplicate_key_at(inserted, exc.key) from None
-                    missing = execution.missing.get(exc.key)
-                    if missing is not None:
-                        if len(statements) != 1:
-                            raise InvariantViolation(
-                                "a blind UPDATE ran in a transaction with other statements"
-                            ) from exc
-                        return [Result(tag=missing)]
-            raise
+            return self._implicit_failed(exc, attempts[-1] if attempts else [], len(statements))
         finally:
             if zoned is not None:
                 ZONE.reset(zoned)
-            for execution in itertools.chain.from_iterable(attempts):
-                execution.release_leases()
+            _release(itertools.chain.from_iterable(attempts))
         for execution in attempts[-1]:
             for hook in execution.after_commit:
                 hook()
         return results
+
+    @staticmethod
+    def _implicit_failed(
+        exc: BaseException, executions: Sequence[Execution], statements: int
+    ) -> list[Result]:
+        """An implicit transaction of ``statements`` failed with ``exc``, its last
+        attempt's ``executions`` withdrawn: a failed check of a row written blind is the
+        duplicate key it was (23505), or a blind UPDATE's missing row (its result);
+        anything else is raised again."""
+        if isinstance(exc, ConditionFailedError):
+            for execution in executions:
+                inserted = execution.inserted_table(exc.key)
+                if inserted is not None:
+                    raise duplicate_key_at(inserted, exc.key) from None
+                missing = execution.missing.get(exc.key)
+                if missing is not None:
+                    if statements != 1:
+                        raise InvariantViolation(
+                            "a blind UPDATE ran in a transaction with other statements"
+                        ) from exc
+                    return [Result(tag=missing)]
+        raise exc
 
     def show_jobs(self, source: st.ShowSource) -> Relation:
         """The rows of ``source``'s SHOW statement as a table (see :class:`SessionContext`)."""

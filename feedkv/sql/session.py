@@ -916,35 +916,7 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        """A statement alone outside a transaction, from :meth:`_run` (which has set the
-        session's zone): :meth:`_run_implicit` of one, without its lists and loops (a
-        few microseconds of a single-row write's)."""
-        self._refuse_if_read_only(statement)
-        attempts: list[Execution] = []
-
-        def attempt(txn: Txn) -> Result:
-            execution = Execution(self, txn, params, autocommit=True)
-            attempts.append(execution)
-            result = run(execution, statement)
-            if execution.adding:
-                publish_added_columns(txn, attempts[-1:])
-            if execution.added_labels:
-                publish_added_labels(txn, attempts[-1:])
-            return result
-
-        schema = _SCHEMA_CHANGES.holds(statement)
-        try:
-            result = self.db.run_transaction(
-                attempt, priority=_SCHEMA_CHANGE_PRIORITY if schema else None
-            )
-        except BaseException as exc:
-            _withdraw(attempts)
-            return self._implicit_failed(exc, attempts[-1:], 1)[0]
-        finally:
-            _release(attempts)
-        for hook in attempts[-1].after_commit:
-            hook()
-        return result
+        return self._run_implicit([(statement, params)], autocommit=True)[0]
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]

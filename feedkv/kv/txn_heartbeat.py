@@ -101,6 +101,9 @@ class TxnHeartbeat:
         """No beat after this returns. Idempotent."""
         with self._lock:
             self._stopped = True
+            # NB: its beat is its transaction's bound method, which holds it: let go of
+            # it, so the two are not a cycle only the cyclic GC frees
+            self._beat = _stopped
             stop, thread = self._stop, self._thread
         if thread is None:
             self._timer.discard(self)
@@ -113,3 +116,7 @@ class TxnHeartbeat:
     def _run(self, stop: threading.Event) -> None:
         while self._beat() and not stop.wait(self._timer.interval_s):
             pass
+
+
+def _stopped() -> bool:
+    return False

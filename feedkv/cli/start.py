@@ -18,6 +18,7 @@ from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.db import connect
 from feedkv.errors import InvalidArgumentError
 from feedkv.kv.store import StoreConfig
+from feedkv.kv.txn import HEARTBEAT_INTERVAL_S
 from feedkv.server.cluster import ClusterConfig
 from feedkv.server.heap import freeze_startup_heap
 from feedkv.server.logs import configure_logging
@@ -31,6 +32,10 @@ log = logging.getLogger("feedkv.node")
 
 
 MIN_RANGE_MAX_BYTES = 64 << 10  # as CockroachDB's zone configurations
+# NB: a coordinator heartbeats its transaction's record every HEARTBEAT_INTERVAL_S (the
+# first beat up to 1.1 intervals after it wrote or anchored it): a shorter window lets a
+# waiter abort a live transaction and break its locks (CockroachDB's is 5 intervals)
+MIN_TXN_LIVENESS_NS = int(2 * HEARTBEAT_INTERVAL_S * 1e9)
 
 
 def _wait_for(stop: threading.Event) -> None:
@@ -63,9 +68,17 @@ def store_config(closed_ts_target: str, txn_liveness: str, range_max_bytes: str)
             f"--range-max-bytes {range_max_bytes!r} is below the minimum, 64KiB "
             "(a range that small would split at nearly every row)"
         )
+    liveness_ns = _positive("--txn-liveness", txn_liveness)
+    if liveness_ns < MIN_TXN_LIVENESS_NS:
+        raise InvalidArgumentError(
+            f"--txn-liveness {txn_liveness!r} is below the minimum, "
+            f"{MIN_TXN_LIVENESS_NS / 1e9:g}s (transactions heartbeat their records every "
+            f"{HEARTBEAT_INTERVAL_S:g}s: a shorter window takes live ones for dead and "
+            "aborts them)"
+        )
     return StoreConfig(
         closed_ts_target_ns=_positive("--closed-ts-target", closed_ts_target),
-        txn_liveness_ns=_positive("--txn-liveness", txn_liveness),
+        txn_liveness_ns=liveness_ns,
         range_max_bytes=max_bytes,
         range_min_bytes=max_bytes // 4,
     )

@@ -412,7 +412,7 @@ class Txn:
             # its first heartbeat (until then, a pusher takes it for alive: see
             # _Evaluator.push_txn), and no record is written for a transaction that ends
             # before that, as most do.
-            self._txn = self._txn.anchored_at(span.start)
+            self._txn = self._txn.anchored_at(_first_key(span))
             self._keep_alive()
         while True:
             try:
@@ -700,7 +700,7 @@ class Txn:
             return
         spans = tuple(merge_spans(self._locked + self._lock_reads))
         if not self._txn.key:
-            self._txn = self._txn.anchored_at(spans[0].start)
+            self._txn = self._txn.anchored_at(_first_key(spans[0]))
         # If this fails, the record expires and pushers clean up the intents (and
         # waiters break the locks: see feedkv.kv.lock_table).
         with contextlib.suppress(FeedKVError):
@@ -1077,6 +1077,13 @@ class Txn:
             self.commit()
         else:
             self.rollback()
+
+
+def _first_key(span: Span) -> bytes:
+    """The first key of ``span`` that can anchor a record. NB: a scan may start at the
+    empty key, which is no key: a record anchored there has no key, and the EndTxn that
+    lets go of the locks needs one (they were kept forever)."""
+    return span.start or key_next(span.start)
 
 
 class TxnView:

@@ -23,6 +23,8 @@ def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
         (["--closed-ts-target", "-1s"], "--closed-ts-target '-1s' is negative"),
         (["--closed-ts-target=-200ms"], "--closed-ts-target '-200ms' is negative"),
         (["--txn-liveness=0s"], "--txn-liveness '0s' must be more than zero"),
+        (["--txn-liveness", "800ms"], "--txn-liveness '800ms' is below the minimum, 2s"),
+        (["--txn-liveness=1s"], "--txn-liveness '1s' is below the minimum, 2s"),
         (["--range-max-bytes", "1"], "--range-max-bytes '1' is below the minimum, 64KiB"),
         (["--closed-ts-target", "soon"], "bad duration 'soon'"),
         (["--lease-transfer-wait", "-1s"], "--lease-transfer-wait '-1s' is negative"),

@@ -83,7 +83,7 @@ def abandon_a_transaction(db: feedkv.DB, key: bytes) -> None:
 def test_acknowledged_writes_ranges_and_txn_records_survive_sigkill(tmp_path: Path) -> None:
     store = tmp_path / "store"
     rng = random.Random(20261121)
-    node = NodeProcess(store, "--txn-liveness", "1s")
+    node = NodeProcess(store, "--txn-liveness", "2s")
     with feedkv.connect(node.url) as db:
         db.split(b"m")
         abandon_a_transaction(db, b"held")
@@ -100,7 +100,7 @@ def test_acknowledged_writes_ranges_and_txn_records_survive_sigkill(tmp_path: Pa
         load.join()
         acked.update(load.acked)
 
-        node = NodeProcess(store, "--txn-liveness", "1s")
+        node = NodeProcess(store, "--txn-liveness", "2s")
         with feedkv.connect(node.url) as db:
             assert [(r.range_id, r.span) for r in db.ranges()] == ranges_before
             missing = [k for k, v in acked.items() if db.get(k) != v]

@@ -172,6 +172,26 @@ def test_rollback_lets_go_of_the_locks(db: feedkv.DB) -> None:
     assert db.get(b"row") == b"1"
 
 
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_locking_scan_from_the_empty_key_lets_go_of_its_locks(
+    db: feedkv.DB, commit: bool
+) -> None:
+    """A scan of everything (from b"") anchors its record at the first key there is, so
+    its commit or rollback lets go of its locks and a later locking read goes on."""
+    db.put(b"row", b"0")
+    txn = db.transaction()
+    assert [kv.key for kv in txn.scan(b"", b"z", lock=True)] == [b"row"]
+    assert _locks(db).holder(b"row") == txn.id
+    if commit:
+        txn.commit()
+    else:
+        txn.rollback()
+    assert len(_locks(db)) == 0
+    other = db.transaction()
+    assert [kv.value for kv in other.scan(b"row", b"rox", lock=True, nowait=True)] == [b"0"]
+    other.rollback()
+
+
 def test_nowait_locking_scan_fails_at_once_on_a_held_key(db: feedkv.DB) -> None:
     db.put(b"row", b"0")
     first = db.transaction()

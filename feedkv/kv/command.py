@@ -714,8 +714,11 @@ class _Evaluator:
                     txn.write_ts,
                 )
         status = TxnStatus.COMMITTED if req.commit else TxnStatus.ABORTED
-        if record is None and not req.lock_spans and not req.commit:
-            self.ctx.locks.release(txn.id)
+        if record is None and not req.commit and not (req.lock_spans and (txn.seq or txn.epoch)):
+            # NB: one that wrote nothing (a locking read's locks at most) has no intent to
+            # resolve: its abort lets go of the locks and leaves no record behind
+            self._release_locks(txn, req.lock_spans, status)
+            self.applied.finished_txns.append(txn.id)
             return EndTxnResponse(status)
         priority = record.priority if record is not None else txn.priority
         meta = txn.meta()

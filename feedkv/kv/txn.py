@@ -67,11 +67,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, cast
 
 from feedkv.errors import (
+    ClientClosedError,
     ConditionFailedError,
+    ExternalError,
     FeedKVError,
     InvalidArgumentError,
     InvariantViolation,
     RangeKeyMismatchError,
+    RetryableError,
+    TransactionAbortedError,
     TransactionRetryError,
     TransactionStatusError,
 )
@@ -672,7 +676,9 @@ class Txn:
                         f"the reads at {ts} are at or past the deadline {deadline}",
                     )
                 # NB: it wrote nothing, so ending it either way is the same: an abort
-                # lets go of the locks it took
+                # lets go of the locks it took. Its heartbeat stops first, so no beat
+                # lands after the end and writes a record of its own
+                self._stop_heartbeat()
                 self._end_quietly()
         except BaseException:
             self._rollback_quietly()
@@ -1022,9 +1028,16 @@ class Txn:
             self._heartbeat_thread.stop()
 
     def _heartbeat(self) -> bool:
-        """One beat of the record; whether to go on."""
+        """One beat of the record; whether to go on: not once the transaction was
+        aborted (or the client closed), but after a failure that may pass (its range
+        moving, a node down), as a record left to expire would let a waiter take the
+        locks of a transaction still alive."""
         try:
             self._router.send_key(self._txn.key, self._header(), (HeartbeatTxn(),))
+        except (TransactionAbortedError, ClientClosedError):
+            return False
+        except (RetryableError, ExternalError):
+            return True
         except FeedKVError:
             return False
         return True

@@ -225,3 +225,25 @@ def test_a_holders_one_phase_commit_leaves_its_record_committed(tmp_path: Path) 
         assert db.get(KEY) == b"1"
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("end", ["commit", "rollback"])
+def test_a_locking_read_that_ends_soon_leaves_no_record(tmp_path: Path, end: str) -> None:
+    """A transaction that locked and wrote nothing, ending before its first heartbeat,
+    lets go of its locks and leaves no record (no durable write, nothing to collect)."""
+    db = feedkv.connect(tmp_path / "store", config=CONFIG)
+    try:
+        assert db.node is not None
+        store = db.node.store
+        db.put(KEY, b"0")
+        holder = db.transaction()
+        holder.scan(KEY, key_next(KEY), lock=True)
+        assert store.locks.holder(KEY) == holder.id
+        getattr(holder, end)()
+        assert store.locks.holder(KEY) is None
+        assert _record(store, holder.id) is None
+        with db.transaction() as other:  # NB: not held up by a lock left behind
+            assert [kv.value for kv in other.scan(KEY, key_next(KEY), lock=True)] == [b"0"]
+            other.commit()
+    finally:
+        db.close()

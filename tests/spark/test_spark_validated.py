@@ -231,7 +231,11 @@ def test_a_job_whose_node_is_killed_keeps_every_changefeed_promise(
         wait_for_resolved(client, job_id, out, end)
         assert check_job(client, job_id)["status"] == "running"
         cancel_job(client, job_id)
-        assert stats.commits > 30 and stats.rollbacks > 5
-        assert stats.unavailable > 0  # the kills did cut operations short
-        validate(client, out, start, end, SEED_RESTART)
+    assert stats.commits > 30 and stats.rollbacks > 5
+    assert stats.unavailable > 0  # the kills did cut operations short
     assert nodes[-1].terminate(timeout_s=120) == 0
+    # NB: the validators read the table once per message: on the store itself, its node
+    # stopped, each read is a local scan, not rounds of gRPC calls (through the node,
+    # 37 s of the test's 162; here 7 s)
+    with feedkv.connect(store, certs_dir=nodes[-1].certs_dir) as db:
+        validate(db, out, start, end, SEED_RESTART)

@@ -25,8 +25,11 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[DB]:
-    """An embedded store that serves gRPC on loopback for Spark, closing 200 ms behind."""
+def db(spark: Any, tmp_path: Path) -> Iterator[DB]:
+    """An embedded store that serves gRPC on loopback for Spark, closing 200 ms behind.
+    Its Spark jobs run on the shared session (``spark``), which puts its tests on the
+    Spark worker (tests/conftest.py): one JVM in the run's workers, not one in each
+    worker that runs one of them."""
     config = StoreConfig(sync=False, closed_ts_target_ns=200_000_000, closed_ts_interval_s=0.05)
     database = feedkv.connect(tmp_path / "store", config=config)
     database.serving_url()

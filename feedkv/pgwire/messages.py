@@ -422,7 +422,11 @@ class Decoder:
 
     def __init__(self, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.max_message_bytes = max_message_bytes
-        self._buffer = bytearray()
+        # NB: the bytes fed, read from ``_at`` on: a message's body is one slice of
+        # them, not a copy out of a buffer and then a shift of what is left. A message
+        # still partial gathers in a bytearray (appended to, not copied anew per read)
+        self._buffer: bytes | bytearray = b""
+        self._at = 0
         self._startup = True
 
     def started(self) -> None:
@@ -430,12 +434,24 @@ class Decoder:
         self._startup = False
 
     def feed(self, data: bytes) -> None:
-        self._buffer += data
+        buffer, at = self._buffer, self._at
+        if at == len(buffer):
+            self._buffer = data
+        elif at == 0 and isinstance(buffer, bytearray):
+            buffer += data
+        else:
+            self._buffer = bytearray(memoryview(buffer)[at:])
+            self._buffer += data
+        self._at = 0
+
+    def _body(self, start: int, end: int) -> bytes:
+        buffer = self._buffer
+        return buffer[start:end] if type(buffer) is bytes else bytes(buffer[start:end])
 
     def buffered_kinds(self) -> bytes:
         """The type bytes of the whole typed messages buffered, in order (read without
         taking them): what a client sent ahead of the message in hand."""
-        buffer, at, kinds = self._buffer, 0, bytearray()
+        buffer, at, kinds = self._buffer, self._at, bytearray()
         while not self._startup and at + 5 <= len(buffer):
             kind, length = _HEADER.unpack_from(buffer, at)
             if length < 4 or at + 1 + length > len(buffer):
@@ -446,21 +462,20 @@ class Decoder:
 
     def next(self) -> FrontendMessage | None:
         """The next whole message, or ``None`` until more bytes arrive."""
-        buffer = self._buffer
+        buffer, at = self._buffer, self._at
         if self._startup:
-            if len(buffer) < 4:
+            if len(buffer) - at < 4:
                 return None
-            length = _INT32.unpack_from(buffer)[0]
+            length = _INT32.unpack_from(buffer, at)[0]
             if length < 8 or length > _MAX_STARTUP_BYTES:
                 raise ProtocolViolation(f"invalid length of startup packet: {length}")
-            if len(buffer) < length:
+            if len(buffer) - at < length:
                 return None
-            body = bytes(buffer[4:length])
-            del buffer[:length]
-            return _parse_startup(body)
-        if len(buffer) < 5:
+            self._at = at + length
+            return _parse_startup(self._body(at + 4, at + length))
+        if len(buffer) - at < 5:
             return None
-        kind, length = _HEADER.unpack_from(buffer)
+        kind, length = _HEADER.unpack_from(buffer, at)
         if length < 4:
             raise ProtocolViolation(f"invalid message length {length} for message type {kind!r}")
         if length > self.max_message_bytes:
@@ -469,11 +484,11 @@ class Decoder:
                 f"{self.max_message_bytes} bytes",
                 code="54000",
             )
-        if len(buffer) < 1 + length:
+        end = at + 1 + length
+        if len(buffer) < end:
             return None
-        body = bytes(buffer[5 : 1 + length])
-        del buffer[: 1 + length]
-        return _parse_typed(kind, body)
+        self._at = end
+        return _parse_typed(kind, self._body(at + 5, end))
 
 
 # Backend messages.

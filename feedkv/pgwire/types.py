@@ -588,7 +588,6 @@ def _interval_binary(raw: bytes) -> Interval:
 def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
     """Parameter ``$index`` (1-based) as a SQL value. SQLSTATE 22P02 when it does not
     read as its type, 22P03 for a binary value of a type without a binary reader."""
-    name = _TYPE_NAMES.get(oid, f"oid {oid}")
     try:
         if binary:
             reader = _BINARY_IN.get(oid)
@@ -597,17 +596,22 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
             if reader is None:
                 raise SQLError(
                     "22P03",
-                    f"parameter ${index}: no binary format for type {name}; send it as text",
+                    f"parameter ${index}: no binary format for type {_type_name(oid)}; "
+                    "send it as text",
                 )
             return reader(raw)
         text = raw.decode()
         if oid in _STRINGS_TOO:
             return text
+        # NB: the scalar types first, looked up once (the common case); no array's OID
+        # has a text reader of its own
+        parse = _TEXT_IN.get(oid)
+        if parse is not None:
+            return parse(text)
         array = type_of_param(oid)
         if array is not None and array.element is not None:
             return _array_text(text, array.element.kind)
-        parse = _TEXT_IN.get(oid)
-        return text if parse is None else parse(text)
+        return text
     except SQLError:
         raise
     except (ValueError, struct.error, decimal.InvalidOperation, UnicodeDecodeError) as exc:
@@ -615,8 +619,12 @@ def decode_param(raw: bytes, oid: int, binary: bool, index: int) -> Any:
         raise SQLError(
             "22P03" if binary else "22P02",
             f"parameter ${index}: invalid {'binary ' if binary else ''}input for type "
-            f"{name}: {shown!r} ({exc})",
+            f"{_type_name(oid)}: {shown!r} ({exc})",
         ) from None
+
+
+def _type_name(oid: int) -> str:
+    return _TYPE_NAMES.get(oid, f"oid {oid}")
 
 
 _TYPE_NAMES = {

@@ -63,6 +63,20 @@ def test_messages_split_anywhere_across_reads_come_out_whole_and_in_order() -> N
         assert got == [m.Query("SELECT 1"), m.Parse("", "SELECT 2", ()), m.Sync()], cut
 
 
+def test_a_message_fed_in_many_reads_after_whole_ones_comes_out_whole_as_bytes() -> None:
+    data = bytes(range(256)) * 300  # a body of many reads
+    stream = frontend(b"S") + frontend(b"d", data) + frontend(b"Q", b"SELECT 1\0")
+    decoder = started()
+    got = []
+    for at in range(0, len(stream), 1000):
+        decoder.feed(stream[at : at + 1000])
+        while (message := decoder.next()) is not None:
+            got.append(message)
+    assert got == [m.Sync(), m.CopyData(data), m.Query("SELECT 1")]
+    assert type(got[1].data) is bytes  # NB: not the bytearray it gathered in
+    assert decoder.next() is None and decoder.buffered_kinds() == b""
+
+
 @pytest.mark.parametrize(
     ("data", "code", "message"),
     [

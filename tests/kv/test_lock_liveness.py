@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from feedkv import DB
 from feedkv.errors import PushFailedError, TransactionAbortedError
 from feedkv.kv.api import MAX_PRIORITY, PushTxn, PushType
 from feedkv.kv.store import Store, StoreConfig
+from feedkv.kv.txn import Txn
 from feedkv.kv.txn_record import TxnRecord, read_record
 from feedkv.server.node import Node
 from feedkv.storage.intent import TxnStatus
@@ -153,27 +155,43 @@ def test_a_holder_whose_client_died_loses_its_lock_once_its_record_expires(
             db.close()
 
 
-def test_a_holder_without_a_record_yet_is_taken_for_alive(tmp_path: Path) -> None:
-    """A holder writes its record with its first heartbeat: before that, a waiter's push
-    finds none and takes the holder for alive (not for an orphan, as an intent's)."""
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[DB]:
+    """A store on disk with KEY written, for a holder to lock."""
     db = feedkv.connect(tmp_path / "store", config=CONFIG)
     try:
-        assert db.node is not None
-        store = db.node.store
         db.put(KEY, b"0")
-        holder = db.transaction()
-        holder.scan(KEY, key_next(KEY), lock=True)
-        meta = store.locks.holder_meta(KEY)
-        assert meta is not None and meta.key == KEY  # anchored at what it locked
-        assert _record(store, holder.id) is None
-        with pytest.raises(PushFailedError):
-            store.push(PushTxn(meta, PushType.TOUCH, store.clock.now(), 1, b"w" * 16))
-        assert _record(store, holder.id) is None
-        holder.put(KEY, b"1")
-        holder.commit()
-        assert db.get(KEY) == b"1"
+        yield db
     finally:
         db.close()
+
+
+def _store(db: DB) -> Store:
+    assert db.node is not None
+    return db.node.store
+
+
+def _holding(db: DB) -> Txn:
+    """A transaction that locked KEY (a locking read of it)."""
+    holder = db.transaction()
+    holder.scan(KEY, key_next(KEY), lock=True)
+    return holder
+
+
+def test_a_holder_without_a_record_yet_is_taken_for_alive(db: DB) -> None:
+    """A holder writes its record with its first heartbeat: before that, a waiter's push
+    finds none and takes the holder for alive (not for an orphan, as an intent's)."""
+    store = _store(db)
+    holder = _holding(db)
+    meta = store.locks.holder_meta(KEY)
+    assert meta is not None and meta.key == KEY  # anchored at what it locked
+    assert _record(store, holder.id) is None
+    with pytest.raises(PushFailedError):
+        store.push(PushTxn(meta, PushType.TOUCH, store.clock.now(), 1, b"w" * 16))
+    assert _record(store, holder.id) is None
+    holder.put(KEY, b"1")
+    holder.commit()
+    assert db.get(KEY) == b"1"
 
 
 def _wait_for_record(store: Store, txn_id: bytes) -> TxnRecord:
@@ -183,67 +201,46 @@ def _wait_for_record(store: Store, txn_id: bytes) -> TxnRecord:
     return record
 
 
-def test_a_holder_aborted_by_a_push_cannot_commit_in_one_phase(tmp_path: Path) -> None:
+def test_a_holder_aborted_by_a_push_cannot_commit_in_one_phase(db: DB) -> None:
     """A transaction that held a lock long enough for its heartbeat to write its record,
     then was aborted there (a pusher of higher priority): its one-phase commit fails and
     writes nothing, as its two-phase commit would."""
-    db = feedkv.connect(tmp_path / "store", config=CONFIG)
-    try:
-        assert db.node is not None
-        store = db.node.store
-        db.put(KEY, b"0")
-        holder = db.transaction()
-        holder.scan(KEY, key_next(KEY), lock=True)
-        record = _wait_for_record(store, holder.id)
-        store.push(PushTxn(record.meta, PushType.ABORT, store.clock.now(), MAX_PRIORITY))
-        aborted = _record(store, holder.id)
-        assert aborted is not None and aborted.status is TxnStatus.ABORTED
-        holder.put(KEY, b"1")
-        with pytest.raises(TransactionAbortedError):
-            holder.commit()
-        assert db.get(KEY) == b"0"
-    finally:
-        db.close()
+    store = _store(db)
+    holder = _holding(db)
+    record = _wait_for_record(store, holder.id)
+    store.push(PushTxn(record.meta, PushType.ABORT, store.clock.now(), MAX_PRIORITY))
+    aborted = _record(store, holder.id)
+    assert aborted is not None and aborted.status is TxnStatus.ABORTED
+    holder.put(KEY, b"1")
+    with pytest.raises(TransactionAbortedError):
+        holder.commit()
+    assert db.get(KEY) == b"0"
 
 
-def test_a_holders_one_phase_commit_leaves_its_record_committed(tmp_path: Path) -> None:
+def test_a_holders_one_phase_commit_leaves_its_record_committed(db: DB) -> None:
     """The record a lock holder's heartbeat wrote says it committed once it committed in
     one phase (not pending, which a push would take for expired and abort)."""
-    db = feedkv.connect(tmp_path / "store", config=CONFIG)
-    try:
-        assert db.node is not None
-        store = db.node.store
-        db.put(KEY, b"0")
-        holder = db.transaction()
-        holder.scan(KEY, key_next(KEY), lock=True)
-        _wait_for_record(store, holder.id)
-        holder.put(KEY, b"1")
-        commit_ts = holder.commit()
-        record = _record(store, holder.id)
-        assert record is not None and record.status is TxnStatus.COMMITTED
-        assert record.meta.write_ts == commit_ts
-        assert db.get(KEY) == b"1"
-    finally:
-        db.close()
+    store = _store(db)
+    holder = _holding(db)
+    _wait_for_record(store, holder.id)
+    holder.put(KEY, b"1")
+    commit_ts = holder.commit()
+    record = _record(store, holder.id)
+    assert record is not None and record.status is TxnStatus.COMMITTED
+    assert record.meta.write_ts == commit_ts
+    assert db.get(KEY) == b"1"
 
 
 @pytest.mark.parametrize("end", ["commit", "rollback"])
-def test_a_locking_read_that_ends_soon_leaves_no_record(tmp_path: Path, end: str) -> None:
+def test_a_locking_read_that_ends_soon_leaves_no_record(db: DB, end: str) -> None:
     """A transaction that locked and wrote nothing, ending before its first heartbeat,
     lets go of its locks and leaves no record (no durable write, nothing to collect)."""
-    db = feedkv.connect(tmp_path / "store", config=CONFIG)
-    try:
-        assert db.node is not None
-        store = db.node.store
-        db.put(KEY, b"0")
-        holder = db.transaction()
-        holder.scan(KEY, key_next(KEY), lock=True)
-        assert store.locks.holder(KEY) == holder.id
-        getattr(holder, end)()
-        assert store.locks.holder(KEY) is None
-        assert _record(store, holder.id) is None
-        with db.transaction() as other:  # NB: not held up by a lock left behind
-            assert [kv.value for kv in other.scan(KEY, key_next(KEY), lock=True)] == [b"0"]
-            other.commit()
-    finally:
-        db.close()
+    store = _store(db)
+    holder = _holding(db)
+    assert store.locks.holder(KEY) == holder.id
+    getattr(holder, end)()
+    assert store.locks.holder(KEY) is None
+    assert _record(store, holder.id) is None
+    with db.transaction() as other:  # NB: not held up by a lock left behind
+        assert [kv.value for kv in other.scan(KEY, key_next(KEY), lock=True)] == [b"0"]
+        other.commit()

@@ -306,12 +306,13 @@ def test_running_status_says_a_job_starts_then_waits_for_its_first_resolved_time
         return jobs[-1]
 
     registry = JobRegistry(db, "n-test", make, RegistrySettings(renew_s=0.05, interval_s=0.05))
-    registry.adopt(record.id)
+    registry.adopt(record.id)  # or the registry's own adoption loop, started by this, claims it
 
     def shows(status: str) -> bool:
         return bool(row_of(db, "SHOW CHANGEFEED JOBS", record.id)["running_status"] == status)
 
     try:
+        wait_until(lambda: len(jobs) == 1, timeout_s=DEADLINE)
         [job] = jobs
         wait_until(lambda: shows("running: starting its query"), timeout_s=DEADLINE)
         job.starting_status = None

@@ -1808,7 +1808,7 @@ def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
 
 def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
     """CREATE SEQUENCE with PostgreSQL's defaults: ascending from 1 to the largest
-    INT8; descending from -1 to the smallest."""
+    INT8; descending from -1 to the smallest. OWNED BY as ALTER SEQUENCE's."""
     database = ex.database(s.sequence.database)
     ex.require_privilege(database, "CREATE")
     txn = ex.write_txn
@@ -1833,6 +1833,8 @@ def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
         high,
         ROW_IDS.next(),
     )
+    if s.owned_by is not None:
+        sequence = replace(sequence, owner=_sequence_owner(ex, sequence, *s.owned_by))
     catalog.put_view(txn, sequence)
     return Result(tag="CREATE SEQUENCE")
 

@@ -252,10 +252,11 @@ class _Cockroach(Postgres):
 
 def _sequence_settings(prop: exp.SequenceProperties) -> dict[str, int]:
     """The settings of CREATE SEQUENCE's options (or an identity column's), by name
-    (``increment``, ``minvalue``, ``maxvalue``, ``start``, ``cache``)."""
+    (``increment``, ``minvalue``, ``maxvalue``, ``start``, ``cache``); OWNED BY is
+    CREATE SEQUENCE's to read (:func:`_sequence_owner`)."""
     settings: dict[str, int] = {}
     for name, value in prop.args.items():
-        if value is None or value == []:
+        if value is None or value == [] or name == "owned":
             continue
         if name == "options":
             for option in value:
@@ -272,9 +273,23 @@ def _sequence_settings(prop: exp.SequenceProperties) -> dict[str, int]:
     return settings
 
 
+def _sequence_owner(prop: exp.SequenceProperties) -> tuple[st.TableName, str] | None:
+    """OWNED BY ``[db.]table.column`` as ``(table, column)``; ``None`` for none given or
+    OWNED BY NONE."""
+    owned = prop.args.get("owned")
+    if owned is None:
+        return None
+    if not isinstance(owned, exp.Column) or not owned.table:
+        raise SQLError("42601", "expected OWNED BY table.column or NONE")
+    parts = [_ident(part) for part in (owned.args.get("db"), owned.args.get("table")) if part]
+    return _table_name_of(parts), _ident(owned.this)
+
+
 def _identity(name: str, node: exp.GeneratedAsIdentityColumnConstraint) -> st.Identity:
     """An identity column's GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(options)]."""
     options = node.args.get("options")
+    if options is not None and options.args.get("owned") is not None:
+        raise SQLError("0A000", "sequence option OWNED is not supported for an identity column")
     settings = _sequence_settings(options) if options is not None else {}
     return st.Identity(
         bool(node.this),
@@ -3250,11 +3265,13 @@ class _Converter:
     def _create_sequence(self, node: exp.Create) -> st.CreateSequence:
         _refuse_unhandled(node, {"this", "kind", "exists", "properties"})
         settings: dict[str, int] = {}
+        owned_by = None
         properties = node.args.get("properties")
         for prop in properties.expressions if properties is not None else ():
             if not isinstance(prop, exp.SequenceProperties):
                 raise _unsupported(prop, "sequence option")
             settings.update(_sequence_settings(prop))
+            owned_by = _sequence_owner(prop) or owned_by
         return st.CreateSequence(
             self.text,
             _table_of(node.this),
@@ -3263,6 +3280,7 @@ class _Converter:
             settings.get("maxvalue"),
             settings.get("start"),
             bool(node.args.get("exists")),
+            owned_by,
         )
 
     def _named_columns(self, node: exp.Expr) -> tuple[st.TableName, tuple[str, ...]]:

@@ -963,8 +963,9 @@ class CreateTableAs(Statement):
 
 @dataclass(frozen=True, slots=True)
 class CreateSequence(Statement):
-    """``CREATE SEQUENCE s [INCREMENT [BY] n] [MINVALUE n] [MAXVALUE n] [START [WITH] n]``
-    (``None``: the default, which depends on the increment's sign)."""
+    """``CREATE SEQUENCE s [INCREMENT [BY] n] [MINVALUE n] [MAXVALUE n] [START [WITH] n]
+    [OWNED BY table.column]`` (``None``: the default, which depends on the increment's
+    sign; owned by nothing)."""
 
     sequence: TableName
     increment: int = 1
@@ -972,6 +973,7 @@ class CreateSequence(Statement):
     max_value: int | None = None
     start: int | None = None
     if_not_exists: bool = False
+    owned_by: tuple[TableName, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

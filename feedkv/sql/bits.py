@@ -7,11 +7,17 @@ bit, a shorter one first when it is a prefix of the other: the order of their te
 which is also how they are stored (in keys too).
 
 Casts: from a string of ``0`` and ``1``, and from an INT to ``BIT(n)`` (its ``n`` low
-bits, two's complement, as ``5::BIT(4)`` is ``0101``).
+bits, two's complement, as ``5::BIT(4)`` is ``0101``); to an INT, the reverse.
+
+Operators, as CockroachDB's: ``&``, ``|`` and ``#`` (exclusive or) of two bit strings
+of one length (22026 otherwise), ``~`` flips each bit, ``<<`` and ``>>`` shift by an INT
+within the value's length, zeros coming in (a negative count shifts the other way).
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from feedkv.errors import SQLError
@@ -68,5 +74,40 @@ class BitString:
         text = "".join(format(b, "08b") for b in data)
         return cls(text[:count])
 
+    def combined(self, symbol: str, other: BitString) -> BitString:
+        """``self & other``, ``|`` or ``#`` (``symbol``), bit by bit."""
+        name, apply = _COMBINATIONS[symbol]
+        width = len(self.bits)
+        if len(other.bits) != width:
+            raise SQLError("22026", f"cannot {name} bit strings of different sizes")
+        return BitString.of_int(apply(int(self.bits or "0", 2), int(other.bits or "0", 2)), width)
+
+    def inverted(self) -> BitString:
+        return BitString(self.bits.translate(_FLIP))
+
+    def shifted(self, count: int) -> BitString:
+        """Shifted ``count`` places left (right if negative), zeros coming in."""
+        width = len(self.bits)
+        if count >= 0:
+            count = min(count, width)
+            return BitString(self.bits[count:] + "0" * count)
+        count = min(-count, width)
+        return BitString("0" * count + self.bits[: width - count])
+
+    def as_int(self, width: int) -> int:
+        """The INT of ``width`` bits these stand for: their low ``width`` bits, two's
+        complement when there are that many (``B'1010'::INT`` is 10, 64 ones are -1)."""
+        low = self.bits[-width:]
+        value = int(low or "0", 2)
+        return value - (1 << width) if len(low) == width and low[0] == "1" else value
+
     def __str__(self) -> str:
         return self.bits
+
+
+_COMBINATIONS: dict[str, tuple[str, Callable[[int, int], int]]] = {
+    "&": ("AND", operator.and_),
+    "|": ("OR", operator.or_),
+    "#": ("XOR", operator.xor),
+}
+_FLIP = str.maketrans("01", "10")

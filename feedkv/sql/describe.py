@@ -498,7 +498,10 @@ def _is_param(node: exp.Expr | None) -> bool:
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+_BITWISE = (
+    exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseLeftShift, exp.BitwiseRightShift,
+)  # fmt: skip
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, *_BITWISE)
 
 
 def _params_in(
@@ -698,6 +701,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
             return ColumnType(kinds.pop())  # type: ignore[arg-type]
         return None
+    if isinstance(node, (*_BITWISE, exp.BitwiseNot)):
+        kind = _kind(node.this, typer)  # NB: a shift's count is an INT whatever it shifts
+        if kind is Kind.INT:
+            return _INT
+        return ColumnType(Kind.VARBIT) if kind in (Kind.BIT, Kind.VARBIT) else None
     if isinstance(node, exp.Neg):
         kind = _kind(node.this, typer)
         if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):

@@ -581,6 +581,34 @@ class _Compiler:
 
         return arith
 
+    def bitwise(self, node: exp.Binary) -> Compiled:
+        """``&``, ``|``, ``#``, ``<<`` and ``>>`` of INTs or bit strings."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+        op = type(node)
+
+        def bitwise(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            return _bitwise(op, a, b)
+
+        return bitwise
+
+    def bitwise_not(self, node: exp.BitwiseNot) -> Compiled:
+        inner = self.compile(node.this)
+
+        def invert(row: Env, ctx: Context) -> Any:
+            value = inner(row, ctx)
+            if value is None:
+                return None
+            if isinstance(value, BitString):
+                return value.inverted()
+            if not _is_int(value):
+                raise SQLError("42883", f"unsupported unary operator: ~<{type_of_value(value)}>")
+            return ~value
+
+        return invert
+
     def dpipe(self, node: exp.DPipe) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
 
@@ -1074,6 +1102,8 @@ class _Compiler:
                 value = format_value(value)
             elif target.kind is Kind.INT and isinstance(value, bool):
                 value = int(value)
+            elif target.kind is Kind.INT and isinstance(value, BitString):
+                value = value.as_int(target.width or 64)
             if target.kind is Kind.STRING and target.width is not None:
                 # NB: an explicit cast to STRING(n) truncates (CockroachDB's STRING docs);
                 # only assigning a longer value to such a column is an error
@@ -2287,6 +2317,40 @@ _OPERATORS: dict[type, str] = {
 }
 
 
+_BITWISE: dict[type, tuple[str, Callable[[int, int], int]]] = {
+    exp.BitwiseAnd: ("&", operator.and_),
+    exp.BitwiseOr: ("|", operator.or_),
+    exp.BitwiseXor: ("#", operator.xor),
+    exp.BitwiseLeftShift: ("<<", operator.lshift),
+    exp.BitwiseRightShift: (">>", operator.rshift),
+}
+_BIT_SHIFTS = (exp.BitwiseLeftShift, exp.BitwiseRightShift)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bitwise(op: type, a: Any, b: Any) -> Any:
+    """CockroachDB's bitwise operators: of two INTs (a shift by 0 to 63 places, wrapping
+    as an INT8 does), of two bit strings of one length, or a bit string shifted by an
+    INT (:class:`BitString`)."""
+    symbol, apply = _BITWISE[op]
+    shift = op in _BIT_SHIFTS
+    if _is_int(a) and _is_int(b):
+        if shift and not 0 <= b < 64:
+            raise SQLError("22023", "shift argument out of range")
+        return (apply(a, b) - INT64_MIN) % 2**64 + INT64_MIN
+    if isinstance(a, BitString) and shift and _is_int(b):
+        return a.shifted(b if op is exp.BitwiseLeftShift else -b)
+    if isinstance(a, BitString) and isinstance(b, BitString) and not shift:
+        return a.combined(symbol, b)
+    raise SQLError(
+        "42883",
+        f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>",
+    )
+
+
 def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(a, Interval) or isinstance(b, Interval):
         return _interval_arithmetic(op, a, b)
@@ -2532,6 +2596,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.IntDiv: _Compiler.arithmetic,
     exp.Mod: _Compiler.arithmetic,
     exp.DPipe: _Compiler.dpipe,
+    **{op: _Compiler.bitwise for op in _BITWISE},
+    exp.BitwiseNot: _Compiler.bitwise_not,
     exp.EQ: _Compiler.comparison,
     exp.NEQ: _Compiler.comparison,
     exp.LT: _Compiler.comparison,

@@ -13,6 +13,11 @@ unit is set to its start (``week`` truncates to the Monday), a TIMESTAMPTZ's in 
 session's time zone (``day``: its local midnight). A DATE or a TIME is
 refused rather than given the type PostgreSQL picks for it.
 
+``EXTRACT`` from an INTERVAL reads its parts: ``year`` and ``month`` from its months,
+``day`` from its days, ``hour`` down to ``microsecond`` from its time, each truncated
+toward zero as PostgreSQL's; ``epoch`` is its span in seconds, a year as 365.25 days and
+the remaining months as 30 days each.
+
 An unknown field or unit is 22023, naming it.
 """
 
@@ -23,6 +28,7 @@ import math
 from typing import Any
 
 from feedkv.errors import SQLError
+from feedkv.sql.interval import Interval
 from feedkv.sql.time_zone import current_zone, infinity_of
 
 __all__ = ["date_trunc", "extract"]
@@ -53,6 +59,8 @@ def extract(field: str, value: Any) -> float | None:
         if name not in _INFINITE_FIELDS:
             return None
         return -math.inf if infinity_of(value) == "-infinity" else math.inf
+    if isinstance(value, Interval):
+        return _interval_field(name, value)
     if isinstance(value, datetime.time):
         if name not in _TIME_FIELDS:
             raise SQLError("22023", f"unsupported timespan: {name}")
@@ -86,6 +94,41 @@ def extract(field: str, value: Any) -> float | None:
     if name == "epoch":
         delta = moment - _EPOCH
         return delta.days * 86_400 + delta.seconds + delta.microseconds / 1_000_000
+    found = fields.get(name)
+    if found is None:
+        raise SQLError("22023", f"unsupported timespan: {name}")
+    return float(found)
+
+
+def _toward_zero(count: int, unit: int) -> int:
+    return count // unit if count >= 0 else -(-count // unit)
+
+
+_SECONDS_PER_DAY = 86_400
+
+
+def _interval_field(name: str, value: Interval) -> float:
+    years = _toward_zero(value.months, 12)
+    months = value.months - years * 12
+    micros = value.micros
+    if name == "epoch":
+        days = years * 365.25 + months * 30 + value.days
+        return days * _SECONDS_PER_DAY + micros / 1_000_000
+    second_micros = micros - _toward_zero(micros, 60_000_000) * 60_000_000
+    fields = {
+        "millennium": _toward_zero(years, 1000),
+        "century": _toward_zero(years, 100),
+        "decade": _toward_zero(years, 10),
+        "year": years,
+        "quarter": _toward_zero(months, 3) + 1,
+        "month": months,
+        "day": value.days,
+        "hour": _toward_zero(micros, 3_600_000_000),
+        "minute": _toward_zero(micros, 60_000_000) - _toward_zero(micros, 3_600_000_000) * 60,
+        "second": second_micros / 1_000_000,
+        "millisecond": second_micros / 1_000,
+        "microsecond": second_micros,
+    }
     found = fields.get(name)
     if found is None:
         raise SQLError("22023", f"unsupported timespan: {name}")

@@ -681,11 +681,30 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
     truncation, which fails the changefeeds watching it at the truncation's timestamp
     (CockroachDB's TRUNCATE makes a new table under the old name, and its docs say the
     changefeeds watching it fail and a new one must be started); what they emitted
-    before stays valid. It needs DROP on each table, as CockroachDB's."""
+    before stays valid. It needs DROP on each table, as CockroachDB's. A table another
+    table's foreign key references goes empty only with that table: listed too, or
+    brought in by CASCADE."""
+    tables = {}
     for name in s.tables:
         desc = ex.table(name, "DROP")  # NB: as CockroachDB's: it empties the table
-        if any(child != desc.id for child, _name in desc.referenced_by):
-            raise SQLError("0A000", f'cannot truncate "{desc.name}": a foreign key references it')
+        tables[desc.id] = desc
+    pending = list(tables.values())
+    while pending:
+        desc = pending.pop()
+        for child_id, _name in desc.referenced_by:
+            child = catalog.table_by_id(ex.write_txn, child_id)
+            if child_id in tables or child is None or child.dropped:
+                continue
+            if not s.cascade:
+                raise SQLError(
+                    "0A000",
+                    f'cannot truncate "{desc.name}": it is referenced by foreign key from '
+                    f'table "{child.name}" (truncate both, or use CASCADE)',
+                )
+            ex.require_privilege(child, "DROP")
+            tables[child_id] = child
+            pending.append(child)
+    for desc in tables.values():
         ex.changing(desc)
         ex.publish(desc.bumped(truncations=desc.truncations + 1))
         span = table_span(desc.id)

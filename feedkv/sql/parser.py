@@ -3545,7 +3545,12 @@ class _Converter:
         raise _unsupported(action, "ALTER COLUMN action")
 
     def _truncatetable(self, node: exp.TruncateTable) -> st.Statement:
-        return st.Truncate(self.text, tuple(_table_of(t) for t in node.expressions))
+        option = str(node.args.get("option") or "").upper()
+        if option not in ("", "CASCADE", "RESTRICT"):
+            raise _unsupported(node, f"TRUNCATE ... {option}")
+        return st.Truncate(
+            self.text, tuple(_table_of(t) for t in node.expressions), option == "CASCADE"
+        )
 
     def _insert(self, node: exp.Insert) -> st.Statement:
         target = node.this

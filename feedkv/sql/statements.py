@@ -394,6 +394,7 @@ class RenameColumn(Statement):
 @dataclass(frozen=True, slots=True)
 class Truncate(Statement):
     tables: tuple[TableName, ...]
+    cascade: bool = False  # the tables whose foreign keys reference them go empty too
 
 
 @dataclass(frozen=True, slots=True)

@@ -590,6 +590,7 @@ _FUNCTIONS = {
     "uuid_generate_v4": ColumnType(Kind.UUID),
     "now": ColumnType(Kind.TIMESTAMPTZ),
     "statement_timestamp": ColumnType(Kind.TIMESTAMPTZ),
+    "clock_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "transaction_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "current_setting": _STRING,
     "cluster_logical_timestamp": _DECIMAL,
@@ -657,6 +658,10 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.TIMESTAMPTZ)
     if isinstance(node, exp.CurrentDate):
         return ColumnType(Kind.DATE)
+    if isinstance(node, exp.Localtimestamp):
+        return ColumnType(Kind.TIMESTAMP)
+    if isinstance(node, exp.Localtime):
+        return ColumnType(Kind.TIME)
     if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type (a DATE's: TZ)
         kind = _kind(node.this, typer)
         if kind is Kind.DATE:

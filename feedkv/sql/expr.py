@@ -1227,8 +1227,29 @@ class _Compiler:
     # Functions.
 
     def current_timestamp(self, node: exp.Expr) -> Compiled:
-        _no_arguments(node)
-        return lambda row, ctx: ctx.now
+        """now(), current_timestamp [(precision)]: the transaction's timestamp, its
+        microseconds rounded to ``precision`` digits (0 to 6) when given (now() takes
+        none)."""
+        if node.meta.get("spelled") == "now":
+            _no_arguments(node)
+        digits = _time_precision(node)
+        if digits is None:
+            return lambda row, ctx: ctx.now
+        return lambda row, ctx: _rounded_time(ctx.now, digits)
+
+    def local_timestamp(self, node: exp.Localtimestamp | exp.Localtime) -> Compiled:
+        """localtimestamp [(precision)] (a TIMESTAMP) and localtime [(precision)] (a
+        TIME): the transaction's timestamp in the session's time zone, without it."""
+        digits = _time_precision(node)
+        time_of_day = isinstance(node, exp.Localtime)
+
+        def local(row: Env, ctx: Context) -> Any:
+            moment = ctx.now.astimezone(current_zone()).replace(tzinfo=None)
+            if digits is not None:
+                moment = _rounded_time(moment, digits)
+            return moment.time() if time_of_day else moment
+
+        return local
 
     def current_date(self, node: exp.Expr) -> Compiled:
         _no_arguments(node)
@@ -1689,6 +1710,10 @@ class _Compiler:
             return self.uuid(node)
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
             return self.current_timestamp(node)
+        if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
+            if node.expressions:
+                raise SQLError("42883", "unknown signature: clock_timestamp() takes no arguments")
+            return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")
 
     def _pg_typeof(self, node: exp.Anonymous) -> Compiled:
@@ -1925,6 +1950,30 @@ def _json_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return jsonb.dumps(value, spaced=True)
+
+
+def _time_precision(node: exp.Expr) -> int | None:
+    """The precision of ``current_timestamp(p)`` and its kin: ``None`` when none is
+    given; 22023 unless a constant from 0 to 6."""
+    given = node.args.get("this")
+    if given is None:
+        if node.args.get("expressions"):
+            _no_arguments(node)
+        return None
+    if not isinstance(given, exp.Literal) or given.is_string or not given.this.isdigit():
+        raise SQLError("42601", f"{_shown(node)}: the precision must be an integer constant")
+    digits = int(given.this)
+    if digits > 6:
+        raise SQLError("22023", f"precision {digits} out of range")
+    return digits
+
+
+def _rounded_time(moment: datetime.datetime, digits: int) -> datetime.datetime:
+    """``moment`` with its microseconds rounded (half up) to ``digits`` digits."""
+    unit = 10 ** (6 - digits)
+    extra = moment.microsecond % unit
+    moment -= datetime.timedelta(microseconds=extra)
+    return moment + datetime.timedelta(microseconds=unit) if extra * 2 >= unit else moment
 
 
 def _no_arguments(node: exp.Expr) -> None:
@@ -2354,6 +2403,8 @@ def _bitwise(op: type, a: Any, b: Any) -> Any:
 def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(a, Interval) or isinstance(b, Interval):
         return _interval_arithmetic(op, a, b)
+    if isinstance(a, datetime.date | datetime.time) or isinstance(b, datetime.date):
+        return _datetime_arithmetic(op, a, b)
     if not _is_number(a) or not _is_number(b):
         symbol = _OPERATORS.get(op, "?")
         raise SQLError(
@@ -2377,6 +2428,45 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(result, int) and not INT64_MIN <= result <= INT64_MAX:
         raise SQLError("22003", "integer out of range for type INT8")
     return result
+
+
+def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
+    """As PostgreSQL and CockroachDB: a DATE minus a DATE is the INT of days between
+    them, a DATE plus or minus an INT of days a DATE; a TIMESTAMP minus a TIMESTAMP (or
+    TIMESTAMPTZs, or TIMEs) the INTERVAL between them, its whole days as days. A
+    TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one)."""
+    moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    if moments == (False, False) and isinstance(a, datetime.date):
+        if op is exp.Sub and isinstance(b, datetime.date):
+            return (a - b).days
+        if op in (exp.Add, exp.Sub) and _is_int(b):
+            return _days_later(a, b if op is exp.Add else -b)
+    if moments == (False, False) and op is exp.Add and _is_int(a) and isinstance(b, datetime.date):
+        return _days_later(b, a)
+    times = isinstance(a, datetime.time) and isinstance(b, datetime.time)
+    if op is exp.Sub and (
+        times or (moments == (True, True) and (a.tzinfo is None) == (b.tzinfo is None))
+    ):
+        if moments[0] and (infinity_of(a) or infinity_of(b)):
+            raise SQLError("22008", "interval out of range")
+        if not moments[0]:
+            a, b = (datetime.datetime.combine(EPOCH_DATE, t) for t in (a, b))
+        span = a - b
+        micros = span.seconds * 1_000_000 + span.microseconds
+        if span.days < 0 and micros:  # NB: the days and the time carry one sign
+            return Interval(0, span.days + 1, micros - 86_400_000_000)
+        return Interval(0, span.days, micros)
+    symbol = _OPERATORS.get(op, "?")
+    raise SQLError(
+        "42883", f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>"
+    )
+
+
+def _days_later(day: datetime.date, days: int) -> datetime.date:
+    try:
+        return day + datetime.timedelta(days=days)
+    except OverflowError:
+        raise SQLError("22008", "date out of range") from None
 
 
 def _interval_arithmetic(op: type, a: Any, b: Any) -> Any:
@@ -2632,6 +2722,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Bracket: _Compiler.bracket,
     exp.ArraySize: _Compiler.array_length,
     exp.CurrentTimestamp: _Compiler.current_timestamp,
+    exp.Localtimestamp: _Compiler.local_timestamp,
+    exp.Localtime: _Compiler.local_timestamp,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,
     exp.Lower: _Compiler.unary_function,

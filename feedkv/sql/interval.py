@@ -155,15 +155,18 @@ class Interval:
         return cls(months, days, int(micros.to_integral_value()))
 
     def __str__(self) -> str:
+        """PostgreSQL's default style: ``1 year 2 mons -3 days +04:05:06.5``. A unit is
+        plural unless its count is 1 (``-1 days``); a positive part after a negative one
+        carries a ``+``."""
         parts = []
+        after_negative = False
         years, months = divmod(abs(self.months), 12)
-        sign = "-" if self.months < 0 else ""
-        if years:
-            parts.append(f"{sign}{years} year{'s' if years != 1 else ''}")
-        if months:
-            parts.append(f"{sign}{months} mon{'s' if months != 1 else ''}")
-        if self.days:
-            parts.append(f"{self.days} day{'s' if abs(self.days) != 1 else ''}")
+        sign = -1 if self.months < 0 else 1
+        for count, unit in ((sign * years, "year"), (sign * months, "mon"), (self.days, "day")):
+            if count:
+                plus = "+" if after_negative and count > 0 else ""
+                parts.append(f"{plus}{count} {unit}{'s' if count != 1 else ''}")
+                after_negative = count < 0
         if self.micros or not parts:
             total = abs(self.micros)
             seconds, fraction = divmod(total, 1_000_000)
@@ -172,7 +175,7 @@ class Interval:
             clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
             if fraction:
                 clock += f".{fraction:06d}".rstrip("0")
-            parts.append(("-" if self.micros < 0 else "") + clock)
+            parts.append(("-" if self.micros < 0 else "+" if after_negative else "") + clock)
         return " ".join(parts)
 
     def __repr__(self) -> str:

@@ -140,6 +140,35 @@ class _Cockroach(Postgres):
 
         _annotating = False
 
+        def _parse_type(
+            self, parse_interval: bool = True, fallback_to_identifier: bool = False
+        ) -> exp.Expr | None:
+            # NB: sqlglot reads ``TIMESTAMPTZ 'x'::TIME`` as a TIMESTAMPTZ of ``'x'::TIME``;
+            # in PostgreSQL's grammar the cast applies to the typed constant
+            # (``(TIMESTAMPTZ 'x')::TIME``): the casts after it are put back outside
+            start = self._index
+            node = super()._parse_type(parse_interval, fallback_to_identifier)
+            typed = start + 1 < len(self._tokens) and (
+                self._tokens[start].token_type in self.TYPE_TOKENS
+                and self._tokens[start + 1].token_type is TokenType.STRING
+            )
+            if not typed or not isinstance(node, exp.Cast) or not isinstance(node.this, exp.Cast):
+                return node
+            casts = []
+            inner: exp.Expr = node.this
+            while isinstance(inner, exp.Cast):
+                casts.append(inner)
+                inner = inner.this
+            if not isinstance(inner, exp.Literal):
+                return node
+            rebuilt: exp.Expr = node.copy()
+            rebuilt.set("this", inner)
+            for cast in reversed(casts):
+                outer = cast.copy()
+                outer.set("this", rebuilt)
+                rebuilt = outer
+            return rebuilt
+
         def _parse_dcolon(self) -> exp.Expr | None:
             # NB: called just after the operator is read, before the type
             self._annotating = self._prev.text == ":::"

@@ -768,6 +768,8 @@ def _to_time(value: object, ctype: ColumnType) -> datetime.time:
         return value
     if isinstance(value, datetime.datetime):
         _refuse_infinite(value, "TIME")
+        if value.tzinfo is not None:  # the time of day in the session's zone
+            value = value.astimezone(current_zone())
         return value.time()
     if isinstance(value, str):
         text = value.strip()

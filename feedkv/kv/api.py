@@ -382,11 +382,14 @@ class Export:
 @dataclass(frozen=True, slots=True)
 class GC:
     """Remove the versions in ``span`` that no read at or above ``threshold`` can see,
-    and refuse reads and exports below it from then on (the node's GC queue sends it;
-    it is not part of the client API)."""
+    and refuse reads and exports below it from then on (``None``: remove none); and
+    remove the ``txn_records`` named, anchored in ``span``, each only if it is finished
+    or expired (the node's GC queue, or its intent resolver once it resolved a finished
+    transaction's intents, sends it; it is not part of the client API)."""
 
     span: Span
-    threshold: Timestamp
+    threshold: Timestamp | None
+    txn_records: tuple[TxnMeta, ...] = ()
 
 
 Request = (
@@ -515,6 +518,7 @@ class ExportResponse:
 @dataclass(frozen=True, slots=True)
 class GCResponse:
     versions_removed: int
+    records_removed: int = 0
 
 
 Response = (

@@ -1761,7 +1761,8 @@ class Store:
         """GC every range up to its GC TTL ago (:meth:`_gc_ttl_ns`), but never past its
         closed timestamp nor into history that :attr:`protected` (spans and the
         timestamps they need history from, set by the layers above: changefeed jobs)
-        still holds. Returns the number of versions removed."""
+        still holds; and remove the transaction records left behind
+        (:meth:`_collect_txn_records`). Returns the number of versions removed."""
         protected = self.protected()
         default_ttl, ttls = self.gc_ttls()
         now = self.clock.now().wall

@@ -794,7 +794,7 @@ class _Evaluator:
         now_ns = self.ctx.clock.physical_now()
         record = read_record(self.rw, txn.key, txn.id)
         if record is None:
-            if not self.ctx.tombstones.may_create(txn.id, txn.read_ts):
+            if not self.ctx.tombstones.may_create(txn.id, txn.read_ts, self.desc.range_id):
                 raise _record_gone(txn.id, self.ctx.tombstones)
             record = TxnRecord(txn.meta(), TxnStatus.PENDING, txn.priority, now_ns)
         elif record.status is TxnStatus.ABORTED:
@@ -957,6 +957,7 @@ class _Evaluator:
         write_descriptor(self.rw, left)
         write_descriptor(self.rw, right)
         self.ctx.closed.split(left.range_id, right.range_id)
+        self.ctx.tombstones.split(left.range_id, right.range_id)
         self.applied.range_changes.append(
             RangeChange(RangeEndReason.RANGE_SPLIT, left.range_id, right.range_id)
         )
@@ -978,6 +979,7 @@ class _Evaluator:
         delete_descriptor(self.rw, right)
         write_descriptor(self.rw, merged)
         self.ctx.closed.merge(left.range_id, right.range_id)
+        self.ctx.tombstones.merge(left.range_id, right.range_id)
         self.applied.range_changes.append(
             RangeChange(RangeEndReason.RANGE_MERGED, left.range_id, right.range_id)
         )

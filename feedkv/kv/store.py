@@ -1022,7 +1022,7 @@ class Store:
                 now = ctx.clock.now()
                 ctx.tscache.add_span(desc.span, now, None)
                 # NB: the records an earlier leaseholder removed are not known here
-                ctx.tombstones.cover(now)
+                ctx.tombstones.cover(range_id, now)
                 ctx.locks.clear(desc.span)  # NB: left from an earlier lease here
 
         self.engine.read_now(cover)
@@ -1049,6 +1049,7 @@ class Store:
                 Replica.bootstrap(rw, right, [r.replica_id for r in conf if not r.learner])
                 ctx.replicated.add(right)
                 ctx.closed.split(left, right)
+                ctx.tombstones.split(left, right)
             if entry.effects.freeze:
                 # a merge froze or thawed the range: by its marker, as the entry left it
                 if replicated_merge.read_marker(rw, range_id) is not None:
@@ -1061,6 +1062,7 @@ class Store:
                 EngineRaftStorage.destroy(rw, right)
                 replicated_merge.write_tombstone(rw, right)
                 ctx.closed.merge(left, right)
+                ctx.tombstones.merge(left, right)
                 ctx.frozen.discard(right)
                 ctx.replicated.discard(right)
 

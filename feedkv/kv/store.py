@@ -68,6 +68,7 @@ from feedkv.errors import (
     NodeUnavailableError,
     NotLeaseHolderError,
     PushFailedError,
+    RangeKeyMismatchError,
     RangeNotFoundError,
     RangeRoutingError,
     RangeUnavailableError,
@@ -198,6 +199,7 @@ CLOSED_TARGETS_REFRESH_S = 0.5  # how often Store.closed_targets is read
 Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
 MERGE_RETRY_S = 60.0  # how long small replicated neighbours whose merge failed stay apart
 RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
+CLEANUP_BATCH = 256  # finished transactions the resolver cleans up at a time, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -1655,16 +1657,54 @@ class Store:
         return self._ctx.closed.target(range_id)
 
     def _resolve_loop(self) -> None:
-        while (cleanup := self._to_resolve.get()) is not None:
-            self._quietly(self._clean_up, cleanup)
+        item = self._to_resolve.get()
+        while item is not None:
+            # NB: the cleanups queued meanwhile go with it: their records go in one GC
+            # command a range, not one each (a command is an fsync)
+            cleanups = [item]
+            while len(cleanups) < CLEANUP_BATCH:
+                try:
+                    item = self._to_resolve.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    break
+                cleanups.append(item)
+            self._quietly(self._clean_up, cleanups)
+            if item is not None:
+                item = self._to_resolve.get()
 
-    def _clean_up(self, cleanup: _Cleanup) -> None:
-        """Resolve a finished transaction's intents on other ranges, then remove its
-        record (left to the GC pass if any of it fails)."""
-        for request in cleanup.resolves:
-            self.resolve(request)
-        for meta in cleanup.records:
-            self._execute(BatchRequest(Header(), (GC(Span.for_key(meta.key), None, (meta,)),)))
+    def _clean_up(self, cleanups: list[_Cleanup]) -> None:
+        """Resolve finished transactions' intents on other ranges, then remove their
+        records (a record whose intents were not all resolved is left to the GC pass)."""
+        done: list[TxnMeta] = []
+        for cleanup in cleanups:
+            try:
+                for request in cleanup.resolves:
+                    self.resolve(request)
+            except FeedKVError as exc:
+                log.warning("resolving the intents of a finished txn failed: %s", exc)
+                continue
+            done.extend(cleanup.records)
+        groups: dict[int, tuple[RangeDescriptor, list[TxnMeta]]] = {}
+        with self.engine.snapshot() as snap:
+            for meta in done:
+                try:
+                    desc = descriptor_for_key(snap, meta.key)
+                except RangeKeyMismatchError:
+                    continue  # its range moved away: the GC pass there removes it
+                groups.setdefault(desc.range_id, (desc, []))[1].append(meta)
+        for desc, metas in groups.values():
+            self._quietly(self._gc_records, desc, metas)
+
+    def _gc_records(self, desc: RangeDescriptor, metas: list[TxnMeta]) -> int:
+        """Remove the records of ``metas`` (anchored in ``desc``) that are finished or
+        expired; returns how many went."""
+        header = Header(range_id=desc.range_id, generation=desc.generation)
+        response = self._execute(BatchRequest(header, (GC(desc.span, None, tuple(metas)),)))
+        return sum(
+            r.records_removed for r in response.response.responses if isinstance(r, GCResponse)
+        )
 
     def _range_loop(self) -> None:
         for desc in self._unmeasured:
@@ -1807,13 +1847,7 @@ class Store:
                 log.warning("txn %s keeps its record: %s", record.meta.id.hex()[:8], exc)
                 continue
             doomed.append(record.meta)
-        if not doomed:
-            return 0
-        header = Header(range_id=desc.range_id, generation=desc.generation)
-        response = self._execute(BatchRequest(header, (GC(desc.span, None, tuple(doomed)),)))
-        return sum(
-            r.records_removed for r in response.response.responses if isinstance(r, GCResponse)
-        )
+        return self._gc_records(desc, doomed) if doomed else 0
 
     def _gc_ttl_ns(self, span: Span, default: int | None, ttls: list[tuple[Span, int]]) -> int:
         """The GC TTL of a range's ``span``: that of a span with its own that covers it,

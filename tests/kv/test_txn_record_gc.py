@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,23 @@ def test_a_commit_across_ranges_removes_its_record_once_the_other_intents_are_re
         txn.put(b"z", b"right")
     assert wait_until(lambda: intents(store) == [] and records(store) == [])
     assert (db.get(b"a"), db.get(b"z")) == (b"left", b"right")
+
+
+def test_concurrent_commits_across_ranges_leave_no_record_once_resolved(
+    db: DB, store: Store, wait_until: Callable[..., bool]
+) -> None:
+    # NB: the resolver cleans up what queued meanwhile together, one GC command a range
+    db.split(b"m")
+
+    def commit(i: int) -> None:
+        with db.transaction() as txn:
+            txn.put(b"a/%03d" % i, b"left")
+            txn.put(b"z/%03d" % i, b"right")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(commit, range(60)))
+    assert wait_until(lambda: intents(store) == [] and records(store) == [])
+    assert len(db.scan(b"a/", b"a0")) == len(db.scan(b"z/", b"z0")) == 60
 
 
 def test_a_rollback_across_ranges_removes_its_record_and_every_intent(

@@ -245,6 +245,9 @@ class EndTxn:
     resolves those in its own range at once and the rest in the background. Sent in the
     same batch as the transaction's only writes, on one range, with no ``lock_spans``, it
     commits in one phase: the writes land as committed values and no record is written.
+    Otherwise the record goes once every intent is resolved: in this command when they
+    all lie in its range (:mod:`feedkv.kv.txn_record`). A transaction that wrote intents
+    and has no record (it was removed) cannot commit: ``TransactionAbortedError``.
 
     ``deadline``: a commit must land below it or fail with a retryable
     ``TransactionRetryError`` (reason ``RETRY_COMMIT_DEADLINE_EXCEEDED``): the transaction

@@ -245,6 +245,9 @@ class EndTxn:
     resolves those in its own range at once and the rest in the background. Sent in the
     same batch as the transaction's only writes, on one range, with no ``lock_spans``, it
     commits in one phase: the writes land as committed values and no record is written.
+    Otherwise the record goes once every intent is resolved: in this command when they
+    all lie in its range (:mod:`feedkv.kv.txn_record`). A transaction that wrote intents
+    and has no record (it was removed) cannot commit: ``TransactionAbortedError``.
 
     ``deadline``: a commit must land below it or fail with a retryable
     ``TransactionRetryError`` (reason ``RETRY_COMMIT_DEADLINE_EXCEEDED``): the transaction
@@ -382,11 +385,14 @@ class Export:
 @dataclass(frozen=True, slots=True)
 class GC:
     """Remove the versions in ``span`` that no read at or above ``threshold`` can see,
-    and refuse reads and exports below it from then on (the node's GC queue sends it;
-    it is not part of the client API)."""
+    and refuse reads and exports below it from then on (``None``: remove none); and
+    remove the ``txn_records`` named, anchored in ``span``, each only if it is finished
+    or expired (the node's GC queue, or its intent resolver once it resolved a finished
+    transaction's intents, sends it; it is not part of the client API)."""
 
     span: Span
-    threshold: Timestamp
+    threshold: Timestamp | None
+    txn_records: tuple[TxnMeta, ...] = ()
 
 
 Request = (
@@ -515,6 +521,7 @@ class ExportResponse:
 @dataclass(frozen=True, slots=True)
 class GCResponse:
     versions_removed: int
+    records_removed: int = 0
 
 
 Response = (

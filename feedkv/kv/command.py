@@ -95,7 +95,8 @@ from feedkv.kv.range_descriptor import (
     write_descriptor,
 )
 from feedkv.kv.tscache import TimestampCache
-from feedkv.kv.txn_record import TxnRecord, read_record, write_record
+from feedkv.kv.txn_record import TxnRecord, delete_record, read_record, write_record
+from feedkv.kv.txn_tombstones import TxnTombstones
 from feedkv.kv.txn_wait import WAIT_TTL_NS, TxnWaitQueue
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
@@ -109,7 +110,7 @@ from feedkv.storage.export import (
 from feedkv.storage.gc import check_gc_threshold, gc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.logical_ops import LogicalOp
-from feedkv.util.hlc import Clock, Timestamp
+from feedkv.util.hlc import ZERO_TIMESTAMP, Clock, Timestamp
 from feedkv.util.keys import KEY_MAX, Span, check_key, key_next
 from feedkv.util.keyspace import pretty_key
 
@@ -178,6 +179,8 @@ class Applied:
     ops: list[LogicalOp] = field(default_factory=list)
     range_changes: list[RangeChange] = field(default_factory=list)
     resolve_later: list[ResolveIntent] = field(default_factory=list)
+    # finished records to remove once every resolve_later is done (a GC request)
+    records_to_gc: list[TxnMeta] = field(default_factory=list)
     finished_txns: list[bytes] = field(default_factory=list)
 
 
@@ -201,6 +204,8 @@ class CommandContext:
     # The pushes waiting for the transactions whose records this store holds, to find
     # deadlocks across nodes (:mod:`feedkv.kv.txn_wait`)
     waits: TxnWaitQueue = field(default_factory=lambda: TxnWaitQueue(WAIT_TTL_NS))
+    # The transactions whose records this store removed: they may not write one again
+    tombstones: TxnTombstones = field(default_factory=lambda: TxnTombstones(ZERO_TIMESTAMP))
 
 
 def _request_span(request: Request, txn: Transaction | None) -> Span | None:
@@ -380,6 +385,23 @@ def _check_ended(record: TxnRecord, commit: bool, *, one_phase: bool = False) ->
         raise TransactionStatusError(f"txn {txn_id} is already committed")
 
 
+def _record_gone(txn_id: bytes, tombstones: TxnTombstones) -> TransactionAbortedError:
+    """The error of a transaction that would create its record, or commit without one,
+    when it may not (see :mod:`feedkv.kv.txn_tombstones`)."""
+    short = txn_id.hex()[:8]
+    if tombstones.was_removed(txn_id):
+        return TransactionAbortedError(
+            "TransactionAbortedError(ABORT_REASON_RECORD_ALREADY_WRITTEN_POSSIBLE_REPLAY): "
+            f"txn {short} has finished and its record was removed; start it again"
+        )
+    return TransactionAbortedError(
+        "TransactionAbortedError(ABORT_REASON_TIMESTAMP_CACHE_REJECTED): "
+        f"txn {short} has no record, and may not create one (it began before this "
+        "node knows which records were removed, or a pusher took it for abandoned); "
+        "start it again"
+    )
+
+
 class _Evaluator:
     def __init__(
         self,
@@ -406,14 +428,14 @@ class _Evaluator:
     def begin_one_phase(self) -> None:
         """Evaluate the batch's writes as committed values at the transaction's timestamp.
 
-        NB: the record is looked for only if the transaction has written before (a
-        sequence number or an epoch past 0). One that has not has no intent, and only its
-        intents make it known to others: nobody can have pushed or aborted it, and it makes
-        a record itself only once it writes intents (two phases)."""
+        NB: not for a transaction that has written before (a sequence number or an epoch
+        past 0): its intents are out there, and its record decides their fate, in two
+        phases; without a record (removed once it finished, or a pusher took its intents
+        for orphaned) the ``EndTxn`` refuses to commit it. One that has not written has
+        no intent, and only its intents make it known to others: nobody can have pushed
+        or aborted it, and it makes a record itself only once it writes intents."""
         txn = self.txn
-        if txn is None:
-            return
-        if (txn.seq or txn.epoch) and read_record(self.rw, txn.key, txn.id) is not None:
+        if txn is None or txn.seq or txn.epoch:
             return
         self.one_phase = True
         self.ts = txn.write_ts
@@ -691,15 +713,23 @@ class _Evaluator:
             record = read_record(self.rw, txn.key, txn.id) if req.lock_spans else None
             if record is not None:
                 _check_ended(record, commit=True, one_phase=True)
-                committed = TxnRecord(self.txn.meta(), TxnStatus.COMMITTED, record.priority, 0)
-                write_record(self.rw, committed)
+                # NB: its writes are committed values: the record has nothing left to say
+                self._remove_record(record.meta)
+            elif req.lock_spans and self.ctx.tombstones.was_removed(txn.id):
+                raise _record_gone(txn.id, self.ctx.tombstones)
             self._release_locks(self.txn, req.lock_spans, TxnStatus.COMMITTED)
             return EndTxnResponse(TxnStatus.COMMITTED, one_phase=True)
         record = read_record(self.rw, txn.key, txn.id)
-        if record is not None and record.status is not TxnStatus.PENDING:
+        if record is not None and record.finished():
             self.ctx.locks.release(txn.id)  # NB: it ended; its locks go whatever follows
             _check_ended(record, req.commit)
             return EndTxnResponse(record.status)
+        wrote = bool(txn.seq or txn.epoch)
+        if record is None and req.commit and wrote:
+            # NB: its record was written before its first intent, so it is gone: removed
+            # once the transaction finished, or never there (a pusher then took its
+            # intents for orphaned). Either way committing now would lose writes.
+            raise _record_gone(txn.id, self.ctx.tombstones)
         if req.commit:
             if record is not None and record.meta.write_ts > txn.write_ts:
                 raise TransactionRetryError(
@@ -714,24 +744,37 @@ class _Evaluator:
                     txn.write_ts,
                 )
         status = TxnStatus.COMMITTED if req.commit else TxnStatus.ABORTED
-        if record is None and not req.commit and not (req.lock_spans and (txn.seq or txn.epoch)):
+        if record is None and not (req.lock_spans and wrote):
             # NB: one that wrote nothing (a locking read's locks at most) has no intent to
-            # resolve: its abort lets go of the locks and leaves no record behind
+            # resolve: its end lets go of the locks and leaves no record behind
             self._release_locks(txn, req.lock_spans, status)
             self.applied.finished_txns.append(txn.id)
             return EndTxnResponse(status)
-        priority = record.priority if record is not None else txn.priority
         meta = txn.meta()
-        write_record(self.rw, TxnRecord(meta, status, priority, 0))
+        remote: list[Span] = []
         for span in req.lock_spans:
             local = span.intersect(self.desc.span)
             if local is not None:
                 self.applied.ops.extend(mvcc.resolve_intents(self.rw, local, meta, status))
-            for remote in span.subtract(self.desc.span) if local is not None else [span]:
-                self.applied.resolve_later.append(ResolveIntent(remote, meta, status))
+            remote.extend(span.subtract(self.desc.span) if local is not None else [span])
+        if remote:
+            # The record stays, finished, until the other ranges' intents are resolved.
+            priority = record.priority if record is not None else txn.priority
+            now_ns = self.ctx.clock.physical_now()
+            write_record(self.rw, TxnRecord(meta, status, priority, now_ns, tuple(remote)))
+            self.applied.resolve_later.extend(ResolveIntent(s, meta, status) for s in remote)
+            self.applied.records_to_gc.append(meta)
+        else:
+            self._remove_record(meta)  # every intent is resolved: nothing needs it
         self.ctx.locks.release(txn.id)
         self.applied.finished_txns.append(txn.id)
         return EndTxnResponse(status)
+
+    def _remove_record(self, meta: TxnMeta) -> bool:
+        """Remove the record of ``meta``'s transaction (if any), for good: it may not be
+        written again. Returns whether there was one."""
+        self.ctx.tombstones.removed(meta.id, self.ctx.clock.now())
+        return delete_record(self.rw, meta.key, meta.id)
 
     def _release_locks(
         self, txn: Transaction, lock_spans: tuple[Span, ...], status: TxnStatus
@@ -751,6 +794,8 @@ class _Evaluator:
         now_ns = self.ctx.clock.physical_now()
         record = read_record(self.rw, txn.key, txn.id)
         if record is None:
+            if not self.ctx.tombstones.may_create(txn.id, txn.read_ts, self.desc.range_id):
+                raise _record_gone(txn.id, self.ctx.tombstones)
             record = TxnRecord(txn.meta(), TxnStatus.PENDING, txn.priority, now_ns)
         elif record.status is TxnStatus.ABORTED:
             raise TransactionAbortedError(
@@ -771,6 +816,10 @@ class _Evaluator:
             if record is None:
                 record = TxnRecord(pushee, TxnStatus.PENDING, 0, pushee.write_ts.wall)
             return PushTxnResponse(record, self.ctx.waits.dependents(pushee.id, now_ns))
+        if record is None and self.ctx.tombstones.was_removed(pushee.id):
+            # NB: removed once it finished and its intents were resolved (or, expired,
+            # by the GC pass): aborted is the answer that leaves the pusher nothing to undo
+            return self._push_answer(req, TxnRecord(pushee, TxnStatus.ABORTED, 0, now_ns))
         if record is None and req.push_type is PushType.TOUCH:
             # NB: a transaction that holds only locks writes its record with its first
             # heartbeat (CockroachDB's lazily created records): until the liveness window
@@ -782,11 +831,12 @@ class _Evaluator:
             record = None
         if record is None:
             # Records are written before intents, so an intent without one is orphaned.
-            return self._write_pushed(req, TxnRecord(pushee, TxnStatus.ABORTED, 0, 0))
-        if record.status is not TxnStatus.PENDING:
+            return self._write_pushed(req, TxnRecord(pushee, TxnStatus.ABORTED, 0, now_ns))
+        if record.finished():
             return self._push_answer(req, record)
+        aborted = replace(record, status=TxnStatus.ABORTED, last_active_ns=now_ns)
         if record.expired(now_ns, self.ctx.txn_liveness_ns):
-            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
+            return self._write_pushed(req, aborted)
         if req.push_type is PushType.TIMESTAMP and record.meta.write_ts >= req.push_to:
             return self._push_answer(req, record)
         wins = (req.pusher_priority, req.pusher_id or b"") > (record.priority, pushee.id)
@@ -794,7 +844,7 @@ class _Evaluator:
             self._waits(req)
             raise TxnPushFailed(record)
         if req.push_type is PushType.ABORT:
-            return self._write_pushed(req, record.with_status(TxnStatus.ABORTED))
+            return self._write_pushed(req, aborted)
         return self._write_pushed(req, record.pushed_to(req.push_to))
 
     def _write_pushed(self, req: PushTxn, record: TxnRecord) -> PushTxnResponse:
@@ -866,7 +916,22 @@ class _Evaluator:
         span = req.span.intersect(self.desc.span)
         if span is None or self.txn is not None:
             raise InvalidArgumentError(f"GC of {req.span} does not fit range {self.desc}")
-        return GCResponse(gc(self.rw, span, req.threshold).versions_removed)
+        versions = 0 if req.threshold is None else gc(self.rw, span, req.threshold).versions_removed
+        now_ns = self.ctx.clock.physical_now()
+        records = 0
+        for meta in req.txn_records:
+            if not span.contains_key(meta.key):
+                raise InvalidArgumentError(
+                    f"GC of {req.span} names a record anchored at {pretty_key(meta.key)}, "
+                    f"outside range {self.desc}"
+                )
+            record = read_record(self.rw, meta.key, meta.id)
+            # NB: one heartbeated since the GC pass read it is alive again: it stays
+            if record is not None and (
+                record.finished() or record.expired(now_ns, self.ctx.txn_liveness_ns)
+            ):
+                records += self._remove_record(record.meta)
+        return GCResponse(versions, records)
 
     # Ranges.
 
@@ -892,6 +957,7 @@ class _Evaluator:
         write_descriptor(self.rw, left)
         write_descriptor(self.rw, right)
         self.ctx.closed.split(left.range_id, right.range_id)
+        self.ctx.tombstones.split(left.range_id, right.range_id)
         self.applied.range_changes.append(
             RangeChange(RangeEndReason.RANGE_SPLIT, left.range_id, right.range_id)
         )
@@ -913,6 +979,7 @@ class _Evaluator:
         delete_descriptor(self.rw, right)
         write_descriptor(self.rw, merged)
         self.ctx.closed.merge(left.range_id, right.range_id)
+        self.ctx.tombstones.merge(left.range_id, right.range_id)
         self.applied.range_changes.append(
             RangeChange(RangeEndReason.RANGE_MERGED, left.range_id, right.range_id)
         )

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from feedkv.kv.range_descriptor import META, RangeDescriptor
-from feedkv.kv.txn_record import TXN_RECORDS
+from feedkv.kv.txn_record import TXN_RECORDS, anchored_in, record_bounds
 from feedkv.storage.engine import Reader, ReadWriter
 from feedkv.storage.mvcc_key import decode_version_key, encode_change_key, key_versions_start
 from feedkv.storage.schema import CHANGES, INTENTS, VERSIONS
@@ -47,7 +47,6 @@ __all__ = [
 
 CHUNK_ENTRIES = 4096
 SNAPSHOT_DATABASES = (VERSIONS, INTENTS, TXN_RECORDS)
-_TXN_ID_BYTES = 16
 _FIXED = struct.Struct(">16sIQIQI")  # move id, peer, closed, gc threshold
 
 
@@ -105,13 +104,13 @@ def records(reader: Reader, kind: str) -> list[MoveRecord]:
 def _bounds(db: str, span: Span) -> tuple[bytes, bytes]:
     if db == VERSIONS:
         return key_versions_start(span.start), key_versions_start(span.end)
-    if db == TXN_RECORDS:  # keyed by anchor key + txn id: an anchor below end may sort past it
-        return span.start, span.end + b"\xff" * _TXN_ID_BYTES
+    if db == TXN_RECORDS:
+        return record_bounds(span)
     return span.start, span.end
 
 
 def _in_span(db: str, key: bytes, span: Span) -> bool:
-    return db != TXN_RECORDS or span.contains_key(key[:-_TXN_ID_BYTES])
+    return db != TXN_RECORDS or anchored_in(key, span)
 
 
 def read_snapshot(

@@ -68,6 +68,7 @@ from feedkv.errors import (
     NodeUnavailableError,
     NotLeaseHolderError,
     PushFailedError,
+    RangeKeyMismatchError,
     RangeNotFoundError,
     RangeRoutingError,
     RangeUnavailableError,
@@ -139,7 +140,8 @@ from feedkv.kv.replica_refusal import Refusal
 from feedkv.kv.replicated_command import Effects
 from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.tscache import TimestampCache
-from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record
+from feedkv.kv.txn_record import TXN_RECORDS, TxnRecord, read_record, records_in
+from feedkv.kv.txn_tombstones import TxnTombstones
 from feedkv.kv.wait_for import WaitForGraph, is_victim
 from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, ConfState, EngineRaftStorage
 from feedkv.raft import Config as RaftConfig
@@ -197,6 +199,7 @@ CLOSED_TARGETS_REFRESH_S = 0.5  # how often Store.closed_targets is read
 Entry = tuple[str, bytes, bytes]  # a snapshot's (database, key, value)
 MERGE_RETRY_S = 60.0  # how long small replicated neighbours whose merge failed stay apart
 RESOLVE_ATTEMPTS = 10  # misses of a resolve whose ranges split or merge under it
+CLEANUP_BATCH = 256  # finished transactions the resolver cleans up at a time, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +214,9 @@ class StoreConfig:
     range_check_interval_s: float = 10.0  # how often small neighbours are looked for
     gc_ttl_ns: int = DEFAULT_GC_TTL_NS  # history kept for reads in the past
     gc_interval_s: float = 60.0  # how often ranges are garbage-collected
+    # a transaction record left behind (its cleanup never ran) idle this long is removed
+    # by the GC pass (CockroachDB's kv.transaction.cleanup threshold, 1 h)
+    txn_cleanup_threshold_ns: int = 3600 * 1_000_000_000
     snapshot_chunk_bytes: int = 1 << 20  # about how much of a Raft snapshot a chunk holds
     # after a receiver refused a snapshot for a replica, how long before another one is
     # made for it (each copies the range to the sender's spool)
@@ -218,6 +224,19 @@ class StoreConfig:
     # Moves an automatic split point back to a boundary the layer above needs kept whole
     # (a SQL row's start, so its column families stay in one range); None: any key.
     split_key: Callable[[bytes], bytes] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Cleanup:
+    """What the resolver does after a command: resolve its intents on other ranges, and
+    once they all are, remove the finished records that waited for them."""
+
+    resolves: tuple[ResolveIntent, ...]
+    records: tuple[TxnMeta, ...]
+
+    @classmethod
+    def of(cls, applied: Applied) -> _Cleanup:
+        return cls(tuple(applied.resolve_later), tuple(applied.records_to_gc))
 
 
 class _InFlight:
@@ -496,6 +515,7 @@ class Store:
             closed=ClosedTimestamps(self.config.closed_ts_target_ns, opened_at),
             txn_liveness_ns=self.config.txn_liveness_ns,
             locks=LockTable(),
+            tombstones=TxnTombstones(opened_at),
         )
         self._wait_for = WaitForGraph()
         self._lock_waiters: dict[bytes, TxnMeta] = {}  # txns waiting in lock queues here
@@ -507,7 +527,7 @@ class Store:
         self._waiters = _WaitQueue()
         self._in_flight = _InFlight()
         self.engine.on_group_applied(self._in_flight.clear)
-        self._to_resolve: queue.SimpleQueue[ResolveIntent | None] = queue.SimpleQueue()
+        self._to_resolve: queue.SimpleQueue[_Cleanup | None] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self.protected: Callable[[], list[tuple[Span, Timestamp]]] = list
         # Spans whose ranges close at a target of their own (ns), set by the layers
@@ -986,8 +1006,8 @@ class Store:
         if attempt.exception(timeout=0) is not None:
             return
         applied = attempt.result(timeout=0)
-        for resolve in applied.resolve_later:
-            self._to_resolve.put(resolve)
+        if applied.resolve_later:
+            self._to_resolve.put(_Cleanup.of(applied))
         if applied.finished_txns:
             self._waiters.notify()
 
@@ -1001,7 +1021,10 @@ class Store:
         def cover(snap: Reader) -> None:
             desc = descriptor_by_id(snap, range_id)
             if desc is not None:
-                ctx.tscache.add_span(desc.span, ctx.clock.now(), None)
+                now = ctx.clock.now()
+                ctx.tscache.add_span(desc.span, now, None)
+                # NB: the records an earlier leaseholder removed are not known here
+                ctx.tombstones.cover(range_id, now)
                 ctx.locks.clear(desc.span)  # NB: left from an earlier lease here
 
         self.engine.read_now(cover)
@@ -1028,6 +1051,7 @@ class Store:
                 Replica.bootstrap(rw, right, [r.replica_id for r in conf if not r.learner])
                 ctx.replicated.add(right)
                 ctx.closed.split(left, right)
+                ctx.tombstones.split(left, right)
             if entry.effects.freeze:
                 # a merge froze or thawed the range: by its marker, as the entry left it
                 if replicated_merge.read_marker(rw, range_id) is not None:
@@ -1040,6 +1064,7 @@ class Store:
                 EngineRaftStorage.destroy(rw, right)
                 replicated_merge.write_tombstone(rw, right)
                 ctx.closed.merge(left, right)
+                ctx.tombstones.merge(left, right)
                 ctx.frozen.discard(right)
                 ctx.replicated.discard(right)
 
@@ -1308,8 +1333,8 @@ class Store:
                 self._sizes.split(change.left, change.right)
             else:
                 self._sizes.merge(change.left, change.right)
-        for resolve in applied.resolve_later:
-            self._to_resolve.put(resolve)
+        if applied.resolve_later:
+            self._to_resolve.put(_Cleanup.of(applied))
         if applied.finished_txns:
             self._waiters.notify()
         if applied.ops:
@@ -1632,8 +1657,54 @@ class Store:
         return self._ctx.closed.target(range_id)
 
     def _resolve_loop(self) -> None:
-        while (request := self._to_resolve.get()) is not None:
-            self._quietly(self.resolve, request)
+        item = self._to_resolve.get()
+        while item is not None:
+            # NB: the cleanups queued meanwhile go with it: their records go in one GC
+            # command a range, not one each (a command is an fsync)
+            cleanups = [item]
+            while len(cleanups) < CLEANUP_BATCH:
+                try:
+                    item = self._to_resolve.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    break
+                cleanups.append(item)
+            self._quietly(self._clean_up, cleanups)
+            if item is not None:
+                item = self._to_resolve.get()
+
+    def _clean_up(self, cleanups: list[_Cleanup]) -> None:
+        """Resolve finished transactions' intents on other ranges, then remove their
+        records (a record whose intents were not all resolved is left to the GC pass)."""
+        done: list[TxnMeta] = []
+        for cleanup in cleanups:
+            try:
+                for request in cleanup.resolves:
+                    self.resolve(request)
+            except FeedKVError as exc:
+                log.warning("resolving the intents of a finished txn failed: %s", exc)
+                continue
+            done.extend(cleanup.records)
+        groups: dict[int, tuple[RangeDescriptor, list[TxnMeta]]] = {}
+        with self.engine.snapshot() as snap:
+            for meta in done:
+                try:
+                    desc = descriptor_for_key(snap, meta.key)
+                except RangeKeyMismatchError:
+                    continue  # its range moved away: the GC pass there removes it
+                groups.setdefault(desc.range_id, (desc, []))[1].append(meta)
+        for desc, metas in groups.values():
+            self._quietly(self._gc_records, desc, metas)
+
+    def _gc_records(self, desc: RangeDescriptor, metas: list[TxnMeta]) -> int:
+        """Remove the records of ``metas`` (anchored in ``desc``) that are finished or
+        expired; returns how many went."""
+        header = Header(range_id=desc.range_id, generation=desc.generation)
+        response = self._execute(BatchRequest(header, (GC(desc.span, None, tuple(metas)),)))
+        return sum(
+            r.records_removed for r in response.response.responses if isinstance(r, GCResponse)
+        )
 
     def _range_loop(self) -> None:
         for desc in self._unmeasured:
@@ -1732,7 +1803,8 @@ class Store:
         """GC every range up to its GC TTL ago (:meth:`_gc_ttl_ns`), but never past its
         closed timestamp nor into history that :attr:`protected` (spans and the
         timestamps they need history from, set by the layers above: changefeed jobs)
-        still holds. Returns the number of versions removed."""
+        still holds; and remove the transaction records left behind
+        (:meth:`_collect_txn_records`). Returns the number of versions removed."""
         protected = self.protected()
         default_ttl, ttls = self.gc_ttls()
         now = self.clock.now().wall
@@ -1740,6 +1812,7 @@ class Store:
         for desc in self.descriptors():
             if not self._leads(desc.range_id):
                 continue
+            self._collect_txn_records(desc)
             horizon = now - self._gc_ttl_ns(desc.span, default_ttl, ttls)
             threshold = min(Timestamp(max(horizon, 0), 0), self.closed_timestamp(desc.range_id))
             for span, ts in protected:
@@ -1754,6 +1827,27 @@ class Store:
                     if isinstance(r, GCResponse)
                 )
         return removed
+
+    def _collect_txn_records(self, desc: RangeDescriptor) -> int:
+        """Remove the transaction records of ``desc`` idle past the cleanup threshold:
+        left behind by a node that died before its cleanup, by a pusher that aborted
+        them, or by a coordinator that vanished (expired). A finished one's intents on
+        other ranges are resolved first; one whose resolve fails stays for the next pass.
+        Returns how many were removed."""
+        now_ns = self.clock.physical_now()
+        threshold_ns = self.config.txn_cleanup_threshold_ns
+        with self.engine.snapshot() as snap:
+            idle = [r for r in records_in(snap, desc.span) if r.idle(now_ns, threshold_ns)]
+        doomed: list[TxnMeta] = []
+        for record in idle:
+            try:
+                for span in record.lock_spans:
+                    self.resolve(ResolveIntent(span, record.meta, record.status))
+            except FeedKVError as exc:
+                log.warning("txn %s keeps its record: %s", record.meta.id.hex()[:8], exc)
+                continue
+            doomed.append(record.meta)
+        return self._gc_records(desc, doomed) if doomed else 0
 
     def _gc_ttl_ns(self, span: Span, default: int | None, ttls: list[tuple[Span, int]]) -> int:
         """The GC TTL of a range's ``span``: that of a span with its own that covers it,

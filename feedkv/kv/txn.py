@@ -17,6 +17,7 @@ Commit:
   written key (the anchor), writes intents range by range (heartbeating the record
   meanwhile), then sends ``EndTxn`` with the spans it locked. The anchor's range resolves
   its own intents in the same command; the node resolves the rest in the background.
+  The record goes once every intent is resolved (:mod:`feedkv.kv.txn_record`).
   A range's new keys (a bulk load's, from ``BULK_PUTS`` on) go as one ``Ingest`` of
   intents under one lock span, which the range resolves as one batch.
 

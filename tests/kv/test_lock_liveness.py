@@ -217,17 +217,19 @@ def test_a_holder_aborted_by_a_push_cannot_commit_in_one_phase(db: DB) -> None:
     assert db.get(KEY) == b"0"
 
 
-def test_a_holders_one_phase_commit_leaves_its_record_committed(db: DB) -> None:
-    """The record a lock holder's heartbeat wrote says it committed once it committed in
-    one phase (not pending, which a push would take for expired and abort)."""
+def test_a_holders_one_phase_commit_removes_its_record(db: DB) -> None:
+    """The record a lock holder's heartbeat wrote goes with its one-phase commit (its
+    writes are committed values: nothing is left to decide), and a push finds it
+    finished, not pending (which a push would take for expired and abort)."""
     store = _store(db)
     holder = _holding(db)
-    _wait_for_record(store, holder.id)
+    record = _wait_for_record(store, holder.id)
     holder.put(KEY, b"1")
-    commit_ts = holder.commit()
-    record = _record(store, holder.id)
-    assert record is not None and record.status is TxnStatus.COMMITTED
-    assert record.meta.write_ts == commit_ts
+    holder.commit()
+    assert _record(store, holder.id) is None
+    pushed = store.push(PushTxn(record.meta, PushType.TOUCH, store.clock.now(), 1))
+    assert pushed.record.status is TxnStatus.ABORTED  # finished: nothing of it to wait for
+    assert _record(store, holder.id) is None  # and the push wrote none
     assert db.get(KEY) == b"1"
 
 

@@ -491,7 +491,7 @@ class Txn:
             self.put(key, value)  # this transaction deleted it
             return
         self.put(key, value)  # NB: journals the key's checks too, before adding one
-        self._absent.add(key)
+        self._absent_set.add(key)  # NB: not _absent: _writes above moved a bulk batch
 
     @property
     def _writes(self) -> dict[bytes, bytes | None]:
@@ -585,13 +585,13 @@ class Txn:
     def _buffer(self, key: bytes, value: bytes | None) -> None:
         """Buffer a write of ``key``, journaling what it replaces while a savepoint is
         held."""
-        writes = self._writes
+        writes = self._writes_map if self._bulk is None else self._writes
         if self._savepoints:
             self._journal.append(
                 (
                     key,
                     writes.get(key, _UNSET),
-                    key in self._absent,
+                    key in self._absent_set,
                     key in self._present,
                 )
             )
@@ -665,7 +665,7 @@ class Txn:
         transaction must be retried (it is then rolled back)."""
         self._check_open()
         try:
-            if self._bulk is not None or self._writes:
+            if self._bulk is not None or self._writes_map:
                 self._commit_writes()
             else:
                 ts = self.commit_ts = self._txn.read_ts if self._txn.started() else None
@@ -766,9 +766,9 @@ class Txn:
         ``BULK_PUTS`` new keys on (an INSERT of many rows, a COPY), those go as one
         :class:`Ingest`, checked and written as a batch instead of a conditional put
         each; the rest as requests of their own."""
-        writes, absent = self._writes, self._absent
         if len(keys) < BULK_PUTS:
             return tuple(self._puts())
+        writes, absent = self._writes, self._absent
         values = list(map(writes.__getitem__, keys))
         if len(absent) == len(writes) and absent.issuperset(keys) and None not in values:
             new = keys  # NB: a COPY's: every write a new key, checked in C, not key by key

@@ -121,6 +121,7 @@ _INTENT_WRITERS = Helpers(16, "feedkv-intents")
 # so its record too when both anchored on one key: its commit found the earlier commit
 # and returned, leaving its intents to be committed at the earlier, lower timestamp.
 _IDS = random.Random()
+_PLAIN = Header()  # a plain batch's, without a deadline (see Txn._commit_unread)
 os.register_at_fork(after_in_child=_IDS.seed)
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
@@ -792,10 +793,10 @@ class Txn:
         a batch is never aborted (it waits for the intents it meets, pushing them with a
         random priority, as this transaction would have). ``False`` when the range split
         under it."""
+        deadline = self.deadline
+        header = _PLAIN if deadline is None else Header(deadline=deadline)
         try:
-            response = self._router.send_key(
-                key, Header(deadline=self.deadline), requests, span=span
-            )
+            response = self._router.send_key(key, header, requests, span=span)
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp

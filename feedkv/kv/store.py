@@ -1268,7 +1268,7 @@ class Store:
                 if Merge in kinds:
                     return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
                 return self._attempt_replicated(self.replicas, range_id, batch, ctx)
-            if _READ_ONLY.issuperset(kinds) or _is_query(batch):
+            if _READ_ONLY.issuperset(kinds) or (PushTxn in kinds and _is_query(batch)):
                 return self._read(batch, batch_spans(batch))
             if PushTxn in kinds and (probed := self._probe_push(batch)) is not None:
                 return probed

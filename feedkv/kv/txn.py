@@ -122,6 +122,7 @@ _INTENT_WRITERS = Helpers(16, "feedkv-intents")
 # so its record too when both anchored on one key: its commit found the earlier commit
 # and returned, leaving its intents to be committed at the earlier, lower timestamp.
 _IDS = random.Random()
+_PLAIN = Header()  # a plain batch's, without a deadline (see Txn._commit_unread)
 os.register_at_fork(after_in_child=_IDS.seed)
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
@@ -492,7 +493,7 @@ class Txn:
             self.put(key, value)  # this transaction deleted it
             return
         self.put(key, value)  # NB: journals the key's checks too, before adding one
-        self._absent.add(key)
+        self._absent_set.add(key)  # NB: not _absent: _writes above moved a bulk batch
 
     @property
     def _writes(self) -> dict[bytes, bytes | None]:
@@ -586,13 +587,13 @@ class Txn:
     def _buffer(self, key: bytes, value: bytes | None) -> None:
         """Buffer a write of ``key``, journaling what it replaces while a savepoint is
         held."""
-        writes = self._writes
+        writes = self._writes_map if self._bulk is None else self._writes
         if self._savepoints:
             self._journal.append(
                 (
                     key,
                     writes.get(key, _UNSET),
-                    key in self._absent,
+                    key in self._absent_set,
                     key in self._present,
                 )
             )
@@ -666,7 +667,7 @@ class Txn:
         transaction must be retried (it is then rolled back)."""
         self._check_open()
         try:
-            if self._bulk is not None or self._writes:
+            if self._bulk is not None or self._writes_map:
                 self._commit_writes()
             else:
                 ts = self.commit_ts = self._txn.read_ts if self._txn.started() else None
@@ -767,9 +768,9 @@ class Txn:
         ``BULK_PUTS`` new keys on (an INSERT of many rows, a COPY), those go as one
         :class:`Ingest`, checked and written as a batch instead of a conditional put
         each; the rest as requests of their own."""
-        writes, absent = self._writes, self._absent
         if len(keys) < BULK_PUTS:
             return tuple(self._puts())
+        writes, absent = self._writes, self._absent
         values = list(map(writes.__getitem__, keys))
         if len(absent) == len(writes) and absent.issuperset(keys) and None not in values:
             new = keys  # NB: a COPY's: every write a new key, checked in C, not key by key
@@ -793,10 +794,10 @@ class Txn:
         a batch is never aborted (it waits for the intents it meets, pushing them with a
         random priority, as this transaction would have). ``False`` when the range split
         under it."""
+        deadline = self.deadline
+        header = _PLAIN if deadline is None else Header(deadline=deadline)
         try:
-            response = self._router.send_key(
-                key, Header(deadline=self.deadline), requests, span=span
-            )
+            response = self._router.send_key(key, header, requests, span=span)
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp

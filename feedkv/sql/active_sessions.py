@@ -136,7 +136,8 @@ class SessionRegistry:
 
     def new_low(self) -> int:
         """The low half of a fresh id: the next count, then the node id."""
-        return (next(self._counter) << 32) | ((self.node_id() or 0) & 0xFFFFFFFF)
+        node_id = self._node_id if self._node_id is not None else self.node_id()
+        return (next(self._counter) << 32) | ((node_id or 0) & 0xFFFFFFFF)
 
     def register(
         self, user: str, cancel: Callable[[], None], application_name: Callable[[], str]

@@ -327,6 +327,7 @@ class TableDescriptor:
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     _computed_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
+    _constrained: bool = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
     # NB: feedkv.sql.constraints keeps its compiled checks here.
@@ -343,6 +344,8 @@ class TableDescriptor:
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
         computed = tuple(c for c in self.columns if c.computed is not None)
         object.__setattr__(self, "_computed_columns", computed)
+        constrained = bool(self.indexes or self.checks or self.foreign_keys or self.referenced_by)
+        object.__setattr__(self, "_constrained", constrained)
 
     # Lookups.
 
@@ -410,7 +413,7 @@ class TableDescriptor:
     def constrained(self) -> bool:
         """Whether a write must do more than write its row: index entries, CHECKs,
         foreign keys (see :mod:`feedkv.sql.constraints`)."""
-        return bool(self.indexes or self.checks or self.foreign_keys or self.referenced_by)
+        return self._constrained
 
     def index(self, name: str) -> Index | None:
         return next((i for i in self.indexes if i.name == name), None)

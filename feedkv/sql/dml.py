@@ -74,8 +74,10 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     if s.conflict_constraint is not None:
         s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
-    for privilege in _insert_privileges(s)[1:]:
-        ex.require_privilege(desc, privilege)
+    # NB: a plain INSERT needs INSERT alone, which table() checked
+    if s.on_conflict is not None or s.upsert or s.returning is not None:
+        for privilege in _insert_privileges(s)[1:]:
+            ex.require_privilege(desc, privilege)
     txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     if plan.single and ex.autocommit and not desc.constrained:

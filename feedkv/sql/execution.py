@@ -591,11 +591,15 @@ class Execution:
         """``s``'s plan against ``desc``, made once per session (Session.plan); a
         subquery's is made anew each time (it may name the columns of the query around
         it, which is how a run finds out whether it is correlated)."""
-        table = s.table if isinstance(s.table, st.TableName) else None
-        database = table.database or self.session.database if table else ""
         if self.outer_scopes:
-            return make(desc, s, database)
-        return self.session.plan(s, desc, lambda: make(desc, s, database))
+            return make(desc, s, self._plan_database(s))
+        # NB: the database is worked out only when the plan is made (a kept one is not)
+        return self.session.plan(s, desc, lambda: make(desc, s, self._plan_database(s)))
+
+    def _plan_database(self, s: Planned) -> str:
+        """The database ``s``'s table is named in (a plan's names resolve there)."""
+        table = s.table if isinstance(s.table, st.TableName) else None
+        return table.database or self.session.database if table else ""
 
     @property
     def outer_scope(self) -> Scope | None:

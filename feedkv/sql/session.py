@@ -732,7 +732,8 @@ class Session:
         if active is not None:
             active.begin(statement.text if shown is None else shown)
         zone = self.zone
-        token = ZONE.set(zone)
+        # NB: set only when it differs: a thread's zone is UTC until one is set
+        token = None if ZONE.get() is zone else ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
         metrics = self.metrics
         # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
@@ -761,7 +762,8 @@ class Session:
             if measured:
                 metrics.service_latency.observe(time.perf_counter_ns() - started)
             GIVE_UP.reset(give_up)
-            ZONE.reset(token)
+            if token is not None:
+                ZONE.reset(token)
             if active is not None:
                 self._finish(active)
 
@@ -916,7 +918,35 @@ class Session:
         return result
 
     def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        return self._run_implicit([(statement, params)], autocommit=True)[0]
+        """``statement`` in a transaction of its own, retried on conflicts: what
+        :meth:`_run_implicit` does for one statement, without its lists and loops (the
+        common case; :meth:`_run` has set the session's zone)."""
+        self._refuse_if_read_only(statement)
+        executions: list[Execution] = []  # one an attempt
+
+        def attempt(txn: Txn) -> Result:
+            execution = Execution(self, txn, params, autocommit=True)
+            executions.append(execution)
+            result = run(execution, statement)
+            if execution.adding:
+                publish_added_columns(txn, (execution,))
+            if execution.added_labels:
+                publish_added_labels(txn, (execution,))
+            return result
+
+        changes_schema = _SCHEMA_CHANGES.holds(statement)
+        try:
+            result = self.db.run_transaction(
+                attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
+            )
+        except BaseException as exc:
+            _withdraw(executions)
+            return self._implicit_failed(exc, executions[-1:], 1)[0]
+        finally:
+            _release(executions)
+        for hook in executions[-1].after_commit:
+            hook()
+        return result
 
     def _run_batch(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
@@ -1079,7 +1109,12 @@ class Session:
     def _refuse_if_read_only(self, statement: st.Statement) -> None:
         """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
         under default_transaction_read_only), as CockroachDB."""
-        if not _WRITES.holds(statement) or self.variable("transaction_read_only") != "on":
+        # NB: variable("transaction_read_only"), without its other names' checks
+        if self._txn is None:
+            read_only = self.variables.get("default_transaction_read_only") == "on"
+        else:
+            read_only = self._read_only
+        if not read_only or not _WRITES.holds(statement):
             return
         if isinstance(statement, st.Insert):
             what = "UPSERT" if statement.upsert else "INSERT"

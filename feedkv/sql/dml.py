@@ -74,8 +74,7 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     if s.conflict_constraint is not None:
         s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
-    # NB: a plain INSERT needs INSERT alone, which table() checked
-    if s.on_conflict is not None or s.upsert or s.returning is not None:
+    if _reads_rows(s):  # NB: a plain INSERT needs INSERT alone, which table() checked
         for privilege in _insert_privileges(s)[1:]:
             ex.require_privilege(desc, privilege)
     txn = ex.write_txn
@@ -232,12 +231,17 @@ def _insert_one(ex: Execution, desc: TableDescriptor, plan: InsertPlan) -> Resul
     return _result(returning, out_rows, "INSERT 0 1")
 
 
+def _reads_rows(s: st.Insert) -> bool:
+    """Whether the INSERT reads the table's rows (ON CONFLICT, UPSERT, RETURNING)."""
+    return s.on_conflict is not None or s.upsert or s.returning is not None
+
+
 def _insert_privileges(s: st.Insert) -> tuple[str, ...]:
     """What an INSERT or UPSERT needs on its table, as CockroachDB's: INSERT; SELECT too
     when it reads the table's rows (ON CONFLICT, UPSERT, RETURNING: each tells what a
     row holds); UPDATE too when it may change a row (ON CONFLICT DO UPDATE, UPSERT)."""
     needed = ["INSERT"]
-    if s.on_conflict is not None or s.upsert or s.returning is not None:
+    if _reads_rows(s):
         needed.append("SELECT")
     if s.on_conflict == "update" or s.upsert:
         needed.append("UPDATE")

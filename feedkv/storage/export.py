@@ -22,7 +22,7 @@ initial intent scan and a caller checking that a window is final both need them.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -188,10 +188,7 @@ def _change_page(
         read = True
         chunk_keys = list(map(change_user_key, raws))
         chunk_timestamps = decode_change_timestamps(raws, timestamps[-1] if timestamps else None)
-        if chunk_timestamps[0] == chunk_timestamps[-1]:
-            lowest, highest = chunk_keys[0], chunk_keys[-1]  # NB: in order, as indexed
-        else:
-            lowest, highest = min(chunk_keys), max(chunk_keys)
+        lowest, highest = _key_bounds(chunk_keys, chunk_timestamps)
         if lowest < span.start or highest >= span.end:
             inside = list(
                 map(and_, map(span.start.__le__, chunk_keys), map(span.end.__gt__, chunk_keys))
@@ -210,6 +207,27 @@ def _change_page(
             values += map(_value_of_change, raw_values)
             value_bytes += raw_bytes - _TAG_BYTES * len(raw_values)
     return (keys, timestamps, values, value_bytes) if read else None
+
+
+def _key_bounds(keys: list[bytes], timestamps: list[Timestamp]) -> tuple[bytes, bytes]:
+    """The lowest and highest of a chunk of the time index's keys, with their timestamps,
+    in the index's order: each run of one timestamp holds its keys in order, so its first
+    and last bound it. A chunk of up to ``_BOUNDED_RUNS`` runs (a few transactions') is
+    bounded by bisection, with no pass over its keys; one of more, by a pass."""
+    lowest, highest = keys[0], keys[-1]
+    if timestamps[0] == timestamps[-1]:
+        return lowest, highest
+    start = 0
+    for _ in range(_BOUNDED_RUNS):
+        end = bisect_right(timestamps, timestamps[start], start + 1)
+        lowest, highest = min(lowest, keys[start]), max(highest, keys[end - 1])
+        if end == len(keys):
+            return lowest, highest
+        start = end
+    return min(keys), max(keys)
+
+
+_BOUNDED_RUNS = 4
 
 
 def span_pages(

@@ -219,8 +219,10 @@ class RangeFeed:
         # of what each write cost them. A chain that an exception ended (a terminal error,
         # a KeyboardInterrupt) is not reused: the next iter() makes another, and the
         # batch being read is kept on the feed, so nothing is lost or repeated.
-        batches = iter(self._next_batch, None)
-        return itertools.chain(self._current, itertools.chain.from_iterable(batches))
+        # NB: one chain over the batches, the one being read first: a chain of the current
+        # batch and a chain of the rest cost each value a step of both
+        batches = itertools.chain((self._current,), iter(self._next_batch, None))
+        return itertools.chain.from_iterable(batches)
 
     def __next__(self) -> Event:
         return next(iter(self))

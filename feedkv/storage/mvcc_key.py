@@ -184,10 +184,18 @@ def decode_change_timestamps(
     Keys of one timestamp (a transaction's) share one Timestamp object, and with
     ``before``, the timestamp of the key just before ``raws`` (decoded apart), a run of
     it going on in ``raws`` shares that one."""
-    head = _ts_part(raws[0])
-    if head == _ts_part(raws[-1]):  # NB: in the index's order, so all one timestamp
+    head, tail = _ts_part(raws[0]), _ts_part(raws[-1])
+    if head == tail:  # NB: in the index's order, so all one timestamp
         ts = decode_ts(head)
         return [before if before is not None and before == ts else ts] * len(raws)
+    split = bisect_right(raws, head, key=_ts_part)
+    if _ts_part(raws[split]) == tail:
+        # NB: two timestamps, the common case of a chunk of the index where one
+        # transaction's run ends and the next begins: found by bisection, not run by run
+        first = decode_ts(head)
+        if before is not None and before == first:
+            first = before
+        return [first] * split + [decode_ts(tail)] * (len(raws) - split)
     timestamps = decode_timestamps(raws, _unpack_all, _ts_part)
     if before is not None and timestamps[0] == before:
         run = bisect_right(timestamps, before)

@@ -15,7 +15,12 @@ from feedkv.storage import export, gc, mvcc
 from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import CommitIntent, LogicalOp, WriteValue
-from feedkv.storage.mvcc_key import decode_change_key, decode_change_keys, encode_change_key
+from feedkv.storage.mvcc_key import (
+    decode_change_key,
+    decode_change_keys,
+    decode_change_timestamps,
+    encode_change_key,
+)
 from feedkv.storage.schema import MVCC_DATABASES
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -278,6 +283,54 @@ def test_change_keys_decode_as_one_by_one_sharing_a_timestamp_per_run(
     keys, timestamps = decode_change_keys(raws)
     assert list(zip(timestamps, keys, strict=True)) == list(map(decode_change_key, raws))
     assert len({id(ts) for ts in timestamps}) == len(set(timestamps))
+
+
+def test_a_chunk_of_two_timestamps_shares_the_one_before_it_and_decodes_the_next() -> None:
+    first, second = Timestamp(5, 1), Timestamp(7, 0)
+    raws = [encode_change_key(first, b"k%d" % i) for i in range(3)]
+    raws += [encode_change_key(second, b"k%d" % i) for i in range(2)]
+    before = Timestamp(5, 1)
+    timestamps = decode_change_timestamps(raws, before)
+    assert timestamps == [first] * 3 + [second] * 2
+    assert all(ts is before for ts in timestamps[:3])
+    assert len({id(ts) for ts in timestamps[3:]}) == 1
+    assert decode_change_timestamps(raws, second) == timestamps  # a later one is not shared
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    txns=st.lists(
+        st.lists(st.sampled_from(b"abcdefgh"), min_size=1, max_size=6, unique=True),
+        min_size=1,
+        max_size=7,
+    ),
+    bounds=st.tuples(st.sampled_from(b"abcdefghi"), st.sampled_from(b"abcdefghi")),
+    page_size=st.integers(1, 30),
+)
+def test_chunks_of_a_few_transactions_keep_exactly_the_keys_in_the_span(
+    tmp_path_factory: pytest.TempPathFactory,
+    txns: list[list[int]],
+    bounds: tuple[int, int],
+    page_size: int,
+) -> None:
+    """A chunk of a few runs of one timestamp is bounded by each run's first and last
+    key, of more by all its keys: either way, a key outside the span anywhere in a run is
+    dropped and every key inside is kept."""
+    start, end = sorted(bytes([b]) for b in bounds)
+    span = Span(start, end + b"\x00")
+    engine = LMDBEngine(tmp_path_factory.mktemp("runs") / "s", databases=MVCC_DATABASES)
+    expected = []
+    for tick, letters in enumerate(txns, start=1):
+        keys = [bytes([letter]) for letter in letters]
+        engine.write(lambda rw, t=tick, ks=keys: [mvcc.put(rw, k, Timestamp(t), k) for k in ks])
+        expected += [(Timestamp(tick), k) for k in sorted(keys) if span.contains_key(k)]
+    with engine.snapshot() as snap:
+        pages = list(
+            export.export_pages(snap, span, Timestamp(0), Timestamp(99), page_size=page_size)
+        )
+    engine.close()
+    got = [row for page in pages for row in zip(page.timestamps, page.keys, strict=True)]
+    assert got == expected
 
 
 def test_big_values_make_pages_of_about_page_bytes(tmp_path: Path) -> None:

@@ -596,6 +596,15 @@ _FUNCTIONS = {
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
     "pg_typeof": _STRING,
+    **dict.fromkeys(
+        ("regexp_replace", "regexp_extract", "encode", "jsonb_pretty", "to_char"), _STRING
+    ),
+    **dict.fromkeys(("sha1", "sha224", "sha256", "sha384", "sha512"), _STRING),
+    "regexp_split_to_array": ColumnType(Kind.ARRAY, element=_STRING),
+    "decode": ColumnType(Kind.BYTES),
+    "bit_length": _INT,
+    "age": ColumnType(Kind.INTERVAL),
+    "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
 
 

@@ -30,6 +30,7 @@ the expressions it leaves as trees (``expr``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import string
@@ -87,6 +88,17 @@ class _PlaceholderTokenizerCore(TokenizerCore):
         return super()._scan_string(start)
 
 
+# Functions sqlglot reads into nodes of its own, which feedkv reads as they are written.
+_PLAIN_FUNCTIONS = (
+    "regexp_replace", "regexp_extract", "sha1", "sha224", "sha256", "sha384", "sha512",
+    "encode", "decode", "bit_length", "to_char", "to_timestamp",
+)  # fmt: skip
+
+
+def _plain_function(name: str, args: list[exp.Expr]) -> exp.Anonymous:
+    return exp.Anonymous(this=name, expressions=args)
+
+
 class _Cockroach(Postgres):
     """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
@@ -124,13 +136,19 @@ class _Cockroach(Postgres):
             "XOR_AGG": lambda args: _xor_agg(args),
             # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
             "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
+            # NB: sqlglot's nodes for these are other dialects' functions (its TO_CHAR
+            # rewrites the template to strftime's); each is a plain function here
+            **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
 
-        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled
+        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled;
+        # decode is a plain function (_PLAIN_FUNCTIONS), not Oracle's DECODE
         FUNCTION_PARSERS: ClassVar = {
-            k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
+            k: v
+            for k, v in PostgresParser.FUNCTION_PARSERS.items()
+            if k not in ("JSON_AGG", "DECODE")
         }
 
         COLUMN_OPERATORS: ClassVar = {

@@ -705,7 +705,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
             return ColumnType(kinds.pop())  # type: ignore[arg-type]

@@ -116,7 +116,12 @@ class _Cockroach(Postgres):
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
         # NB: CockroachDB's type annotation ``e:::T`` reads as a cast's operator, told
         # apart by its text (Parser._parse_dcolon)
-        KEYWORDS: ClassVar = {**Postgres.Tokenizer.KEYWORDS, ":::": TokenType.DCOLON}
+        # NB: ``a // b`` is CockroachDB's floor division, sqlglot's integer division
+        KEYWORDS: ClassVar = {
+            **Postgres.Tokenizer.KEYWORDS,
+            ":::": TokenType.DCOLON,
+            "//": TokenType.DIV,
+        }
 
         def _init_core(self) -> TokenizerCore:
             core = super()._init_core()

@@ -875,6 +875,8 @@ class _Statement:
             return savepoint
         if self.words[0] == "IMPORT":
             return self._import_into()
+        if self.words[0] == "CREATE" and "INVERTED" in self.words[1:3]:
+            raise _no_inverted_index("CREATE INVERTED INDEX")
         if self.words[0] in ("VACUUM", "ANALYZE", "ANALYSE"):
             return self._maintenance()
         if self.words[:2] == ["COMMENT", "ON"]:
@@ -3241,6 +3243,12 @@ class _Converter:
         params = index.args.get("params")
         if params is None:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
+        using = params.args.get("using")
+        method = using.name.lower() if isinstance(using, exp.Expr) else None
+        if method in ("gin", "gist"):
+            raise _no_inverted_index(f"CREATE INDEX ... USING {method.upper()}")
+        if method == "btree":  # NB: the one kind of index feedkv builds, as written
+            params.set("using", None)
         _refuse_unhandled(params, {"columns", "include", "with_storage", "where"})
         where = params.args.get("where")
         columns = []
@@ -4176,6 +4184,14 @@ def _outer_clauses_moved_in(node: exp.Subquery) -> exp.Expr:
             raise SQLError("42601", f"multiple {shown} clauses not allowed")
         inner.set(clause, outer)
     return inner
+
+
+def _no_inverted_index(what: str) -> SQLError:
+    return SQLError(
+        "0A000",
+        f"{what}: inverted indexes are not supported; JSONB and ARRAY containment "
+        "(@>, <@, ?) is answered by reading the table, so leave the index out",
+    )
 
 
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:

@@ -1772,6 +1772,14 @@ class _Compiler:
 
         return current_setting
 
+    def set_returning(self, node: exp.Explode | exp.ExplodingGenerateSeries) -> Compiled:
+        name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
+        raise SQLError(
+            "0A000",
+            f"{name}() is not supported here: a set-returning function is read in FROM, or "
+            "as the one such item of a SELECT without aggregates",
+        )
+
     def window(self, node: exp.Window) -> Compiled:
         raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
 
@@ -2666,6 +2674,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ArrayContainsAll: _Compiler.json_contains,
     exp.ArrayContainedBy: _Compiler.json_contains,
     exp.Window: _Compiler.window,
+    exp.Explode: _Compiler.set_returning,
+    exp.ExplodingGenerateSeries: _Compiler.set_returning,
     exp.Any: _Compiler.quantifier,
     exp.All: _Compiler.quantifier,
     **{agg: _Compiler.aggregate for agg in AGGREGATES},

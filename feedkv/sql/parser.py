@@ -3826,7 +3826,21 @@ class _Converter:
                 query = self._query(node.this)
             return st.Derived(query, name, columns), None, name or None
         if isinstance(node, exp.Lateral):
-            raise SQLError("0A000", "LATERAL is not supported")
+            # NB: a function in FROM is LATERAL whether it says so or not (JoinPlan)
+            _refuse_unhandled(node, {"this", "alias", "ordinality", "view", "outer"})
+            inner, alias = node.this, node.args.get("alias")
+            if isinstance(inner, exp.Unnest) and not inner.args.get("alias"):
+                unnest = inner.copy()
+                unnest.set("alias", alias)
+                return self._source(unnest)
+            if isinstance(inner, exp.ExplodingGenerateSeries):
+                ordinal = node.args.get("ordinality")
+                return self._source(exp.Table(this=inner.copy(), alias=alias, ordinality=ordinal))
+            raise SQLError(
+                "0A000",
+                "LATERAL is supported for unnest() and generate_series() only, not a subquery; "
+                "join the subquery's table instead",
+            )
         if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
             series = node.this
             _refuse_unhandled(series, {"start", "end", "step"})
@@ -3912,6 +3926,7 @@ class _Converter:
         joins: tuple[st.Join, ...] = ()
         ctes = self._ctes(node)
         _series_as_source(node)
+        _series_as_lateral(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             table, index, alias = self._source(from_.this)
@@ -4329,6 +4344,43 @@ def _series_as_source(node: exp.Select) -> None:
         return
     node.set("expressions", [exp.column(name)])
     node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
+
+
+def _series_as_lateral(node: exp.Select) -> None:
+    """``SELECT a, unnest(b) [AS x] FROM t`` (one set-returning function among the items
+    of a SELECT with FROM) as ``SELECT a, x FROM t, unnest(b) AS x`` (a LATERAL source):
+    each row of ``t`` once for each element, none for an empty or NULL array, as
+    PostgreSQL gives it. With an aggregate or GROUP BY (which would come first) or two
+    such functions (which PostgreSQL runs side by side) nothing is rewritten."""
+    if not (node.args.get("from_") or node.args.get("from")):
+        return
+    found = [
+        item
+        for item in node.expressions
+        if isinstance(_unaliased(item), exp.Explode | exp.ExplodingGenerateSeries)
+    ]
+    if len(found) != 1 or node.args.get("group") or node.args.get("having"):
+        return
+    if node.find(exp.AggFunc, exp.Window) is not None:
+        return
+    item = found[0]
+    call = _unaliased(item)
+    if isinstance(call, exp.Explode):
+        if call.expressions:
+            return
+        name = item.alias if isinstance(item, exp.Alias) else "unnest"
+        alias = exp.TableAlias(this=exp.to_identifier(name))
+        source: exp.Expr = exp.Unnest(expressions=[call.this.copy()], alias=alias)
+    else:
+        name = item.alias if isinstance(item, exp.Alias) else "generate_series"
+        alias = exp.TableAlias(this=exp.to_identifier(name))
+        source = exp.Table(this=call.copy(), alias=alias)
+    item.replace(exp.alias_(exp.column(name, table=name), name))
+    node.append("joins", exp.Join(this=source))
+
+
+def _unaliased(item: exp.Expr) -> exp.Expr:
+    return item.this if isinstance(item, exp.Alias) else item
 
 
 def _expand_row_subqueries(node: exp.Update) -> None:

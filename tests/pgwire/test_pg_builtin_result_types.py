@@ -55,3 +55,16 @@ def test_a_bad_pattern_and_a_bad_format_are_their_sqlstates(pg_url: str) -> None
             conn.execute("SELECT regexp_replace('a', %s, 'b')", ["("])
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="formats are supported"):
             conn.execute("SELECT encode('a'::BYTES, 'base32')")
+
+
+@pytest.mark.parametrize("prepare", [False, True], ids=["simple", "prepared"])
+def test_a_lateral_unnest_reads_each_rows_array(pg_url: str, prepare: bool) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS tagged (k INT PRIMARY KEY, tags STRING[])")
+        conn.execute("UPSERT INTO tagged VALUES (1, ARRAY['a', 'b']), (2, NULL)")
+        cur = conn.execute(
+            "SELECT k, unnest(tags) FROM tagged WHERE k >= %s ORDER BY 1, 2", [1], prepare=prepare
+        )
+        assert cur.fetchall() == [(1, "a"), (1, "b")]
+        assert cur.description is not None
+        assert [c.type_code for c in cur.description] == [_INT8, _TEXT]

@@ -606,7 +606,10 @@ _FUNCTIONS = {
         ("regexp_replace", "regexp_extract", "encode", "jsonb_pretty", "to_char"), _STRING
     ),
     **dict.fromkeys(("sha1", "sha224", "sha256", "sha384", "sha512"), _STRING),
-    "regexp_split_to_array": ColumnType(Kind.ARRAY, element=_STRING),
+    **dict.fromkeys(
+        ("regexp_split_to_array", "jsonb_object_keys", "json_object_keys"),
+        ColumnType(Kind.ARRAY, element=_STRING),
+    ),
     "decode": ColumnType(Kind.BYTES),
     "bit_length": _INT,
     "age": ColumnType(Kind.INTERVAL),

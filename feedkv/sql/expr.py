@@ -1798,7 +1798,8 @@ _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequ
 # JSONB one ('{"a": 1}'), as CockroachDB types it, not a JSON string
 _JSONB_ARGUMENTS = {
     "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
-    "json_strip_nulls": (0,), "jsonb_pretty": (0,),
+    "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
+    "json_object_keys": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 

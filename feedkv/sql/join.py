@@ -174,6 +174,10 @@ class JoinPlan:
     where: Compiled | None
     result: ResultPlan
     scope: Scope
+    # WHERE's conjuncts over the columns left of the first LATERAL step, applied before
+    # it (by its index), so its function never reads a row WHERE drops (as PostgreSQL,
+    # which filters a table before a LATERAL source reads its rows)
+    prefilters: dict[int, Compiled] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(
@@ -229,10 +233,15 @@ class JoinPlan:
                 star = star_of([table])
             tables.append(table)
         where = None
+        prefilters: dict[int, Compiled] = {}
         if s.where is not None:
-            where = compile_expr(condition(s.where, scope), scope)
+            checked = condition(s.where, scope)
+            where = compile_expr(checked, scope)
+            first = next((n for n, step in enumerate(steps) if step.lateral is not None), None)
+            if first is not None:
+                prefilters = _prefilters(checked, scope, first, steps[first].left_width)
         result = ResultPlan.of(tables, scope, s, star, offset)
-        return cls(tables, steps, where, result, scope)
+        return cls(tables, steps, where, result, scope, prefilters)
 
     def rows(
         self, tables: Sequence[list[tuple[Any, ...]]], context: Context
@@ -240,12 +249,30 @@ class JoinPlan:
         """The joined rows WHERE keeps, from each table's rows (in ``self.tables``'
         order)."""
         rows = tables[0]
-        for step, right in zip(self.steps, tables[1:], strict=True):
+        for n, (step, right) in enumerate(zip(self.steps, tables[1:], strict=True)):
+            if n in self.prefilters:
+                kept = self.prefilters[n]
+                rows = [row for row in rows if holds(kept(row, context))]
             rows = step.join(rows, right, context)
         if self.where is not None:
             where = self.where
             rows = [row for row in rows if holds(where(row, context))]
         return rows
+
+
+def _prefilters(where: exp.Expr, scope: Scope, step: int, width: int) -> dict[int, Compiled]:
+    """WHERE's conjuncts that read only the first ``width`` columns (and no subquery),
+    as one condition to apply before the join ``step``."""
+    early = []
+    for conjunct in flatten_and(where):
+        if conjunct.find(exp.Subquery, exp.Exists) is not None:
+            continue
+        places = [scope.find(column) for column in conjunct.find_all(exp.Column)]
+        if all(depth or index < width for depth, index, _type in places):
+            early.append(conjunct)
+    if not early:
+        return {}
+    return {step: compile_expr(functools.reduce(exp.and_, early), scope)}
 
 
 def is_lateral(source: st.Source) -> bool:

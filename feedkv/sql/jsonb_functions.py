@@ -21,7 +21,7 @@ from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.as_json import as_json
 
-__all__ = ["build_array", "jsonb_insert", "jsonb_pretty", "jsonb_set", "strip_nulls"]
+__all__ = ["build_array", "jsonb_insert", "jsonb_pretty", "jsonb_set", "object_keys", "strip_nulls"]
 
 _SCALARS = (str, int, float, decimal.Decimal)
 
@@ -150,3 +150,13 @@ def build_array(values: Sequence[Any]) -> Any:
     """``jsonb_build_array(...)``: a JSON array of the values (a SQL NULL is a JSON
     null)."""
     return [as_json(v) for v in values]
+
+
+def object_keys(target: Any) -> list[str]:
+    """``jsonb_object_keys(j)``'s rows: an object's keys, in the order its text has them
+    (22023 for an array or a scalar)."""
+    document = _json(target)
+    if not isinstance(document, dict):
+        what = "an array" if isinstance(document, list) else "a scalar"
+        raise SQLError("22023", f"cannot call jsonb_object_keys on {what}")
+    return sorted(document)

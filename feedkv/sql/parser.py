@@ -99,6 +99,15 @@ def _plain_function(name: str, args: list[exp.Expr]) -> exp.Anonymous:
     return exp.Anonymous(this=name, expressions=args)
 
 
+# Set-returning functions read as unnest() of the array a scalar function of that name
+# gives (feedkv.sql.jsonb_functions): their rows are that array's elements.
+_ARRAY_SRFS = ("jsonb_object_keys", "json_object_keys")
+
+
+def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
+    return exp.Explode(this=exp.Anonymous(this=name, expressions=args))
+
+
 class _Cockroach(Postgres):
     """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
@@ -141,6 +150,7 @@ class _Cockroach(Postgres):
             "XOR_AGG": lambda args: _xor_agg(args),
             # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
             "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
+            **{name.upper(): functools.partial(_array_srf, name) for name in _ARRAY_SRFS},
             # NB: sqlglot's nodes for these are other dialects' functions (its TO_CHAR
             # rewrites the template to strftime's); each is a plain function here
             **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
@@ -3863,6 +3873,15 @@ class _Converter:
             return source, None, name or None
         if isinstance(node, exp.Unnest):
             return _unnest(node), None, None
+        if (
+            isinstance(node, exp.Table)
+            and isinstance(node.this, exp.Explode)
+            and not node.this.expressions
+        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS)
+            alias = node.args.get("alias") or exp.TableAlias(
+                this=exp.to_identifier(_srf_name(node.this))
+            )
+            return self._source(exp.Unnest(expressions=[node.this.this.copy()], alias=alias))
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)
         if not isinstance(node, exp.Table):
@@ -4333,7 +4352,7 @@ def _series_as_source(node: exp.Select) -> None:
     item = node.expressions[0]
     call = item.this if isinstance(item, exp.Alias) else item
     if isinstance(call, exp.Explode) and not call.expressions:  # unnest(a), to sqlglot
-        name = item.alias if isinstance(item, exp.Alias) else "unnest"
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
         source: exp.Expr = exp.Unnest(
             expressions=[call.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name))
         )
@@ -4344,6 +4363,15 @@ def _series_as_source(node: exp.Select) -> None:
         return
     node.set("expressions", [exp.column(name)])
     node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
+
+
+def _srf_name(call: exp.Explode) -> str:
+    """The column an ``unnest`` node gives, unaliased: ``unnest``, or the name of the
+    set-returning function read as an unnest of an array (``jsonb_object_keys``)."""
+    inner = call.this
+    if isinstance(inner, exp.Anonymous) and str(inner.this).lower() in _ARRAY_SRFS:
+        return str(inner.this).lower()
+    return "unnest"
 
 
 def _series_as_lateral(node: exp.Select) -> None:
@@ -4368,7 +4396,7 @@ def _series_as_lateral(node: exp.Select) -> None:
     if isinstance(call, exp.Explode):
         if call.expressions:
             return
-        name = item.alias if isinstance(item, exp.Alias) else "unnest"
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
         alias = exp.TableAlias(this=exp.to_identifier(name))
         source: exp.Expr = exp.Unnest(expressions=[call.this.copy()], alias=alias)
     else:

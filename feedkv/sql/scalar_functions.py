@@ -427,6 +427,10 @@ def _regexp_split_to_array(value: Any, pattern: Any, flags: Any = "") -> Array:
     return Array(tuple(regexp.regexp_split(value, pattern, flags)), ColumnType(Kind.STRING))
 
 
+def _object_keys(value: Any) -> Array:
+    return Array(tuple(jsonb_functions.object_keys(value)), ColumnType(Kind.STRING))
+
+
 def _to_jsonb(value: Any) -> Any:
     """to_jsonb(v) and to_json(v): ``v`` as JSON (:func:`as_json`)."""
     return jsonb.from_document(as_json(value))
@@ -483,6 +487,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "jsonb_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "json_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "jsonb_pretty": (jsonb_functions.jsonb_pretty, 1, 1),
+    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads the function
+    **dict.fromkeys(("jsonb_object_keys", "json_object_keys"), (_object_keys, 1, 1)),
     "to_char": (datetime_format.to_char, 2, 2),
     "age": (datetime_functions.age, 2, 2),
     "to_timestamp": (datetime_functions.to_timestamp, 1, 1),

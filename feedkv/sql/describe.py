@@ -310,7 +310,7 @@ def _select(
         databases = [_database(source, database) for source in sources]
         if names_mvcc(s):  # NB: as query() reads the tables, each with the column
             found = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in found]
-        plan = JoinPlan.of(found, s, databases, outer)
+        plan = JoinPlan.of(found, s, databases, outer, type_of)
         descs = [table.desc for table in plan.tables]
         names = plan.result.names
         scope = plan.scope  # NB: with the columns JOIN ... USING merges

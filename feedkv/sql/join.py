@@ -42,9 +42,12 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.relation import Relation
 from feedkv.sql.set_functions import series_of, unnest_of
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["JoinPlan", "JoinStep"]
+__all__ = ["JoinPlan", "JoinStep", "Typer", "is_lateral"]
+
+# The type of an expression over a scope (feedkv.sql.describe.type_of), or None
+Typer = Callable[[exp.Expr, Scope], ColumnType | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +189,11 @@ class JoinPlan:
         s: st.Select,
         databases: Sequence[str],
         outer: Scope | None = None,
+        typer: Typer | None = None,
     ) -> JoinPlan:
         """The plan of ``s`` over ``descs``, its sources (``None``: a LATERAL one, see
-        :func:`is_lateral`); ``outer`` names the columns of the query around it, for a
-        subquery."""
+        :func:`is_lateral`, whose columns ``typer`` types); ``outer`` names the columns
+        of the query around it, for a subquery."""
         aliases = [s.alias, *(join.alias for join in s.joins)]
         indexes = [s.index, *(join.index for join in s.joins)]
         tables: list[FromTable] = []
@@ -203,7 +207,7 @@ class JoinPlan:
             if found is None:  # NB: a LATERAL source, read for each row to its left
                 if not n:
                     raise InvariantViolation("a SELECT's first source cannot be LATERAL")
-                desc, lateral = _lateral_source(s.joins[n - 1], scope)
+                desc, lateral = _lateral_source(s.joins[n - 1], scope, typer)
             else:
                 desc = found
             check_index(desc, index)
@@ -284,12 +288,11 @@ def is_lateral(source: st.Source) -> bool:
 
 
 def _lateral_source(
-    join: st.Join, scope: Scope
+    join: st.Join, scope: Scope, typer: Typer | None
 ) -> tuple[Relation, Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]]]:
-    """A LATERAL function's columns (its rows empty), and its rows for a left row: its
-    arguments compiled in ``scope``, which names the columns to its left only."""
-    from feedkv.sql.describe import type_of  # NB: describe plans joins with this module
-
+    """A LATERAL function's columns (its rows empty; an array's element type as
+    ``typer`` finds it, else unknown), and its rows for a left row: its arguments
+    compiled in ``scope``, which names the columns to its left only."""
     source = join.table
     if not isinstance(source, st.Series | st.Unnest):
         raise InvariantViolation(f"a LATERAL source that is no function: {source!r}")
@@ -307,10 +310,10 @@ def _lateral_source(
             return series_of(source, [arg(row, ctx) for arg in args]).rows
 
         return shape, series_rows
-    declared = []
+    declared: list[ColumnType | None] = []
     for arg in source.args:
         try:
-            declared.append(type_of(arg, scope))
+            declared.append(typer(arg, scope) if typer is not None else None)
         except SQLError:
             declared.append(None)
     empty = unnest_of(source, [None] * len(args), declared)

@@ -556,7 +556,7 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         )
         read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
+    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope, type_of)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)

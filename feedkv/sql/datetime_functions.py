@@ -23,7 +23,9 @@ An unknown field or unit is 22023, naming it.
 
 from __future__ import annotations
 
+import calendar
 import datetime
+import decimal
 import math
 from typing import Any
 
@@ -31,7 +33,7 @@ from feedkv.errors import SQLError
 from feedkv.sql.interval import Interval
 from feedkv.sql.time_zone import current_zone, infinity_of
 
-__all__ = ["date_trunc", "extract"]
+__all__ = ["age", "date_trunc", "extract", "to_timestamp"]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _TIME_FIELDS = frozenset({"hour", "minute", "second", "millisecond", "microsecond", "epoch"})
@@ -199,3 +201,57 @@ def date_trunc(unit: str, value: Any) -> datetime.datetime:
     if tz is None:
         return truncated
     return truncated.replace(tzinfo=current_zone()).astimezone(datetime.UTC)
+
+
+def age(end: Any, begin: Any) -> Interval:
+    """``age(end, begin)``: ``end - begin`` in years, months and days (then the time),
+    field by field with borrows, as PostgreSQL's: a month borrowed is the earlier
+    moment's month (``age('2020-03-01', '2020-01-31')`` is 1 mon 1 day). Each is a
+    TIMESTAMP, a TIMESTAMPTZ (compared as instants) or a DATE (its midnight)."""
+    later, earlier = _moment(end), _moment(begin)
+    if (later.tzinfo is None) != (earlier.tzinfo is None):
+        # NB: a TIMESTAMP beside a TIMESTAMPTZ is read in the session's time zone
+        later, earlier = _aware(later), _aware(earlier)
+    if infinity_of(later) or infinity_of(earlier):
+        raise SQLError("22008", "cannot subtract infinite timestamps")
+    sign = 1
+    if later < earlier:
+        later, earlier, sign = earlier, later, -1
+    later, earlier = _naive(later), _naive(earlier)
+    months = (later.year - earlier.year) * 12 + later.month - earlier.month
+    days = later.day - earlier.day
+    seconds = (later - later.replace(hour=0, minute=0, second=0, microsecond=0)) - (
+        earlier - earlier.replace(hour=0, minute=0, second=0, microsecond=0)
+    )
+    micros = seconds // datetime.timedelta(microseconds=1)
+    if micros < 0:
+        micros += 86_400_000_000
+        days -= 1
+    if days < 0:
+        days += calendar.monthrange(earlier.year, earlier.month)[1]
+        months -= 1
+    return Interval(sign * months, sign * days, sign * micros)
+
+
+def _moment(value: Any) -> datetime.datetime:
+    if isinstance(value, datetime.datetime):
+        return value
+    if isinstance(value, datetime.date):
+        return datetime.datetime(value.year, value.month, value.day)
+    raise TypeError(value)
+
+
+def _aware(value: datetime.datetime) -> datetime.datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=current_zone())
+
+
+def to_timestamp(seconds: Any) -> datetime.datetime:
+    """``to_timestamp(seconds)``: the TIMESTAMPTZ that many seconds after the Unix
+    epoch (22008 out of the range of a timestamp)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float | decimal.Decimal):
+        raise TypeError(seconds)
+    try:
+        micros = round(decimal.Decimal(seconds) * 1_000_000)
+        return _EPOCH.replace(tzinfo=datetime.UTC) + datetime.timedelta(microseconds=micros)
+    except (OverflowError, ValueError, decimal.InvalidOperation):
+        raise SQLError("22008", f"timestamp out of range: {seconds}") from None

@@ -44,7 +44,7 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.expr import Scope, static_kind, subquery_key
-from feedkv.sql.join import JoinPlan
+from feedkv.sql.join import JoinPlan, is_lateral
 from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.plan import (
     DeletePlan,
@@ -296,16 +296,22 @@ def _select(
     outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
-    descs = [_source(source, resolve, database, params, ctes) for source in sources]
+    # NB: a LATERAL function's columns are typed by JoinPlan, from the sources to its left
+    found = [
+        None if n and is_lateral(source) else _source(source, resolve, database, params, ctes)
+        for n, source in enumerate(sources)
+    ]
+    descs = [d for d in found if d is not None]
     read: dict[int, Origin] = {}  # a row index -> the table column it holds
     if s.table is None:
         scope = Scope(outer=outer)
         names = ResultPlan.of([], scope, s).names
-    elif s.joins or not isinstance(descs[0], TableDescriptor):
+    elif s.joins or not isinstance(found[0], TableDescriptor):
         databases = [_database(source, database) for source in sources]
         if names_mvcc(s):  # NB: as query() reads the tables, each with the column
-            descs = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in descs]
-        plan = JoinPlan.of(descs, s, databases, outer)
+            found = [with_mvcc(d) if isinstance(d, TableDescriptor) else d for d in found]
+        plan = JoinPlan.of(found, s, databases, outer, type_of)
+        descs = [table.desc for table in plan.tables]
         names = plan.result.names
         scope = plan.scope  # NB: with the columns JOIN ... USING merges
         for table in plan.tables:
@@ -314,7 +320,7 @@ def _select(
             if join.on is not None:
                 _params_in(join.on, scope, params)
     else:
-        desc = descs[0]
+        desc = found[0]
         if not isinstance(desc, TableDescriptor):
             raise _Undescribed
         plan_ = SelectPlan.of(desc, s, _database(s.table, database), outer)
@@ -597,6 +603,18 @@ _FUNCTIONS = {
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
     "pg_typeof": _STRING,
+    **dict.fromkeys(
+        ("regexp_replace", "regexp_extract", "encode", "jsonb_pretty", "to_char"), _STRING
+    ),
+    **dict.fromkeys(("sha1", "sha224", "sha256", "sha384", "sha512"), _STRING),
+    **dict.fromkeys(
+        ("regexp_split_to_array", "jsonb_object_keys", "json_object_keys"),
+        ColumnType(Kind.ARRAY, element=_STRING),
+    ),
+    "decode": ColumnType(Kind.BYTES),
+    "bit_length": _INT,
+    "age": ColumnType(Kind.INTERVAL),
+    "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
 
 
@@ -701,7 +719,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
             return ColumnType(kinds.pop())  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import datetime_functions, jsonb, scalar_functions
+from feedkv.sql import datetime_functions, jsonb, jsonb_functions, regexp, scalar_functions
 from feedkv.sql.aggregate_nodes import (
     AGGREGATES,
     aggregate_name,
@@ -435,7 +435,12 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
 
 # NB: their results are JSONB whatever they hold: a JSON string ('"2026-01-02"') is a
 # Python str, whose text as JSON has its quotes
-_JSON_FUNCTIONS = frozenset({"to_jsonb", "to_json", "jsonb_build_object", "json_build_object"})
+_JSON_FUNCTIONS = frozenset(
+    {
+        "to_jsonb", "to_json", "jsonb_build_object", "json_build_object", "jsonb_build_array",
+        "json_build_array", "jsonb_set", "jsonb_insert", "jsonb_strip_nulls", "json_strip_nulls",
+    }
+)  # fmt: skip
 
 
 def _annotation_fits(found: Kind | None, target: Kind) -> bool:
@@ -1050,7 +1055,7 @@ class _Compiler:
                 return None
             if not isinstance(value, str) or not isinstance(pattern, str):
                 raise _incomparable(symbol, value, pattern)
-            return _regex_compiled(pattern, flags).search(value) is not None
+            return regexp.compiled(pattern, flags).search(value) is not None
 
         return regexp_like
 
@@ -1682,8 +1687,13 @@ class _Compiler:
             return cardinality
         if name in ("jsonb_build_object", "json_build_object"):
             return self._json_build_object(node)
+        if name in ("jsonb_build_array", "json_build_array"):
+            items = [self.compile(a) for a in node.expressions]
+            return lambda row, ctx: jsonb_functions.build_array([i(row, ctx) for i in items])
+        if name == "age" and len(node.expressions) == 1:  # NB: since now, as CockroachDB's
+            return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
         if name in scalar_functions.FUNCTIONS:
-            return self.call(name, node.expressions)
+            return self.call(name, _json_constants(name, node.expressions))
         if name == "pg_sleep":
             return self._pg_sleep(node)
         if name == "pg_typeof":
@@ -1787,6 +1797,14 @@ class _Compiler:
 
         return current_setting
 
+    def set_returning(self, node: exp.Explode | exp.ExplodingGenerateSeries) -> Compiled:
+        name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
+        raise SQLError(
+            "0A000",
+            f"{name}() is not supported here: a set-returning function is read in FROM, or "
+            "as the one such item of a SELECT without aggregates",
+        )
+
     def window(self, node: exp.Window) -> Compiled:
         raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
 
@@ -1799,6 +1817,24 @@ class _Compiler:
 
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
+
+
+# The JSONB arguments of the functions that take any: a string constant there is a
+# JSONB one ('{"a": 1}'), as CockroachDB types it, not a JSON string
+_JSONB_ARGUMENTS = {
+    "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
+    "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
+    "json_object_keys": (0,),
+}  # fmt: skip
+_JSONB_TYPE = exp.DataType.build("JSONB")
+
+
+def _json_constants(name: str, arguments: Sequence[exp.Expr]) -> list[exp.Expr]:
+    positions = _JSONB_ARGUMENTS.get(name, ())
+    return [
+        exp.Cast(this=a, to=_JSONB_TYPE.copy()) if n in positions and _is_text_constant(a) else a
+        for n, a in enumerate(arguments)
+    ]
 
 
 def _uncast_regclass(node: exp.Expr) -> exp.Expr:
@@ -2571,15 +2607,6 @@ def _like_compiled(pattern: str, escape: str | None, flags: int) -> re.Pattern[s
     return re.compile(_like_regex(pattern, escape), flags | re.S)
 
 
-@functools.lru_cache(maxsize=512)
-def _regex_compiled(pattern: str, flags: int) -> re.Pattern[str]:
-    """A ``~`` operator's pattern, compiled once (bounded, as :func:`_like_compiled`)."""
-    try:
-        return re.compile(pattern, flags)
-    except re.error as exc:
-        raise SQLError("2201B", f"invalid regular expression: {exc}") from None
-
-
 def _like_regex(pattern: str, escape: str | None) -> str:
     escape = "\\" if escape is None else escape
     out = []
@@ -2740,6 +2767,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.ArrayContainsAll: _Compiler.json_contains,
     exp.ArrayContainedBy: _Compiler.json_contains,
     exp.Window: _Compiler.window,
+    exp.Explode: _Compiler.set_returning,
+    exp.ExplodingGenerateSeries: _Compiler.set_returning,
     exp.Any: _Compiler.quantifier,
     exp.All: _Compiler.quantifier,
     **{agg: _Compiler.aggregate for agg in AGGREGATES},

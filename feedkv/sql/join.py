@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from feedkv.errors import SQLError
+from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
 from feedkv.sql.descriptor import TableDescriptor
@@ -41,9 +41,13 @@ from feedkv.sql.plan import (
     star_of,
 )
 from feedkv.sql.relation import Relation
-from feedkv.sql.types import Kind
+from feedkv.sql.set_functions import series_of, unnest_of
+from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["JoinPlan", "JoinStep"]
+__all__ = ["JoinPlan", "JoinStep", "Typer", "is_lateral"]
+
+# The type of an expression over a scope (feedkv.sql.describe.type_of), or None
+Typer = Callable[[exp.Expr, Scope], ColumnType | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +67,14 @@ class JoinStep:
     # column after the two sides, the first non-NULL of them (the row's side of an
     # outer join's unpaired row).
     merged: tuple[tuple[int, int], ...] = ()
+    # A LATERAL source's rows for one left row (``right`` is then unused)
+    lateral: Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]] | None = None
 
     def join(
         self, left: list[tuple[Any, ...]], right: list[tuple[Any, ...]], context: Context
     ) -> list[tuple[Any, ...]]:
+        if self.lateral is not None:
+            return self._join_lateral(left, self.lateral, context)
         residual = self.residual
         pad_left, pad_right = (None,) * self.left_width, (None,) * self.right_width
         # Each left row's candidates: those of equal keys, or every right row.
@@ -113,6 +121,36 @@ class JoinStep:
             ]
         return out
 
+    def _join_lateral(
+        self,
+        left: list[tuple[Any, ...]],
+        rows_of: Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]],
+        context: Context,
+    ) -> list[tuple[Any, ...]]:
+        """Each left row paired with the rows its LATERAL source gives for it (ON's
+        keys and residual both checked on the pair); a LEFT join keeps an unpaired
+        row, the source's columns NULL."""
+        keys = list(zip(self.left_keys, self.right_keys, strict=True))
+        residual = self.residual
+
+        def paired(pair: tuple[Any, ...]) -> bool:
+            if any(a(pair, context) != b(pair, context) for a, b in keys):
+                return False
+            return residual is None or holds(residual(pair, context))
+
+        pad_right = (None,) * self.right_width
+        out: list[tuple[Any, ...]] = []
+        for row in left:
+            matched = False
+            for right_row in rows_of(row, context):
+                pair = row + right_row
+                if paired(pair):
+                    out.append(pair)
+                    matched = True
+            if not matched and self.side == "left":
+                out.append(row + pad_right)
+        return out
+
 
 def _join_key(
     keys: Sequence[Compiled], row: tuple[Any, ...], context: Context
@@ -139,17 +177,23 @@ class JoinPlan:
     where: Compiled | None
     result: ResultPlan
     scope: Scope
+    # WHERE's conjuncts over the columns left of the first LATERAL step, applied before
+    # it (by its index), so its function never reads a row WHERE drops (as PostgreSQL,
+    # which filters a table before a LATERAL source reads its rows)
+    prefilters: dict[int, Compiled] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(
         cls,
-        descs: Sequence[TableDescriptor | Relation],
+        descs: Sequence[TableDescriptor | Relation | None],
         s: st.Select,
         databases: Sequence[str],
         outer: Scope | None = None,
+        typer: Typer | None = None,
     ) -> JoinPlan:
-        """The plan of ``s`` over ``descs``, its sources; ``outer`` names the columns of
-        the query around it, for a subquery."""
+        """The plan of ``s`` over ``descs``, its sources (``None``: a LATERAL one, see
+        :func:`is_lateral`, whose columns ``typer`` types); ``outer`` names the columns
+        of the query around it, for a subquery."""
         aliases = [s.alias, *(join.alias for join in s.joins)]
         indexes = [s.index, *(join.index for join in s.joins)]
         tables: list[FromTable] = []
@@ -157,7 +201,15 @@ class JoinPlan:
         steps: list[JoinStep] = []
         star: Star = []
         offset = 0
-        for n, (desc, alias, index) in enumerate(zip(descs, aliases, indexes, strict=True)):
+        for n, (found, alias, index) in enumerate(zip(descs, aliases, indexes, strict=True)):
+            lateral = None
+            desc: TableDescriptor | Relation
+            if found is None:  # NB: a LATERAL source, read for each row to its left
+                if not n:
+                    raise InvariantViolation("a SELECT's first source cannot be LATERAL")
+                desc, lateral = _lateral_source(s.joins[n - 1], scope, typer)
+            else:
+                desc = found
             check_index(desc, index)
             name = alias or desc.name
             if name and any(name in t.names for t in tables):
@@ -178,15 +230,22 @@ class JoinPlan:
                 else:
                     step = _join_step(join, table, scope)
                     star = star + star_of([table])
+                if lateral is not None:
+                    step = dataclasses.replace(step, lateral=lateral)
                 steps.append(step)
             else:
                 star = star_of([table])
             tables.append(table)
         where = None
+        prefilters: dict[int, Compiled] = {}
         if s.where is not None:
-            where = compile_expr(condition(s.where, scope), scope)
+            checked = condition(s.where, scope)
+            where = compile_expr(checked, scope)
+            first = next((n for n, step in enumerate(steps) if step.lateral is not None), None)
+            if first is not None:
+                prefilters = _prefilters(checked, scope, first, steps[first].left_width)
         result = ResultPlan.of(tables, scope, s, star, offset)
-        return cls(tables, steps, where, result, scope)
+        return cls(tables, steps, where, result, scope, prefilters)
 
     def rows(
         self, tables: Sequence[list[tuple[Any, ...]]], context: Context
@@ -194,12 +253,79 @@ class JoinPlan:
         """The joined rows WHERE keeps, from each table's rows (in ``self.tables``'
         order)."""
         rows = tables[0]
-        for step, right in zip(self.steps, tables[1:], strict=True):
+        for n, (step, right) in enumerate(zip(self.steps, tables[1:], strict=True)):
+            if n in self.prefilters:
+                kept = self.prefilters[n]
+                rows = [row for row in rows if holds(kept(row, context))]
             rows = step.join(rows, right, context)
         if self.where is not None:
             where = self.where
             rows = [row for row in rows if holds(where(row, context))]
         return rows
+
+
+def _prefilters(where: exp.Expr, scope: Scope, step: int, width: int) -> dict[int, Compiled]:
+    """WHERE's conjuncts that read only the first ``width`` columns (and no subquery),
+    as one condition to apply before the join ``step``."""
+    early = []
+    for conjunct in flatten_and(where):
+        if conjunct.find(exp.Subquery, exp.Exists) is not None:
+            continue
+        places = [scope.find(column) for column in conjunct.find_all(exp.Column)]
+        if all(depth or index < width for depth, index, _type in places):
+            early.append(conjunct)
+    if not early:
+        return {}
+    return {step: compile_expr(functools.reduce(exp.and_, early), scope)}
+
+
+def is_lateral(source: st.Source) -> bool:
+    """Whether ``source`` is a function in FROM whose arguments name columns (of the
+    sources to its left, as PostgreSQL reads a function there: LATERAL implicitly)."""
+    return isinstance(source, st.Series | st.Unnest) and any(
+        arg.find(exp.Column) is not None for arg in source.args
+    )
+
+
+def _lateral_source(
+    join: st.Join, scope: Scope, typer: Typer | None
+) -> tuple[Relation, Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]]]:
+    """A LATERAL function's columns (its rows empty; an array's element type as
+    ``typer`` finds it, else unknown), and its rows for a left row: its arguments
+    compiled in ``scope``, which names the columns to its left only."""
+    source = join.table
+    if not isinstance(source, st.Series | st.Unnest):
+        raise InvariantViolation(f"a LATERAL source that is no function: {source!r}")
+    if join.side not in ("inner", "cross", "left"):
+        raise SQLError(
+            "42P10",
+            f"the LATERAL source {source.alias!r} cannot be on the right of a "
+            f"{join.side.upper()} JOIN (it names the columns to its left)",
+        )
+    args = [compile_expr(arg, scope) for arg in source.args]
+    if isinstance(source, st.Series):
+        shape = series_of(source, [None])
+
+        def series_rows(row: tuple[Any, ...], ctx: Context) -> list[tuple[Any, ...]]:
+            return series_of(source, [arg(row, ctx) for arg in args]).rows
+
+        return shape, series_rows
+    declared: list[ColumnType | None] = []
+    for arg in source.args:
+        try:
+            declared.append(typer(arg, scope) if typer is not None else None)
+        except SQLError:
+            declared.append(None)
+    empty = unnest_of(source, [None] * len(args), declared)
+    names = [column.name for column in empty.columns]
+    types = [d.element if d is not None else None for d in declared]
+    types += [column.type for column in empty.columns[len(args) :]]
+    shape = Relation.of(empty.name, names, types, [])
+
+    def unnest_rows(row: tuple[Any, ...], ctx: Context) -> list[tuple[Any, ...]]:
+        return unnest_of(source, [arg(row, ctx) for arg in args], declared).rows
+
+    return shape, unnest_rows
 
 
 def _using_step(join: st.Join, right: FromTable, scope: Scope, star: Star) -> tuple[JoinStep, Star]:

@@ -30,6 +30,7 @@ the expressions it leaves as trees (``expr``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import string
@@ -87,6 +88,26 @@ class _PlaceholderTokenizerCore(TokenizerCore):
         return super()._scan_string(start)
 
 
+# Functions sqlglot reads into nodes of its own, which feedkv reads as they are written.
+_PLAIN_FUNCTIONS = (
+    "regexp_replace", "regexp_extract", "sha1", "sha224", "sha256", "sha384", "sha512",
+    "encode", "decode", "bit_length", "to_char", "to_timestamp",
+)  # fmt: skip
+
+
+def _plain_function(name: str, args: list[exp.Expr]) -> exp.Anonymous:
+    return exp.Anonymous(this=name, expressions=args)
+
+
+# Set-returning functions read as unnest() of the array a scalar function of that name
+# gives (feedkv.sql.jsonb_functions): their rows are that array's elements.
+_ARRAY_SRFS = ("jsonb_object_keys", "json_object_keys")
+
+
+def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
+    return exp.Explode(this=exp.Anonymous(this=name, expressions=args))
+
+
 class _Cockroach(Postgres):
     """PostgreSQL's dialect with CockroachDB's literals: ``b'...'`` is BYTES (its
     escapes read as bytes, see :func:`_bytes_literal`) and only ``B'...'`` is a bit
@@ -104,7 +125,12 @@ class _Cockroach(Postgres):
         BYTE_STRINGS: ClassVar = [("e'", "'"), ("E'", "'"), ("b'", "'")]
         # NB: CockroachDB's type annotation ``e:::T`` reads as a cast's operator, told
         # apart by its text (Parser._parse_dcolon)
-        KEYWORDS: ClassVar = {**Postgres.Tokenizer.KEYWORDS, ":::": TokenType.DCOLON}
+        # NB: ``a // b`` is CockroachDB's floor division, sqlglot's integer division
+        KEYWORDS: ClassVar = {
+            **Postgres.Tokenizer.KEYWORDS,
+            ":::": TokenType.DCOLON,
+            "//": TokenType.DIV,
+        }
 
         def _init_core(self) -> TokenizerCore:
             core = super()._init_core()
@@ -124,13 +150,20 @@ class _Cockroach(Postgres):
             "XOR_AGG": lambda args: _xor_agg(args),
             # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
             "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
+            **{name.upper(): functools.partial(_array_srf, name) for name in _ARRAY_SRFS},
+            # NB: sqlglot's nodes for these are other dialects' functions (its TO_CHAR
+            # rewrites the template to strftime's); each is a plain function here
+            **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
         }
 
-        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled
+        # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled;
+        # decode is a plain function (_PLAIN_FUNCTIONS), not Oracle's DECODE
         FUNCTION_PARSERS: ClassVar = {
-            k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "JSON_AGG"
+            k: v
+            for k, v in PostgresParser.FUNCTION_PARSERS.items()
+            if k not in ("JSON_AGG", "DECODE")
         }
 
         COLUMN_OPERATORS: ClassVar = {
@@ -881,6 +914,8 @@ class _Statement:
             return savepoint
         if self.words[0] == "IMPORT":
             return self._import_into()
+        if self.words[0] == "CREATE" and "INVERTED" in self.words[1:3]:
+            raise _no_inverted_index("CREATE INVERTED INDEX")
         if self.words[0] in ("VACUUM", "ANALYZE", "ANALYSE"):
             return self._maintenance()
         if self.words[:2] == ["COMMENT", "ON"]:
@@ -3247,6 +3282,12 @@ class _Converter:
         params = index.args.get("params")
         if params is None:
             raise SQLError("42601", "syntax error: CREATE INDEX needs ON table (columns)")
+        using = params.args.get("using")
+        method = using.name.lower() if isinstance(using, exp.Expr) else None
+        if method in ("gin", "gist"):
+            raise _no_inverted_index(f"CREATE INDEX ... USING {method.upper()}")
+        if method == "btree":  # NB: the one kind of index feedkv builds, as written
+            params.set("using", None)
         _refuse_unhandled(params, {"columns", "include", "with_storage", "where"})
         where = params.args.get("where")
         columns = []
@@ -3829,7 +3870,21 @@ class _Converter:
                 query = self._query(node.this)
             return st.Derived(query, name, columns), None, name or None
         if isinstance(node, exp.Lateral):
-            raise SQLError("0A000", "LATERAL is not supported")
+            # NB: a function in FROM is LATERAL whether it says so or not (JoinPlan)
+            _refuse_unhandled(node, {"this", "alias", "ordinality", "view", "outer"})
+            inner, alias = node.this, node.args.get("alias")
+            if isinstance(inner, exp.Unnest) and not inner.args.get("alias"):
+                unnest = inner.copy()
+                unnest.set("alias", alias)
+                return self._source(unnest)
+            if isinstance(inner, exp.ExplodingGenerateSeries):
+                ordinal = node.args.get("ordinality")
+                return self._source(exp.Table(this=inner.copy(), alias=alias, ordinality=ordinal))
+            raise SQLError(
+                "0A000",
+                "LATERAL is supported for unnest() and generate_series() only, not a subquery; "
+                "join the subquery's table instead",
+            )
         if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
             series = node.this
             _refuse_unhandled(series, {"start", "end", "step"})
@@ -3852,6 +3907,15 @@ class _Converter:
             return source, None, name or None
         if isinstance(node, exp.Unnest):
             return _unnest(node), None, None
+        if (
+            isinstance(node, exp.Table)
+            and isinstance(node.this, exp.Explode)
+            and not node.this.expressions
+        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS)
+            alias = node.args.get("alias") or exp.TableAlias(
+                this=exp.to_identifier(_srf_name(node.this))
+            )
+            return self._source(exp.Unnest(expressions=[node.this.this.copy()], alias=alias))
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)
         if not isinstance(node, exp.Table):
@@ -3915,6 +3979,7 @@ class _Converter:
         joins: tuple[st.Join, ...] = ()
         ctes = self._ctes(node)
         _series_as_source(node)
+        _series_as_lateral(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             table, index, alias = self._source(from_.this)
@@ -4189,6 +4254,14 @@ def _outer_clauses_moved_in(node: exp.Subquery) -> exp.Expr:
     return inner
 
 
+def _no_inverted_index(what: str) -> SQLError:
+    return SQLError(
+        "0A000",
+        f"{what}: inverted indexes are not supported; JSONB and ARRAY containment "
+        "(@>, <@, ?) is answered by reading the table, so leave the index out",
+    )
+
+
 def _refuse_unhandled(node: exp.Expr, handled: set[str]) -> None:
     """0A000 for any clause of ``node`` the conversion would otherwise drop: a clause
     feedkv does not run must fail the statement, never be ignored."""
@@ -4313,7 +4386,7 @@ def _series_as_source(node: exp.Select) -> None:
     item = node.expressions[0]
     call = item.this if isinstance(item, exp.Alias) else item
     if isinstance(call, exp.Explode) and not call.expressions:  # unnest(a), to sqlglot
-        name = item.alias if isinstance(item, exp.Alias) else "unnest"
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
         source: exp.Expr = exp.Unnest(
             expressions=[call.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name))
         )
@@ -4324,6 +4397,52 @@ def _series_as_source(node: exp.Select) -> None:
         return
     node.set("expressions", [exp.column(name)])
     node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
+
+
+def _srf_name(call: exp.Explode) -> str:
+    """The column an ``unnest`` node gives, unaliased: ``unnest``, or the name of the
+    set-returning function read as an unnest of an array (``jsonb_object_keys``)."""
+    inner = call.this
+    if isinstance(inner, exp.Anonymous) and str(inner.this).lower() in _ARRAY_SRFS:
+        return str(inner.this).lower()
+    return "unnest"
+
+
+def _series_as_lateral(node: exp.Select) -> None:
+    """``SELECT a, unnest(b) [AS x] FROM t`` (one set-returning function among the items
+    of a SELECT with FROM) as ``SELECT a, x FROM t, unnest(b) AS x`` (a LATERAL source):
+    each row of ``t`` once for each element, none for an empty or NULL array, as
+    PostgreSQL gives it. With an aggregate or GROUP BY (which would come first) or two
+    such functions (which PostgreSQL runs side by side) nothing is rewritten."""
+    if not (node.args.get("from_") or node.args.get("from")):
+        return
+    found = [
+        item
+        for item in node.expressions
+        if isinstance(_unaliased(item), exp.Explode | exp.ExplodingGenerateSeries)
+    ]
+    if len(found) != 1 or node.args.get("group") or node.args.get("having"):
+        return
+    if node.find(exp.AggFunc, exp.Window) is not None:
+        return
+    item = found[0]
+    call = _unaliased(item)
+    if isinstance(call, exp.Explode):
+        if call.expressions:
+            return
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
+        alias = exp.TableAlias(this=exp.to_identifier(name))
+        source: exp.Expr = exp.Unnest(expressions=[call.this.copy()], alias=alias)
+    else:
+        name = item.alias if isinstance(item, exp.Alias) else "generate_series"
+        alias = exp.TableAlias(this=exp.to_identifier(name))
+        source = exp.Table(this=call.copy(), alias=alias)
+    item.replace(exp.alias_(exp.column(name, table=name), name))
+    node.append("joins", exp.Join(this=source))
+
+
+def _unaliased(item: exp.Expr) -> exp.Expr:
+    return item.this if isinstance(item, exp.Alias) else item
 
 
 def _expand_row_subqueries(node: exp.Update) -> None:

@@ -11,7 +11,6 @@ query that names them; subqueries get runners (:mod:`feedkv.sql.subquery`).
 from __future__ import annotations
 
 import datetime
-import decimal
 import itertools
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -23,7 +22,6 @@ from feedkv.errors import InvariantViolation, SQLError
 from feedkv.sql import analytic, catalog
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate import group_key
-from feedkv.sql.arrays import Array
 from feedkv.sql.crdb_internal import is_virtual, virtual_table
 from feedkv.sql.describe import type_of
 from feedkv.sql.descriptor import (
@@ -35,7 +33,7 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Execution, Result, RowLocking
 from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
-from feedkv.sql.join import JoinPlan
+from feedkv.sql.join import JoinPlan, is_lateral
 from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.plan import (
     ResultPlan,
@@ -49,14 +47,13 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
 from feedkv.sql.sequences import as_relation
+from feedkv.sql.set_functions import series_of, unnest_of
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import (
     ColumnType,
     Kind,
     coerce,
-    kind_name,
-    kind_of_value,
     logical_decimal,
     timestamp_of,
 )
@@ -403,66 +400,19 @@ def _is_relation(ex: Execution, name: st.TableName) -> bool:
 
 
 def series(ex: Execution, source: st.Series) -> Relation:
-    """The rows of ``generate_series(start, stop [, step])``: INTs from ``start`` to
-    ``stop`` included, ``step`` apart (none past ``stop``), as CockroachDB's INT overload;
-    a whole number written as a DECIMAL constant (``2e4``) is that INT, as there."""
-    values: list[int] = []
-    for arg in source.args:
-        value = ex.constant(arg)
-        if (
-            isinstance(value, decimal.Decimal)
-            and value.is_finite()
-            and value == value.to_integral()
-        ):
-            value = int(value)
-        if value is None:
-            return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], [], source)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise SQLError("42883", "unknown signature: generate_series() takes INT arguments here")
-        values.append(value)
-    start, stop = values[0], values[1]
-    step = values[2] if len(values) > 2 else 1
-    if step == 0:
-        raise SQLError("22023", "step cannot be 0")
-    rows: list[tuple[Any, ...]] = [(v,) for v in range(start, stop + (1 if step > 0 else -1), step)]
-    return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], rows, source)
+    """The rows of ``generate_series(...)`` of constants (:func:`series_of`)."""
+    return series_of(source, [ex.constant(arg) for arg in source.args])
 
 
 def unnest(ex: Execution, source: st.Unnest) -> Relation:
-    """The rows of ``unnest(a [, b...])``: the arrays' elements side by side, the
-    shorter arrays padded with NULLs, none for a NULL array (as PostgreSQL's); each
-    column of its array's element type."""
-    arrays: list[Array] = []
-    types: list[ColumnType] = []
-    for arg in source.args:
-        value = ex.constant(arg)
-        if value is None:  # NB: a NULL array's element type is its cast's, if any
-            declared = type_of(arg, Scope())
-            value = Array((), declared.element if declared is not None else None)
-        if not isinstance(value, Array):
-            kind = kind_of_value(value)
-            raise SQLError(
-                "42883", f"unknown signature: unnest({kind_name(kind) if kind else 'unknown'})"
-            )
-        arrays.append(value)
-        types.append(value.element or ColumnType(Kind.STRING))
-    rows = list(itertools.zip_longest(*(a.values for a in arrays)))
-    return _numbered(source.alias, list(source.columns), types, rows, source)
-
-
-def _numbered(
-    alias: str,
-    names: list[str],
-    types: list[ColumnType],
-    rows: list[tuple[Any, ...]],
-    source: st.Series | st.Unnest,
-) -> Relation:
-    """A set-returning function's rows, each with its number (from 1) in a last column
-    when it was asked WITH ORDINALITY."""
-    if source.ordinality is not None:
-        names, types = [*names, source.ordinality], [*types, ColumnType(Kind.INT)]
-        rows = [(*row, n) for n, row in enumerate(rows, start=1)]
-    return Relation.of(alias, names, types, rows)
+    """The rows of ``unnest(...)`` of constants (:func:`unnest_of`); a NULL array's
+    element type is its cast's, if any."""
+    values = [ex.constant(arg) for arg in source.args]
+    declared = [
+        type_of(arg, Scope()) if v is None else None
+        for arg, v in zip(source.args, values, strict=True)
+    ]
+    return unnest_of(source, values, declared)
 
 
 def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
@@ -591,13 +541,22 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
             return fast
     locks = _source_locking(ex, s)
     mvcc = names_mvcc(s)
+    read: list[tuple[TableDescriptor | Relation | None, list[tuple[Any, ...]], str]]
     read = [read_source(ex, s.table, locks[0], mvcc)]
     for n, join in enumerate(s.joins):
         lock = locks[n + 1]
-        looked_up = _looked_up(ex, s, join, read[0], lock) if n == 0 and not mvcc else None
+        if is_lateral(join.table):  # NB: read for each row to its left (JoinStep.lateral)
+            read.append((None, [], ex.session.database))
+            continue
+        first = read[0]
+        looked_up = (
+            _looked_up(ex, s, join, (first[0], first[1], first[2]), lock)
+            if n == 0 and not mvcc and first[0] is not None
+            else None
+        )
         read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope)
+    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope, type_of)
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)

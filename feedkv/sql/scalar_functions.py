@@ -14,6 +14,8 @@ databases do.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import decimal
 import hashlib
 import json
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.sql import jsonb
+from feedkv.sql import datetime_format, datetime_functions, jsonb, jsonb_functions, regexp
+from feedkv.sql.arrays import Array
 from feedkv.sql.as_json import as_json
-from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN
+from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN, ColumnType, Kind
 
 __all__ = ["FUNCTIONS", "concat", "concat_ws"]
 
@@ -303,6 +306,78 @@ def _to_hex(value: Any) -> str:
     return data.hex()
 
 
+def _digest(name: str) -> Callable[[Any], str]:
+    """sha1, sha224, sha256, sha384, sha512: the hash of a STRING's UTF-8 or of BYTES,
+    in lowercase hexadecimal, as CockroachDB's."""
+
+    def digest(value: Any) -> str:
+        data = value.encode() if isinstance(value, str) else value
+        if not isinstance(data, bytes):
+            raise TypeError(value)
+        return hashlib.new(name, data).hexdigest()
+
+    return digest
+
+
+_FORMATS = ("hex", "escape", "base64")
+
+
+def _format(name: Any, function: str) -> str:
+    found = _text(name).lower()
+    if found not in _FORMATS:
+        raise SQLError(
+            "22023", f"only 'hex', 'escape', and 'base64' formats are supported for {function}()"
+        )
+    return found
+
+
+def _encode(value: Any, form: Any) -> str:
+    """encode(bytes, 'hex' | 'escape' | 'base64'): the bytes as text. ``escape`` writes
+    a zero byte, a byte of the high bit and a backslash as ``\\ooo`` (octal) and ``\\\\``."""
+    data = value.encode() if isinstance(value, str) else value
+    if not isinstance(data, bytes):
+        raise TypeError(value)
+    name = _format(form, "encode")
+    if name == "hex":
+        return data.hex()
+    if name == "base64":
+        return base64.b64encode(data).decode()
+    return "".join("\\\\" if b == 0x5C else chr(b) if 0 < b < 0x80 else f"\\{b:03o}" for b in data)
+
+
+def _decode(value: Any, form: Any) -> bytes:
+    """decode(text, 'hex' | 'escape' | 'base64'): the bytes ``encode`` wrote as
+    ``text`` (22023 for text not in that form)."""
+    text, name = _text(value), _format(form, "decode")
+    try:
+        if name == "hex":
+            return bytes.fromhex(text)
+        if name == "base64":
+            return base64.b64decode("".join(text.split()), validate=True)
+    except (ValueError, binascii.Error):
+        raise SQLError("22023", f"invalid {name} input for decode(): {text!r}") from None
+    out, at = bytearray(), 0
+    while at < len(text):
+        if text[at] != "\\":
+            out += text[at].encode()
+            at += 1
+        elif text.startswith("\\\\", at):
+            out.append(0x5C)
+            at += 2
+        elif len(digits := text[at + 1 : at + 4]) == 3 and all(d in "01234567" for d in digits):
+            out.append(int(digits, 8) & 0xFF)
+            at += 4
+        else:
+            raise SQLError(
+                "22023", "invalid escape input for decode(): \\ takes \\ or 3 octal digits"
+            )
+    return bytes(out)
+
+
+def _bit_length(value: Any) -> int:
+    return 8 * _octet_length(value)
+
+
 def _octet_length(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode())
@@ -346,6 +421,14 @@ def _jsonb_array_length(value: Any) -> int:
     if not isinstance(document, list):
         raise SQLError("22023", "cannot get array length of a non-array")
     return len(document)
+
+
+def _regexp_split_to_array(value: Any, pattern: Any, flags: Any = "") -> Array:
+    return Array(tuple(regexp.regexp_split(value, pattern, flags)), ColumnType(Kind.STRING))
+
+
+def _object_keys(value: Any) -> Array:
+    return Array(tuple(jsonb_functions.object_keys(value)), ColumnType(Kind.STRING))
 
 
 def _to_jsonb(value: Any) -> Any:
@@ -392,5 +475,22 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "initcap": (_initcap, 1, 1),
     "md5": (_md5, 1, 1),
     "octet_length": (_octet_length, 1, 1),
+    "bit_length": (_bit_length, 1, 1),
+    **{f"sha{bits}": (_digest(f"sha{bits}"), 1, 1) for bits in (1, 224, 256, 384, 512)},
+    "encode": (_encode, 2, 2),
+    "decode": (_decode, 2, 2),
+    "regexp_replace": (regexp.regexp_replace, 3, 4),
+    "regexp_extract": (regexp.regexp_extract, 2, 2),
+    "regexp_split_to_array": (_regexp_split_to_array, 2, 3),
+    "jsonb_set": (jsonb_functions.jsonb_set, 3, 4),
+    "jsonb_insert": (jsonb_functions.jsonb_insert, 3, 4),
+    "jsonb_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
+    "json_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
+    "jsonb_pretty": (jsonb_functions.jsonb_pretty, 1, 1),
+    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads the function
+    **dict.fromkeys(("jsonb_object_keys", "json_object_keys"), (_object_keys, 1, 1)),
+    "to_char": (datetime_format.to_char, 2, 2),
+    "age": (datetime_functions.age, 2, 2),
+    "to_timestamp": (datetime_functions.to_timestamp, 1, 1),
     "reverse": (_reverse, 1, 1),
 }

@@ -1,0 +1,154 @@
+"""Regular expressions of SQL: the ``~`` operators' patterns and the functions
+``regexp_replace``, ``regexp_extract`` and ``regexp_split_to_array``, as CockroachDB
+defines them: pure functions of their argument values.
+
+CockroachDB matches with Go's RE2; feedkv with Python's :mod:`re`, after turning the
+POSIX bracket classes RE2 knows (``[[:alpha:]]``, ``[[:digit:]]``, ...) into their
+ASCII ranges. What differs: Python accepts back-references and look-around (RE2 refuses
+them, 2201B), ``$`` without the ``n`` flag also matches before a final newline, and the
+newline-sensitive flags do not keep ``[^a]`` from matching a newline. A pattern that does
+not compile is 2201B (``invalid regular expression``).
+
+The flags of ``regexp_replace`` and ``regexp_split_to_array``, as CockroachDB's: ``g``
+every match (``regexp_replace`` only), ``i`` case-insensitive, ``c`` case-sensitive (the
+default), ``s`` ``.`` matches a newline (the default), ``n`` or ``m`` newline-sensitive
+(``.`` does not match one; ``^`` and ``$`` match at lines), ``p`` partial (``.`` does not
+match one), ``w`` inverse partial (``^`` and ``$`` at lines). Another letter is 22023.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from feedkv.errors import SQLError
+
+__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split"]
+
+# NB: RE2's POSIX classes are ASCII only, as these ranges are
+_POSIX_CLASSES = {
+    "alnum": "0-9A-Za-z",
+    "alpha": "A-Za-z",
+    "ascii": "\\x00-\\x7f",
+    "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "space": "\\t\\n\\v\\f\\r ",
+    "upper": "A-Z",
+    "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
+}
+_POSIX_CLASS = re.compile(r"\[:(\^?)([a-z]+):\]")
+
+
+def _posix_class(match: re.Match[str]) -> str:
+    negated, name = match.groups()
+    ranges = _POSIX_CLASSES.get(name)
+    if ranges is None:
+        raise SQLError("2201B", f"invalid regular expression: invalid character class: {name}")
+    if negated:
+        raise SQLError(
+            "2201B", "invalid regular expression: a negated POSIX class is not supported"
+        )
+    return ranges
+
+
+@functools.lru_cache(maxsize=512)
+def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``pattern`` compiled once (bounded and shared by every statement: a pattern from a
+    placeholder or a column may differ every run); 2201B when it does not compile."""
+    try:
+        return re.compile(_POSIX_CLASS.sub(_posix_class, pattern), flags)
+    except re.error as exc:
+        raise SQLError("2201B", f"invalid regular expression: {exc}") from None
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _flags(text: str) -> tuple[int, bool]:
+    """The :mod:`re` flags of CockroachDB's flag letters, and whether ``g`` was given."""
+    flags, every = re.S, False
+    for letter in text:
+        if letter == "g":
+            every = True
+        elif letter == "i":
+            flags |= re.I
+        elif letter == "c":
+            flags &= ~re.I
+        elif letter == "s":
+            flags = (flags | re.S) & ~re.M
+        elif letter in "nm":
+            flags = (flags | re.M) & ~re.S
+        elif letter == "p":
+            flags &= ~(re.S | re.M)
+        elif letter == "w":
+            flags |= re.S | re.M
+        else:
+            raise SQLError("22023", f"invalid regexp flag: {letter!r}")
+    return flags, every
+
+
+def _expand(replacement: str, match: re.Match[str]) -> str:
+    r"""``replacement`` for one match: ``\1`` .. ``\9`` its groups (an absent one
+    empty), ``\&`` the whole match, ``\\`` a backslash; any other backslash stays."""
+    out, at = [], 0
+    while at < len(replacement):
+        ch = replacement[at]
+        follower = replacement[at + 1] if at + 1 < len(replacement) else ""
+        if ch == "\\" and follower.isdigit():
+            group = int(follower)
+            out.append((match.group(group) or "") if group <= (match.re.groups or 0) else "")
+            at += 2
+        elif ch == "\\" and follower in ("&", "\\"):
+            out.append(match.group(0) if follower == "&" else "\\")
+            at += 2
+        else:
+            out.append(ch)
+            at += 1
+    return "".join(out)
+
+
+def regexp_replace(value: Any, pattern: Any, replacement: Any, flags: Any = "") -> str:
+    """``regexp_replace(s, pattern, replacement [, flags])``: the first match (every
+    one with ``g``) replaced."""
+    text, template = _text(value), _text(replacement)
+    options, every = _flags(_text(flags))
+    regex = compiled(_text(pattern), options)
+    return regex.sub(lambda m: _expand(template, m), text, count=0 if every else 1)
+
+
+def regexp_extract(value: Any, pattern: Any) -> str | None:
+    """``regexp_extract(s, pattern)``: the first match's first group (the whole match
+    for a pattern of none); NULL for no match."""
+    found = compiled(_text(pattern)).search(_text(value))
+    if found is None:
+        return None
+    return found.group(1) if found.re.groups else found.group(0)
+
+
+def regexp_split(value: Any, pattern: Any, flags: Any = "") -> list[str]:
+    """``regexp_split_to_array(s, pattern [, flags])``: the text between matches. As
+    PostgreSQL's, an empty match at either end or just after another match splits
+    nothing (so ``''`` splits into characters); ``g`` is refused (22023)."""
+    text = _text(value)
+    options, every = _flags(_text(flags))
+    if every:
+        raise SQLError("22023", "regexp_split_to_array() does not support the global option")
+    parts, start, last_end = [], 0, -1
+    for found in compiled(_text(pattern), options).finditer(text):
+        at, end = found.span()
+        if at == end and at in (0, len(text), last_end):
+            continue
+        parts.append(text[start:at])
+        start = last_end = end
+    parts.append(text[start:])
+    return parts

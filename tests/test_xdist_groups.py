@@ -1,9 +1,10 @@
 """``make test``'s workers keep the groups tests/conftest.py marks: the tests on the
-shared Spark session run on one worker (one JVM), which no pytest-xdist option checks
-(under pytest 9.2 xdist 3.8 silently dropped every group, pytest-dev/pytest-xdist#1386).
+shared Spark session run on one worker (one JVM), and the isolated tests still start
+first, each in a worker of its own. Nothing in pytest-xdist checks either (under pytest
+9.2 xdist 3.8 silently dropped every group, pytest-dev/pytest-xdist#1386).
 
-A real pytest run with two xdist workers, ``--dist loadgroup`` as ``make test`` runs it,
-over tests in two files that use a ``spark`` fixture, under a copy of the suite's
+A real pytest run with two xdist workers, distributing as ``make test`` does, over tests
+in two files that use a ``spark`` fixture, under a copy of the suite's
 tests/conftest.py."""
 
 from __future__ import annotations
@@ -15,23 +16,31 @@ from pathlib import Path
 
 import pytest
 
-SPARK_TESTS = """
+TESTS = """
 import os
 
 import pytest
 
 
+def ran(kind: str) -> None:
+    with open(os.environ["WORKERS_FILE"], "a") as out:
+        out.write(f"{kind} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+
 @pytest.mark.parametrize("i", range(4))
 def test_on_spark(spark: str, i: int) -> None:
-    with open(os.environ["WORKERS_FILE"], "a") as out:
-        out.write(f"spark {os.environ['PYTEST_XDIST_WORKER']}\\n")
+    ran("spark")
     assert spark == "session"
 
 
 @pytest.mark.parametrize("i", range(4))
 def test_elsewhere(i: int) -> None:
-    with open(os.environ["WORKERS_FILE"], "a") as out:
-        out.write(f"other {os.environ['PYTEST_XDIST_WORKER']}\\n")
+    ran("other")
+
+
+@pytest.mark.isolated
+def test_alone() -> None:
+    ran("isolated")
 """
 
 SPARK_FIXTURE = """
@@ -43,15 +52,16 @@ def spark() -> str:
 
 
 @pytest.mark.slow(20)  # two workers start, each importing the suite's plugins
-def test_the_tests_on_the_spark_session_run_on_one_worker(tmp_path: Path) -> None:
+def test_spark_tests_share_a_worker_and_isolated_ones_start_first(tmp_path: Path) -> None:
     conftest = (Path(__file__).parent / "conftest.py").read_text()
     (tmp_path / "conftest.py").write_text(conftest + SPARK_FIXTURE)
     for name in ("test_first.py", "test_second.py"):
-        (tmp_path / name).write_text(SPARK_TESTS)
+        (tmp_path / name).write_text(TESTS)
     workers = tmp_path / "workers.txt"
     # NB: none of this run's own (its worker's name, PYTEST_ADDOPTS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    args = ["-q", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider"]
+    args = ["-q", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder"]
+    args += ["-p", "no:cacheprovider"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), str(tmp_path)],
         cwd=tmp_path,
@@ -63,6 +73,10 @@ def test_the_tests_on_the_spark_session_run_on_one_worker(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ran = [line.split() for line in workers.read_text().splitlines()]
-    assert len(ran) == 16, ran
+    assert len(ran) == 18, ran
     on_spark = {worker for kind, worker in ran if kind == "spark"}
     assert len(on_spark) == 1, f"the Spark tests ran on {sorted(on_spark)}: {ran}"
+    firsts: dict[str, str] = {}
+    for kind, worker in ran:
+        firsts.setdefault(worker, kind)
+    assert sorted(firsts.values()) == ["isolated", "isolated"], ran

@@ -9,6 +9,8 @@ loadgroup``), which take tests in collection order:
   worker. NB: pytest-xdist 3.8.0 applies no group under pytest 9.2 (it writes the group
   into a field pytest no longer reads, pytest-dev/pytest-xdist#1386), hence pytest 9.1.1
   in pyproject.toml; tests/test_xdist_groups.py fails when the groups are lost again.
+  The tests of three-node clusters are marked ``xdist_group("cluster")`` in their
+  modules: one such cluster at a time, not one on each worker of two cores.
 
 Soak tests (marked ``soak``: long kill runs, such as the 20-kill nemesis of a cluster)
 are skipped unless pytest is given ``--soak``; the suite runs their bounded versions.

@@ -79,7 +79,7 @@ def abandon_a_transaction(db: feedkv.DB, key: bytes) -> None:
     db.transport.send(BatchRequest(Header(txn=txn), (Put(key, b"never committed"),)))
 
 
-@pytest.mark.slow(12)
+@pytest.mark.slow(20)
 def test_acknowledged_writes_ranges_and_txn_records_survive_sigkill(tmp_path: Path) -> None:
     store = tmp_path / "store"
     rng = random.Random(20261121)

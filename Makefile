@@ -47,9 +47,10 @@ lint: $(STAMP)
 
 # NB: three workers on two cores: much of the suite waits (on node subprocesses, fsync);
 # slow tests start first, and those on the shared Spark session share a worker
-# (tests/conftest.py)
+# (tests/conftest.py); --no-loadscope-reorder keeps that order (xdist would otherwise
+# hand out the groups first, the largest first, ahead of the isolated and slow tests)
 test: lint $(AZURITE)
-	$(BIN)/pytest -q -n 3 --dist loadgroup
+	$(BIN)/pytest -q -n 3 --dist loadgroup --no-loadscope-reorder
 
 demo: $(STAMP)
 	$(BIN)/feedkv demo

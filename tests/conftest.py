@@ -5,11 +5,12 @@ loadgroup``), which take tests in collection order:
   it runs alone) starts at once on a worker of its own, and the rest of the suite runs
   beside it instead of after it;
 - the tests on the shared in-process Spark session (the ``spark`` fixture) are marked
-  for one worker (``xdist_group("spark")``), which would start one Spark, not one per
-  worker. NB: pytest-xdist 3.8.0 does not apply groups under pytest 9.2
-  (pytest-dev/pytest-xdist#1386: it writes the group to a field pytest no longer
-  reads), so today each worker that runs one starts its own; the marks take effect
-  again with xdist's fix.
+  for one worker (``xdist_group("spark")``), which starts one Spark, not one per
+  worker. NB: pytest-xdist 3.8.0 applies no group under pytest 9.2 (it writes the group
+  into a field pytest no longer reads, pytest-dev/pytest-xdist#1386), hence pytest 9.1.1
+  in pyproject.toml; tests/test_xdist_groups.py fails when the groups are lost again.
+  The tests of three-node clusters are marked ``xdist_group("cluster")`` in their
+  modules: one such cluster at a time, not one on each worker of two cores.
 
 Soak tests (marked ``soak``: long kill runs, such as the 20-kill nemesis of a cluster)
 are skipped unless pytest is given ``--soak``; the suite runs their bounded versions.

@@ -132,6 +132,7 @@ def test_show_redacts_the_credentials() -> None:
         ("gs://b/x?GS_ENDPOINT=localhost:1", "GS_ENDPOINT='localhost:1' is not an http(s) URL"),
         ("gs://b/x?CREDENTALS=x", "did you mean 'CREDENTIALS'"),
     ],
+    ids=oauth_server.key_hidden(KEY),
 )
 def test_bad_gs_uris_are_refused_naming_the_part(uri: str, message: str) -> None:
     options = ChangefeedOptions()

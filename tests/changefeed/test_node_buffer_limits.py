@@ -319,13 +319,14 @@ def _stall_and_recover(
     assert metric(node, "changefeed_buffer_entries_mem_acquired") > 0
 
 
+@pytest.mark.slow(20)
 def test_a_sink_that_stops_accepting_stalls_a_thread_feed_within_the_limits(
     tmp_path: Path, endpoint: WebhookEndpoint
 ) -> None:
     stall_and_recover(tmp_path, endpoint, THREAD, hold_s=0)
 
 
-@pytest.mark.slow(60)
+@pytest.mark.slow(120)
 def test_a_sink_that_stops_accepting_stalls_a_spark_job_within_the_limits(
     tmp_path: Path, endpoint: WebhookEndpoint
 ) -> None:

@@ -234,6 +234,7 @@ GOOD = f"CREDENTIALS={quote(KEY, safe='')}"
             "option pubsub_sink_config: unknown key Flush.Mesages; did you mean Flush.Messages?",
         ),
     ],
+    ids=oauth_server.key_hidden(KEY),
 )
 def test_bad_pubsub_parameters_are_refused_naming_them(
     uri: str, options: dict[str, str], message: str
@@ -273,6 +274,7 @@ def test_no_region_is_needed_when_unordered() -> None:
             "regoin",
         ),
     ],
+    ids=oauth_server.key_hidden(KEY),
 )
 def test_create_changefeed_refuses_a_bad_pubsub_sink(db: Any, sql: str, message: str) -> None:
     db.sql("CREATE TABLE t (id INT PRIMARY KEY)")

@@ -100,7 +100,7 @@ def collect_records_left_behind(store: Path, acked: dict[bytes, bytes]) -> None:
         assert not missing, f"{len(missing)} acknowledged writes lost with their records"
 
 
-@pytest.mark.slow(12)
+@pytest.mark.slow(20)
 def test_acknowledged_writes_ranges_and_txn_records_survive_sigkill(tmp_path: Path) -> None:
     store = tmp_path / "store"
     rng = random.Random(20261121)

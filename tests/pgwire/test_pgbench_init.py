@@ -23,7 +23,7 @@ def pgbench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow(140)
+@pytest.mark.slow(70)
 def test_pgbench_initialises_at_scale_1_and_its_tpcb_script_keeps_the_balances(
     pg_url: str,
 ) -> None:

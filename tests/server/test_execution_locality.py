@@ -72,6 +72,7 @@ def test_the_nodes_lists_show_each_nodes_locality(cluster: LocalCluster) -> None
     assert listed == want
 
 
+@pytest.mark.slow(30)
 def test_a_changefeed_runs_only_on_nodes_matching_its_execution_locality(
     own_cluster: LocalCluster,
 ) -> None:
@@ -192,6 +193,7 @@ def test_a_filter_no_node_matches_is_refused_and_a_matching_node_runs_the_job(
         )
 
 
+@pytest.mark.slow(15)
 def test_a_nodelocal_sink_writes_on_the_node_it_names_wherever_the_job_runs(
     tmp_path: Path,
 ) -> None:

@@ -68,10 +68,14 @@ def test_a_drained_node_keeps_no_lease_stays_up_then_shuts_down_and_restarts(
         n2 = cluster.processes[1]
         assert n2 is not None
         session = psycopg.connect(n2.sql_url, autocommit=True)
-        # a changefeed job made through n2 runs on n2
+        # a changefeed job made through n2 runs on n2; it records its high-water mark
+        # every 100 ms (by default every 30 s, which the wait for it after the drain
+        # waited out)
         session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+        out = tmp_path / "out"
         created = session.execute(
-            f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH resolved = '0s'"
+            f"CREATE CHANGEFEED FOR t INTO 'file://{out}' "
+            "WITH resolved = '0s', min_checkpoint_frequency = '100ms'"
         ).fetchone()
         assert created is not None
         job_id = created[0]

@@ -127,9 +127,12 @@ def test_a_parquet_scan_in_blocks_writes_what_its_rows_one_by_one_would(
             + ", ".join(f"({k}, 'r{k}', {k}.25)" for k in range(start, start + 1000))
         )
     out = tmp_path / "scan"
-    # NB: a scan at the cursor, then the end: initial_scan='only' refuses updated
+    # NB: a scan at the cursor, then the end: initial_scan='only' refuses updated; a
+    # batch every 200 ms (by default every 30 s: the batch that reached the end came
+    # 30 s after the scan's)
     since, end = db.now(), db.now()
-    export(db, "p", out, "parquet", f", updated, cursor='{since}', end_time='{end}'", scan="yes")
+    more = f", updated, cursor='{since}', end_time='{end}', min_checkpoint_frequency='200ms'"
+    export(db, "p", out, "parquet", more, scan="yes")
     got = pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/*/*.parquet"))
     got = got.sort_by("k")
     (scan_ts,) = set(got["__crdb__updated"].to_pylist())

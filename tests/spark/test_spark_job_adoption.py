@@ -22,6 +22,10 @@ from feedkv.testing.waiting import wait_until
 pytestmark = pytest.mark.xdist_group("cluster")
 
 DEADLINE_S = 180.0
+# NB: a look at the job is a SQL query through a node of the cluster (about 0.1 s here):
+# asked back to back for the minute Spark takes to start, the queries took a core from
+# the nodes and the JVM they waited for
+POLL_S = 0.5
 SPARK_ARGS = ("--changefeed-runner", "spark", "--spark-master", "local[1]")
 
 
@@ -51,7 +55,12 @@ def test_a_job_adopted_after_its_node_dies_loses_no_row(tmp_path: Path) -> None:
             "CREATE CHANGEFEED FOR kv INTO 'nodelocal://self/cdc' "
             "WITH resolved = '1s', min_checkpoint_frequency = '1s'"
         ).rows
-        wait_until(lambda: "resolved" in _job(db, job_id)[1], timeout_s=DEADLINE_S, what="the job")
+        wait_until(
+            lambda: "resolved" in _job(db, job_id)[1],
+            timeout_s=DEADLINE_S,
+            poll_s=POLL_S,
+            what="the job",
+        )
         victim = _job(db, job_id)[0]
         gateway = next(i for i in range(3) if i + 1 != victim)
         db.close()
@@ -77,6 +86,7 @@ def test_a_job_adopted_after_its_node_dies_loses_no_row(tmp_path: Path) -> None:
             wait_until(
                 lambda: _job(db, job_id)[0] != victim and "resolved" in _job(db, job_id)[1],
                 timeout_s=DEADLINE_S,
+                poll_s=POLL_S,
                 what="another node to run the job",
             )
             after = len(written)
@@ -92,7 +102,9 @@ def test_a_job_adopted_after_its_node_dies_loses_no_row(tmp_path: Path) -> None:
             resolved = [json.loads(Path(m).read_text())["resolved"] for m in markers]
             return any(r >= str(last) for r in resolved)
 
-        wait_until(resolved_past_last, timeout_s=DEADLINE_S, what="a marker past the end")
+        wait_until(
+            resolved_past_last, timeout_s=DEADLINE_S, poll_s=POLL_S, what="a marker past the end"
+        )
         emitted = set()
         for name in glob.glob(str(sink / "cdc" / "**" / "*.ndjson"), recursive=True):
             for line in Path(name).read_text().splitlines():

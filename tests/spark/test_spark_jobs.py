@@ -280,7 +280,7 @@ def kill_the_driver(tmp_path: Path, nodes: list[NodeProcess], kills: int) -> Non
     assert not orphans, f"processes outlived their killed node: {orphans}"
 
 
-@pytest.mark.slow(50)
+@pytest.mark.slow(110)
 @pytest.mark.timeout(900)
 def test_killing_the_driver_loses_and_duplicates_nothing(
     tmp_path: Path, nodes: list[NodeProcess]
@@ -296,7 +296,7 @@ def test_killing_the_driver_repeatedly_loses_and_duplicates_nothing(
     kill_the_driver(tmp_path, nodes, kills=5)
 
 
-@pytest.mark.slow(40)
+@pytest.mark.slow(50)
 def test_a_job_whose_spark_driver_cannot_start_runs_once_a_node_can_start_it(
     tmp_path: Path, nodes: list[NodeProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:

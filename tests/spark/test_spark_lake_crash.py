@@ -46,7 +46,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
             "WITH lake_mode = 'changelog', min_checkpoint_frequency = '200ms'"
         ).rows
         counter = Counter(nodes[0].url).start()
-        first = wait_lake_past(db, job_id, uri, logical_now(db), timeout_s=120)
+        first = wait_lake_past(db, job_id, uri, logical_now(db))
         # Windows keep landing while the counter runs; the kill comes in the middle.
         wait_until(
             lambda: (
@@ -63,7 +63,7 @@ def test_a_killed_driver_commits_each_window_into_delta_exactly_once(
     with feedkv.connect(nodes[1].url) as db:
         db.sql("UPDATE a SET v = v + 1 WHERE k = 1")
         [(final,)] = db.sql("SELECT v FROM a WHERE k = 1").rows
-        marker = wait_lake_past(db, job_id, uri, logical_now(db), timeout_s=120)
+        marker = wait_lake_past(db, job_id, uri, logical_now(db))
         db.sql(f"CANCEL JOB {job_id}")
 
     changes = feedkv.lake.read_tables(uri, marker)["a"].to_pylist()

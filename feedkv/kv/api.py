@@ -85,6 +85,9 @@ class Transaction:
 
     ``key`` anchors the transaction record (empty until the first write is sent). ``seq``
     numbers the transaction's writes so a replayed or reordered write is recognised.
+    ``min_ts``: the timestamp it started at, which refreshes and pushes never move
+    (CockroachDB's MinTimestamp): whether it may still create its record is decided by it
+    (:mod:`feedkv.kv.txn_tombstones`).
     """
 
     id: bytes
@@ -94,6 +97,7 @@ class Transaction:
     write_ts: Timestamp
     priority: int
     seq: int = 0
+    min_ts: Timestamp = ZERO_TIMESTAMP
 
     def meta(self) -> TxnMeta:
         return TxnMeta(self.id, self.key, self.epoch, self.write_ts, self.seq)
@@ -105,22 +109,27 @@ class Transaction:
     # transaction is copied a few times per request, on the hot path of every write.
 
     def with_write_ts(self, ts: Timestamp) -> Transaction:
-        return Transaction(self.id, self.key, self.epoch, self.read_ts, ts, self.priority, self.seq)
+        return Transaction(
+            self.id, self.key, self.epoch, self.read_ts, ts, self.priority, self.seq, self.min_ts
+        )
 
     def started_at(self, ts: Timestamp) -> Transaction:
-        """Reading and writing at ``ts``."""
-        return Transaction(self.id, self.key, self.epoch, ts, ts, self.priority, self.seq)
+        """Reading and writing at ``ts`` (its start, or a refresh: ``min_ts`` stays)."""
+        min_ts = self.min_ts if self.read_ts != ZERO_TIMESTAMP else ts
+        return Transaction(self.id, self.key, self.epoch, ts, ts, self.priority, self.seq, min_ts)
 
     def anchored_at(self, key: bytes) -> Transaction:
         """With its record at ``key``."""
         return Transaction(
-            self.id, key, self.epoch, self.read_ts, self.write_ts, self.priority, self.seq
-        )
+            self.id, key, self.epoch, self.read_ts, self.write_ts, self.priority, self.seq,
+            self.min_ts,
+        )  # fmt: skip
 
     def with_seq(self, seq: int) -> Transaction:
         return Transaction(
-            self.id, self.key, self.epoch, self.read_ts, self.write_ts, self.priority, seq
-        )
+            self.id, self.key, self.epoch, self.read_ts, self.write_ts, self.priority, seq,
+            self.min_ts,
+        )  # fmt: skip
 
 
 # Requests.

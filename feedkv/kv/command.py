@@ -794,7 +794,9 @@ class _Evaluator:
         now_ns = self.ctx.clock.physical_now()
         record = read_record(self.rw, txn.key, txn.id)
         if record is None:
-            if not self.ctx.tombstones.may_create(txn.id, txn.read_ts, self.desc.range_id):
+            # NB: a transaction built started, by hand (tests, tools), has no min_ts
+            start = txn.min_ts if txn.min_ts != ZERO_TIMESTAMP else txn.read_ts
+            if not self.ctx.tombstones.may_create(txn.id, start, self.desc.range_id):
                 raise _record_gone(txn.id, self.ctx.tombstones)
             record = TxnRecord(txn.meta(), TxnStatus.PENDING, txn.priority, now_ns)
         elif record.status is TxnStatus.ABORTED:

@@ -1078,6 +1078,7 @@ class Txn:
             max(current.write_ts, txn.write_ts),
             current.priority,
             max(current.seq, txn.seq),
+            txn.min_ts if not current.started() else current.min_ts,
         )
 
     def _check_open(self) -> None:

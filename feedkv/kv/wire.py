@@ -162,6 +162,7 @@ def _txn_to(txn: api.Transaction, out: pb.Transaction) -> None:
     timestamp_to_proto(txn.write_ts, out.write_ts)
     out.priority = txn.priority
     out.seq = txn.seq
+    timestamp_to_proto(txn.min_ts, out.min_ts)
 
 
 def _txn_from(msg: pb.Transaction) -> api.Transaction:
@@ -173,6 +174,7 @@ def _txn_from(msg: pb.Transaction) -> api.Transaction:
         write_ts=timestamp_from_proto(msg.write_ts),
         priority=msg.priority,
         seq=msg.seq,
+        min_ts=timestamp_from_proto(msg.min_ts),
     )
 
 

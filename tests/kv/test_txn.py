@@ -45,7 +45,7 @@ from feedkv.storage import logical_ops as ops
 from feedkv.storage import mvcc
 from feedkv.storage.intent import Intent, TxnStatus
 from feedkv.storage.mvcc import MAX_VALUE_BYTES, scan_intents
-from feedkv.util.hlc import Timestamp
+from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import KEY_MAX, KEY_MIN, Span
 
 ALL = (b"\x00", b"\xff")
@@ -500,7 +500,17 @@ def test_transaction_copies_keep_every_field() -> None:
         "write_ts",
         "priority",
         "seq",
+        "min_ts",
     ]
+
+
+def test_a_refresh_keeps_the_timestamp_a_transaction_started_at() -> None:
+    first, later = Timestamp(10, 0), Timestamp(20, 0)
+    txn = Transaction(b"\x01" * 16, b"k", 0, ZERO_TIMESTAMP, ZERO_TIMESTAMP, 1)
+    started = txn.started_at(first)
+    assert started.min_ts == first
+    refreshed = started.started_at(later).with_write_ts(later).with_seq(2).anchored_at(b"j")
+    assert (refreshed.read_ts, refreshed.min_ts) == (later, first)
 
 
 def test_a_transaction_spanning_two_ranges_commits_through_a_record_and_resolves_its_intents(

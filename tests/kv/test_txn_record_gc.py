@@ -69,7 +69,7 @@ def intents(store: Store) -> list[Intent]:
 def begin(store: Store, anchor: bytes) -> Transaction:
     """A transaction coordinated by hand: its record is written (PENDING), nothing else."""
     now = store.clock.now()
-    txn = Transaction(uuid.uuid4().bytes, anchor, 0, now, now, 1)
+    txn = Transaction(uuid.uuid4().bytes, anchor, 0, now, now, 1, min_ts=now)
     return store.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(),))).txn or txn
 
 
@@ -217,6 +217,38 @@ def test_a_transaction_whose_record_was_collected_cannot_commit_after_a_restart(
             end(store, txn, True, b"a")
         assert records(store) == []
         assert db.get(b"a") is None
+    finally:
+        db.close()
+
+
+def test_a_transaction_whose_record_was_collected_cannot_commit_after_a_restart_and_a_refresh(
+    tmp_path: Path, clock: ManualClock, config: StoreConfig
+) -> None:
+    # NB: its read timestamp moved past the store's opening (a refresh): the store must
+    # still refuse the record, or the commit would keep one intent of an aborted txn
+    path = tmp_path / "store"
+    db = feedkv.connect(path, clock=clock, config=config)
+    try:
+        db.split(b"m")
+        store = _store_of(db)
+        txn = write(store, begin(store, b"a"), b"a", b"doomed")
+        txn = write(store, txn, b"z", b"doomed")
+        abort_by_push(store, txn)
+        assert db.get(b"z") is None  # the reader resolved that intent, aborted
+        collect_after_threshold(store, clock)
+        assert record_of(store, txn) is None
+    finally:
+        db.close()
+    db = feedkv.connect(path, clock=clock, config=config)
+    try:
+        store = _store_of(db)
+        clock.advance(1)
+        refreshed = txn.started_at(clock.now())
+        with pytest.raises(TransactionAbortedError):
+            heartbeat(store, refreshed)
+        with pytest.raises(TransactionAbortedError):
+            end(store, refreshed, True, b"a", b"z")
+        assert (db.get(b"a"), db.get(b"z")) == (None, None)
     finally:
         db.close()
 

@@ -64,7 +64,7 @@ class TxnMeta(_message.Message):
     def __init__(self, id: _Optional[bytes] = ..., key: _Optional[bytes] = ..., epoch: _Optional[int] = ..., write_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class Transaction(_message.Message):
-    __slots__ = ("id", "key", "epoch", "read_ts", "write_ts", "priority", "seq")
+    __slots__ = ("id", "key", "epoch", "read_ts", "write_ts", "priority", "seq", "min_ts")
     ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class Transaction(_message.Message):
     WRITE_TS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    MIN_TS_FIELD_NUMBER: _ClassVar[int]
     id: bytes
     key: bytes
     epoch: int
@@ -79,7 +80,8 @@ class Transaction(_message.Message):
     write_ts: Timestamp
     priority: int
     seq: int
-    def __init__(self, id: _Optional[bytes] = ..., key: _Optional[bytes] = ..., epoch: _Optional[int] = ..., read_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., write_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
+    min_ts: Timestamp
+    def __init__(self, id: _Optional[bytes] = ..., key: _Optional[bytes] = ..., epoch: _Optional[int] = ..., read_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., write_ts: _Optional[_Union[Timestamp, _Mapping]] = ..., priority: _Optional[int] = ..., seq: _Optional[int] = ..., min_ts: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
 
 class TxnRecord(_message.Message):
     __slots__ = ("meta", "status", "priority", "last_active_ns")

@@ -2469,9 +2469,27 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
 def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     """As PostgreSQL and CockroachDB: a DATE minus a DATE is the INT of days between
     them, a DATE plus or minus an INT of days a DATE; a TIMESTAMP minus a TIMESTAMP (or
-    TIMESTAMPTZs, or TIMEs) the INTERVAL between them, its whole days as days. A
-    TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one)."""
+    TIMESTAMPTZs, or TIMEs) the INTERVAL between them, its whole days as days; a DATE
+    plus a TIME (either way round), or minus one, the TIMESTAMP that far from its
+    midnight. A TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one)."""
     moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    if op is exp.Add and isinstance(a, datetime.time) and not moments[1]:
+        a, b = b, a  # NB: TIME + DATE as DATE + TIME
+    if (
+        moments == (False, False)
+        and isinstance(a, datetime.date)
+        and isinstance(b, datetime.time)
+        and b.tzinfo is None
+        and op in (exp.Add, exp.Sub)
+    ):
+        midnight = datetime.datetime.combine(a, datetime.time())
+        offset = datetime.timedelta(
+            hours=b.hour, minutes=b.minute, seconds=b.second, microseconds=b.microsecond
+        )
+        try:
+            return midnight + offset if op is exp.Add else midnight - offset
+        except OverflowError:
+            raise SQLError("22008", "timestamp out of range") from None
     if moments == (False, False) and isinstance(a, datetime.date):
         if op is exp.Sub and isinstance(b, datetime.date):
             return (a - b).days

@@ -202,6 +202,22 @@ class _Cockroach(Postgres):
                 rebuilt = outer
             return rebuilt
 
+        def _parse_interval_span(
+            self, this: exp.Expr, parse_function_unit: bool = True
+        ) -> exp.Interval:
+            # NB: sqlglot splits a unit off a string that holds more (``'1 day 02:00'``
+            # read as ``'1' DAY``, the rest dropped): such a string is kept whole
+            node = super()._parse_interval_span(this, parse_function_unit)
+            if (
+                this is not None
+                and this.is_string
+                and node.this is not this
+                and not exp.INTERVAL_STRING_RE.fullmatch(this.name)
+            ):
+                node.set("this", this)
+                node.set("unit", None)
+            return node
+
         def _parse_dcolon(self) -> exp.Expr | None:
             # NB: called just after the operator is read, before the type
             self._annotating = self._prev.text == ":::"

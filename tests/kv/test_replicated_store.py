@@ -25,6 +25,7 @@ from feedkv.errors import (
     NotLeaseHolderError,
     RangeRoutingError,
     RangeUnavailableError,
+    TransactionAbortedError,
 )
 from feedkv.kv import replica_collector, replicated_merge
 from feedkv.kv import store as store_module
@@ -55,7 +56,7 @@ from feedkv.kv.replica import LOG_KEEP, LOG_LIMIT
 from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.router import Transport
 from feedkv.kv.store import Store, StoreConfig
-from feedkv.kv.txn_record import TXN_RECORDS
+from feedkv.kv.txn_record import TXN_RECORDS, read_record
 from feedkv.raft import (
     ConfChange,
     ConfChangeType,
@@ -675,6 +676,48 @@ def test_a_lease_handed_to_a_follower_moves_there_and_writes_go_on(
     wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
     client.put(b"k2", b"v2")
     assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
+
+
+def test_a_finished_transactions_record_goes_on_every_replica_and_no_lease_holder_revives_it(
+    cluster: ReplicatedStores,
+) -> None:
+    """The EndTxn that resolves every intent removes the record in the same command,
+    which the followers apply too; a replica that takes up the lease afterwards does not
+    know of the removal, yet refuses a late heartbeat or commit of that transaction."""
+    now = cluster.now()
+    txn = Transaction(b"r" * 16, b"a", 0, now, now, 1)
+    wrote = cluster.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(), Put(b"a", b"1"))))
+    txn = wrote.txn or txn
+    assert txn.seq > 0
+
+    def records() -> list[bool]:
+        found = []
+        for node in NODES:
+            with cluster.stores[node].engine.snapshot() as snap:
+                found.append(read_record(snap, b"a", txn.id) is not None)
+        return found
+
+    wait_until(lambda: cluster.caught_up() and all(records()), timeout_s=DEADLINE_S)
+    cluster.send(BatchRequest(Header(txn=txn), (EndTxn(True, (Span.for_key(b"a"),)),)))
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    assert records() == [False, False, False]
+    _assert_everywhere(cluster, {b"a": b"1"})
+
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    loop = cluster.stores[holder].replicas
+    assert loop is not None
+    loop.transfer_lease(1, follower)
+    new_loop = cluster.stores[follower].replicas
+    assert new_loop is not None
+    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+    with pytest.raises(TransactionAbortedError):
+        cluster.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(),)))
+    with pytest.raises(TransactionAbortedError):
+        cluster.send(BatchRequest(Header(txn=txn), (EndTxn(True, (Span.for_key(b"a"),)),)))
+    wait_until(cluster.caught_up, timeout_s=DEADLINE_S, what="every replica caught up")
+    assert records() == [False, False, False]
+    _assert_everywhere(cluster, {b"a": b"1"})
 
 
 def test_a_client_whose_cache_names_a_leaderless_replica_alone_looks_the_range_up_again(

@@ -485,7 +485,7 @@ class LMDBEngine:
                         job.future.set_result(value)
                     else:
                         job.future.set_exception(value)
-                except Exception:  # NB: a done callback's; the other callers still hear
+                except BaseException:  # NB: a done callback's: the others must still hear
                     log.exception("a done callback of a committed write failed")
             handed.set_result(None)
 

@@ -54,6 +54,18 @@ wait 7%; activity marking, time zone and metrics 3% together. A prototype servin
 pgwire from a second process (sessions over gRPC to the node) gave 0.9-1.6x the TPS
 in five alternating pairs at load 9-14, for 1.5-1.6x the CPU a statement (node ~100
 us, gateway ~200-250 us): not a gain a 2-core machine shared with pgbench can count on.
+
+Tried and left out (wire39c, kv0, 32 clients, load 17-40 on 2 cores, node CPU per
+statement 255-326 us throughout): connection threads under Linux's SCHED_BATCH (so a woken
+one does not preempt the GIL's holder on its core) cut the involuntary context switches
+from 1.8-2.3 to 1.0-1.5 a statement, but no gain showed: switched on and off in place (7
+alternating pairs) the CPU was lower in 6 and the TPS higher in 4; against the parent
+commit (6 pairs, later) the TPS was lower in 6 and the CPU higher in 5 (the commit thread a
+batch thread too: TPS lower in 3 of 3); the commit thread's range descriptor (one LMDB get a
+command) remembered for the rest of its group: no difference in 3 pairs; a GIL switch
+interval of 20 ms: none in 2. Kept: the group's completions (a futex wake a caller, GIL
+held; a third of the commit thread's GIL time) moved to a completer thread that runs them
+during the fsync (feedkv.storage.lmdb_engine).
 """
 
 from __future__ import annotations

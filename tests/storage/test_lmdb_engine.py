@@ -449,6 +449,28 @@ def test_a_group_completes_once_durable_and_before_the_next_group_commits(
     assert seen == [(True, False)]
 
 
+def test_futures_complete_on_the_completer_thread_and_a_failing_callback_spares_the_rest(
+    engine: LMDBEngine,
+) -> None:
+    completed_on: list[str] = []
+
+    def failing() -> None:
+        completed_on.append(current_thread())
+        raise RuntimeError("a done callback that fails")
+
+    with parked_commit_thread(engine):
+        first = engine.submit(put("a", b"first", b"1"))
+        second = engine.submit(put("a", b"second", b"2"))
+        first.add_done_callback(failing)
+        second.add_done_callback(lambda: completed_on.append(current_thread()))
+
+    assert second.result(TIMEOUT) is None
+    assert first.result(TIMEOUT) is None
+    wait_until(lambda: len(completed_on) == 2)  # NB: a callback runs after its result is out
+    assert completed_on == ["feedkv-completer", "feedkv-completer"]
+    assert engine.write(lambda rw: rw.get("a", b"second")) == b"2"  # the engine goes on
+
+
 def test_a_busy_queue_does_not_hold_back_completions(engine: LMDBEngine) -> None:
     # Each job queues the next, so the queue is never empty while the chain runs.
     chain: list[Future[int]] = []

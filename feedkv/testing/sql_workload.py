@@ -56,6 +56,7 @@ from feedkv.testing.changefeed_validator import (
 )
 from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
+from feedkv.util.keys import Span, key_next
 
 if TYPE_CHECKING:
     from feedkv.db import DB
@@ -419,9 +420,10 @@ def abandon_transaction(db: DB, ids: Sequence[int], *, commit: bool) -> Timestam
 
     With ``commit=False`` the transaction stays pending, with nobody to heartbeat it:
     the pusher moves it up, and aborts it once it has expired; its rows must never be
-    published. With ``commit=True`` its record is committed but, no lock spans given,
-    every intent is left behind: once the pusher finds the record committed it resolves
-    them, which publishes the rows.
+    published. With ``commit=True`` it commits naming its intents, as a coordinator
+    does, which publishes the rows (a commit that named none would leave them behind with
+    no record: the record goes at the commit, and an intent without one reads as aborted,
+    as in CockroachDB).
     """
     node = db.node
     if node is None:
@@ -444,13 +446,14 @@ def abandon_transaction(db: DB, ids: Sequence[int], *, commit: bool) -> Timestam
     for requests in ((HeartbeatTxn(),), puts):
         response = store.send(BatchRequest(Header(txn=txn), requests))
         txn = response.txn or txn
+    written = tuple(Span(put.key, key_next(put.key)) for put in puts)
     while commit:
         # It read nothing, so moving its reads up to a pushed write timestamp is a refresh
         # that cannot fail (what the client's transaction does before it commits).
         txn = replace(txn, read_ts=txn.write_ts)
         try:
             # NB: in a batch of its own: sent with the writes, it would commit in one phase
-            store.send(BatchRequest(Header(txn=txn), (EndTxn(True),)))
+            store.send(BatchRequest(Header(txn=txn), (EndTxn(True, lock_spans=written),)))
             break
         except TransactionRetryError as exc:
             if exc.ts is None or exc.reason != "RETRY_PUSHED":

@@ -7,11 +7,12 @@ markers) runs into each sink while, in turn:
 - clients run the seeded workload of :mod:`feedkv.testing.sql_workload`: multi-row
   writes, explicit transactions (some rolled back, conflicting ones retried) and range
   splits, pushed by the rangefeed's pusher whenever they linger;
-- two transactions walk away from intents on rows of ``t``
+- two transactions are driven by hand through the store on rows of ``t``
   (:func:`~feedkv.testing.sql_workload.abandon_transaction`): a pending one, which the
   pusher moves up and (once expired) aborts, so its row is never published; and a
-  committed one whose intents were never resolved, so the pusher must resolve them and
-  its row must be published;
+  committed one, whose row must be published (its commit names its intents and resolves
+  them: since records go once their intents are resolved, a commit that named none
+  would leave them reading as aborted, as in CockroachDB);
 - the sink goes down and comes back, where a sink can (see below);
 - a job is paused while the clients write and resumed (a sinkless changefeed is no job):
   its sink is made anew, and the rows after its high-water mark are sent again;
@@ -581,5 +582,5 @@ def test_every_sink_keeps_every_changefeed_promise_under_a_nemesis(
     )
     keys = {tuple(m.key or ()) for m in rows}
     assert (PENDING,) not in keys  # aborted: never published
-    assert (COMMITTED,) in keys  # resolved by the pusher: published
+    assert (COMMITTED,) in keys  # committed: published
     assert any(m.after is not None and m.after.get("c") == "x" for m in rows)  # the backfill

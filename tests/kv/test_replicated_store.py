@@ -659,21 +659,24 @@ def test_a_lease_holder_that_removes_itself_leaves_the_range_to_the_others(
     assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
 
 
+def _move_lease_to_a_follower(cluster: ReplicatedStores) -> None:
+    """Hand range 1's lease from its holder to a follower, and wait until it holds it."""
+    holder = cluster.lease_holder()
+    follower = next(n for n in NODES if n != holder)
+    loop = cluster.stores[holder].replicas
+    assert loop is not None
+    loop.transfer_lease(1, follower)
+    new_loop = cluster.stores[follower].replicas
+    assert new_loop is not None
+    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+
+
 def test_a_lease_handed_to_a_follower_moves_there_and_writes_go_on(
     cluster: ReplicatedStores,
 ) -> None:
     client = KVClient(cluster)
     client.put(b"k", b"v")
-    holder = cluster.lease_holder()
-    follower = next(n for n in NODES if n != holder)
-    loop = cluster.stores[holder].replicas
-    assert loop is not None
-
-    loop.transfer_lease(1, follower)
-
-    new_loop = cluster.stores[follower].replicas
-    assert new_loop is not None
-    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+    _move_lease_to_a_follower(cluster)
     client.put(b"k2", b"v2")
     assert client.get(b"k") == b"v" and client.get(b"k2") == b"v2"
 
@@ -703,14 +706,7 @@ def test_a_finished_transactions_record_goes_on_every_replica_and_no_lease_holde
     assert records() == [False, False, False]
     _assert_everywhere(cluster, {b"a": b"1"})
 
-    holder = cluster.lease_holder()
-    follower = next(n for n in NODES if n != holder)
-    loop = cluster.stores[holder].replicas
-    assert loop is not None
-    loop.transfer_lease(1, follower)
-    new_loop = cluster.stores[follower].replicas
-    assert new_loop is not None
-    wait_until(lambda: new_loop.holds_lease(1), timeout_s=DEADLINE_S, what="the lease moved")
+    _move_lease_to_a_follower(cluster)
     with pytest.raises(TransactionAbortedError):
         cluster.send(BatchRequest(Header(txn=txn), (HeartbeatTxn(),)))
     with pytest.raises(TransactionAbortedError):

@@ -195,37 +195,13 @@ def test_an_aborted_record_stays_until_the_threshold_then_its_transaction_cannot
     assert intents(store) == []
 
 
+@pytest.mark.parametrize("refresh", [False, True], ids=["as_it_began", "refreshed"])
 def test_a_transaction_whose_record_was_collected_cannot_commit_after_a_restart(
-    tmp_path: Path, clock: ManualClock, config: StoreConfig
+    tmp_path: Path, clock: ManualClock, config: StoreConfig, refresh: bool
 ) -> None:
-    path = tmp_path / "store"
-    db = feedkv.connect(path, clock=clock, config=config)
-    try:
-        store = _store_of(db)
-        txn = write(store, begin(store, b"a"), b"a", b"doomed")
-        abort_by_push(store, txn)
-        collect_after_threshold(store, clock)
-        assert record_of(store, txn) is None
-    finally:
-        db.close()
-    db = feedkv.connect(path, clock=clock, config=config)
-    try:
-        store = _store_of(db)  # it remembers no removal: the txn began before it opened
-        with pytest.raises(TransactionAbortedError, match="TIMESTAMP_CACHE_REJECTED"):
-            heartbeat(store, txn)
-        with pytest.raises(TransactionAbortedError):
-            end(store, txn, True, b"a")
-        assert records(store) == []
-        assert db.get(b"a") is None
-    finally:
-        db.close()
-
-
-def test_a_transaction_whose_record_was_collected_cannot_commit_after_a_restart_and_a_refresh(
-    tmp_path: Path, clock: ManualClock, config: StoreConfig
-) -> None:
-    # NB: its read timestamp moved past the store's opening (a refresh): the store must
-    # still refuse the record, or the commit would keep one intent of an aborted txn
+    """The store that opens remembers no removal: a transaction that began before may
+    not write its record, even with its read timestamp moved past the opening by a
+    refresh (its commit would keep one intent of an aborted transaction)."""
     path = tmp_path / "store"
     db = feedkv.connect(path, clock=clock, config=config)
     try:
@@ -242,12 +218,14 @@ def test_a_transaction_whose_record_was_collected_cannot_commit_after_a_restart_
     db = feedkv.connect(path, clock=clock, config=config)
     try:
         store = _store_of(db)
-        clock.advance(1)
-        refreshed = txn.started_at(clock.now())
+        if refresh:
+            clock.advance(1)
+            txn = txn.started_at(clock.now())
+        with pytest.raises(TransactionAbortedError, match="TIMESTAMP_CACHE_REJECTED"):
+            heartbeat(store, txn)
         with pytest.raises(TransactionAbortedError):
-            heartbeat(store, refreshed)
-        with pytest.raises(TransactionAbortedError):
-            end(store, refreshed, True, b"a", b"z")
+            end(store, txn, True, b"a", b"z")
+        assert records(store) == []
         assert (db.get(b"a"), db.get(b"z")) == (None, None)
     finally:
         db.close()

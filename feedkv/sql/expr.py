@@ -45,6 +45,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
+from feedkv.sql.scalar_functions import is_int
 from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.sql.time_zone import current_zone, infinity_of
 from feedkv.sql.types import (
@@ -608,7 +609,7 @@ class _Compiler:
                 return None
             if isinstance(value, BitString):
                 return value.inverted()
-            if not _is_int(value):
+            if not is_int(value):
                 raise SQLError("42883", f"unsupported unary operator: ~<{type_of_value(value)}>")
             return ~value
 
@@ -2412,21 +2413,17 @@ _BITWISE: dict[type, tuple[str, Callable[[int, int], int]]] = {
 _BIT_SHIFTS = (exp.BitwiseLeftShift, exp.BitwiseRightShift)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _bitwise(op: type, a: Any, b: Any) -> Any:
     """CockroachDB's bitwise operators: of two INTs (a shift by 0 to 63 places, wrapping
     as an INT8 does), of two bit strings of one length, or a bit string shifted by an
     INT (:class:`BitString`)."""
     symbol, apply = _BITWISE[op]
     shift = op in _BIT_SHIFTS
-    if _is_int(a) and _is_int(b):
+    if is_int(a) and is_int(b):
         if shift and not 0 <= b < 64:
             raise SQLError("22023", "shift argument out of range")
         return (apply(a, b) - INT64_MIN) % 2**64 + INT64_MIN
-    if isinstance(a, BitString) and shift and _is_int(b):
+    if isinstance(a, BitString) and shift and is_int(b):
         return a.shifted(b if op is exp.BitwiseLeftShift else -b)
     if isinstance(a, BitString) and isinstance(b, BitString) and not shift:
         return a.combined(symbol, b)
@@ -2439,9 +2436,9 @@ def _bitwise(op: type, a: Any, b: Any) -> Any:
 def _arithmetic(op: type, a: Any, b: Any) -> Any:
     if isinstance(a, Interval) or isinstance(b, Interval):
         return _interval_arithmetic(op, a, b)
-    if isinstance(a, datetime.date | datetime.time) or isinstance(b, datetime.date):
-        return _datetime_arithmetic(op, a, b)
     if not _is_number(a) or not _is_number(b):
+        if isinstance(a, datetime.date | datetime.time) or isinstance(b, datetime.date):
+            return _datetime_arithmetic(op, a, b)
         symbol = _OPERATORS.get(op, "?")
         raise SQLError(
             "42883",
@@ -2493,9 +2490,9 @@ def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     if moments == (False, False) and isinstance(a, datetime.date):
         if op is exp.Sub and isinstance(b, datetime.date):
             return (a - b).days
-        if op in (exp.Add, exp.Sub) and _is_int(b):
+        if op in (exp.Add, exp.Sub) and is_int(b):
             return _days_later(a, b if op is exp.Add else -b)
-    if moments == (False, False) and op is exp.Add and _is_int(a) and isinstance(b, datetime.date):
+    if moments == (False, False) and op is exp.Add and is_int(a) and isinstance(b, datetime.date):
         return _days_later(b, a)
     times = isinstance(a, datetime.time) and isinstance(b, datetime.time)
     if op is exp.Sub and (

@@ -194,12 +194,11 @@ class _Cockroach(Postgres):
                 inner = inner.this
             if not isinstance(inner, exp.Literal):
                 return node
-            rebuilt: exp.Expr = node.copy()
-            rebuilt.set("this", inner)
+            node.set("this", inner)  # NB: the nodes are new: relinked, not copied
+            rebuilt: exp.Expr = node
             for cast in reversed(casts):
-                outer = cast.copy()
-                outer.set("this", rebuilt)
-                rebuilt = outer
+                cast.set("this", rebuilt)
+                rebuilt = cast
             return rebuilt
 
         def _parse_interval_span(

@@ -29,7 +29,7 @@ from feedkv.sql.arrays import Array
 from feedkv.sql.as_json import as_json
 from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN, ColumnType, Kind
 
-__all__ = ["FUNCTIONS", "concat", "concat_ws"]
+__all__ = ["FUNCTIONS", "concat", "concat_ws", "is_int"]
 
 
 def _text(value: Any) -> str:
@@ -115,7 +115,7 @@ def _power(base: Any, exponent: Any) -> Any:
     """As CockroachDB's pow and ^: INT ones give an INT (22003 when the power is no
     INT8, as 2 ^ -1 or 2 ^ 64), a FLOAT with a FLOAT or a numeric constant a FLOAT,
     DECIMAL ones a DECIMAL of 20 significant digits."""
-    if _is_int(base) and _is_int(exponent):
+    if is_int(base) and is_int(exponent):
         return _int_power(base, exponent)
     if isinstance(base, float) or isinstance(exponent, float):
         # NB: the constant in f ^ 0.5 is a FLOAT, as CockroachDB types it
@@ -145,7 +145,8 @@ def _power(base: Any, exponent: Any) -> Any:
         raise SQLError("22003", "value out of range: overflow") from None
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an INT's (a Python int, not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -155,6 +155,7 @@ class Node:
         # why the node takes no clients yet (None: it does): it waits for its cluster
         self._starting: str | None = "the node is starting"
         joined: tuple[str, int] | None = None
+        asked = listen
         if join and listen is not None and load_ident(self.path) is None:
             listen, joined = self._await_cluster(listen, join, client_tls, http_addr)
         ident, bootstraps = start_ident(self.path, joined) if join is not None else (None, True)
@@ -183,7 +184,7 @@ class Node:
             # how this node's own clients register feeds (in a cluster: with any node)
             self.feed_transport: FeedTransport = self.feeds
             if listen is not None:
-                self.serve(listen)
+                self._serve_after_wait(listen, asked)
             if http_addr is not None:
                 self.serve_http(http_addr)
             if ident is None:
@@ -227,6 +228,17 @@ class Node:
             waiting.stop()
         self._starting = "the node is starting"
         return host_port(host, waiting.port), joined
+
+    def _serve_after_wait(self, listen: str, asked: str | None) -> None:
+        """Serve ``listen``, the port the node waited for its cluster on. That port
+        was free for a moment between the two servers, and another process may have
+        taken it: a node asked for any free port (``asked`` port 0) then takes another."""
+        try:
+            self.serve(listen)
+        except NodeUnavailableError:
+            if asked is None or asked == listen or parse_listen(asked)[1] != 0:
+                raise
+            self.serve(asked)
 
     def _member(
         self, ident: ClusterIdent, join: Sequence[str], config: ClusterConfig | None

@@ -1699,8 +1699,10 @@ class _Compiler:
             return self._pg_sleep(node)
         if name == "pg_typeof":
             return self._pg_typeof(node)
+        if node.expressions and name in _NO_ARGUMENTS:
+            raise SQLError("42883", f"unknown signature: {name}() takes no arguments")
         if node.expressions:
-            raise SQLError("42883", f"unknown signature: {name}() with arguments")
+            raise SQLError("42883", f"unknown function: {name}()")
         if name == "cluster_logical_timestamp":
 
             def logical(row: Env, ctx: Context) -> Any:
@@ -1722,8 +1724,6 @@ class _Compiler:
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
             return self.current_timestamp(node)
         if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
-            if node.expressions:
-                raise SQLError("42883", "unknown signature: clock_timestamp() takes no arguments")
             return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")
 
@@ -1816,6 +1816,21 @@ class _Compiler:
             "(only in the SELECT list, without GROUP BY)",
         )
 
+
+# the functions of no arguments compiled last (_Compiler.anonymous): called with some, a
+# known name takes the wrong signature, any other is no function at all
+_NO_ARGUMENTS = frozenset(
+    (
+        "cluster_logical_timestamp",
+        "unique_rowid",
+        "gen_random_uuid",
+        "uuid_generate_v4",
+        "now",
+        "statement_timestamp",
+        "transaction_timestamp",
+        "clock_timestamp",
+    )
+)
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
 

@@ -216,6 +216,12 @@ def run_node(
                 log.warning("%s", warning)
             else:
                 print(f"feedkv: WARNING: {warning}", file=sys.stderr, flush=True)
+        if sql_addr is not None:
+            # NB: after the URL is out (a start waits for nothing more), on this thread
+            # (see load_engine), before the heap is frozen (its modules are kept)
+            from feedkv.sql.analytic import load_engine
+
+            load_engine()
         # NB: once up: full collections then skip the heap a node keeps for its life
         frozen = freeze_startup_heap()
         log.debug("%d objects of the startup heap frozen for the garbage collector", frozen)

@@ -195,6 +195,13 @@ def run_node(
             ident = str(node.cluster.ident.node_id) if node.cluster is not None else node.node_id
             logs = configure_logging(store, ident, log_level)
         db.changefeeds.start()
+        if sql_addr is not None:
+            # NB: on this thread (see load_engine); before the URL is out, so that it
+            # slows no client's first statements (an IMPORT sent at once), and before
+            # the heap is frozen (its modules are kept)
+            from feedkv.sql.analytic import load_engine
+
+            load_engine()
         ports = ""
         if db.node is not None and db.node.http_server is not None:
             ports += f", HTTP on {db.node.http_url}"
@@ -216,12 +223,6 @@ def run_node(
                 log.warning("%s", warning)
             else:
                 print(f"feedkv: WARNING: {warning}", file=sys.stderr, flush=True)
-        if sql_addr is not None:
-            # NB: after the URL is out (a start waits for nothing more), on this thread
-            # (see load_engine), before the heap is frozen (its modules are kept)
-            from feedkv.sql.analytic import load_engine
-
-            load_engine()
         # NB: once up: full collections then skip the heap a node keeps for its life
         frozen = freeze_startup_heap()
         log.debug("%d objects of the startup heap frozen for the garbage collector", frozen)

@@ -336,7 +336,7 @@ def load_engine() -> None:
     an Arrow table loads (pyarrow's dataset and compute modules), on the calling
     thread, once per process (later calls return at once): about 0.1 s of CPU and
     50 MB that the first analytic query would otherwise pay while its client waits.
-    For a process that serves SQL (``feedkv start``, once it serves).
+    For a process that serves SQL (``feedkv start``, before it gives its URLs).
 
     NB: on the caller's thread, not one of its own: a process that exits while
     DuckDB loads on a daemon thread aborts, and exiting waits for any other thread

@@ -195,6 +195,13 @@ def run_node(
             ident = str(node.cluster.ident.node_id) if node.cluster is not None else node.node_id
             logs = configure_logging(store, ident, log_level)
         db.changefeeds.start()
+        if sql_addr is not None:
+            # NB: on this thread (see load_engine); before the URL is out, so that it
+            # slows no client's first statements (an IMPORT sent at once), and before
+            # the heap is frozen (its modules are kept)
+            from feedkv.sql.analytic import load_engine
+
+            load_engine()
         ports = ""
         if db.node is not None and db.node.http_server is not None:
             ports += f", HTTP on {db.node.http_url}"

@@ -426,9 +426,17 @@ def column_oid(values: Sequence[Any]) -> int:
 # Results.
 
 
+# The types (exactly: not a bool, a FixedChar) whose text is str() of the value outside
+# a JSON column (format_value's), the most of what analytic results send
+_STR_TEXT = frozenset({int, str, decimal.Decimal})
+_JSON_OIDS = frozenset({OID.JSONB, OID.JSON})
+
+
 def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
     """A non-NULL ``value`` in the text format of type ``oid``; a FLOAT with the
     session's ``extra_float_digits`` (``float_digits``), as CockroachDB sends it."""
+    if type(value) in _STR_TEXT and oid not in _JSON_OIDS:
+        return str(value).encode()  # NB: format_value's answer, without its dozen checks
     if isinstance(value, Array):
         element = _element_oid(value.element)
         return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()

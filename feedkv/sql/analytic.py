@@ -54,7 +54,7 @@ from feedkv.sql.types import DECIMAL_QUOTIENT, Kind
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["try_select", "warm_up"]
+__all__ = ["load_engine", "try_select"]
 
 log = logging.getLogger(__name__)
 
@@ -306,9 +306,19 @@ def _is_int_constant(node: exp.Expr) -> bool:
 _local = threading.local()
 _lock = threading.Lock()
 # The process's DuckDB database (in memory, it holds nothing between queries), once
-# made; whether a warm-up was started
+# made; whether the engine was loaded ahead of the first query
 _database: list[duckdb.DuckDBPyConnection] = []
-_warming: list[bool] = []
+_loaded: list[bool] = []
+
+
+def _process_database() -> duckdb.DuckDBPyConnection:
+    """The process's DuckDB database, made (and DuckDB imported) on first use."""
+    with _lock:
+        if not _database:
+            import duckdb
+
+            _database.append(duckdb.connect())
+        return _database[0]
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
@@ -317,39 +327,35 @@ def _connection() -> duckdb.DuckDBPyConnection:
     microseconds, a database of its own 10 ms, which a session's first query paid."""
     con = getattr(_local, "con", None)
     if con is None:
-        with _lock:
-            if not _database:
-                import duckdb
-
-                _database.append(duckdb.connect())
-            con = _local.con = _database[0].cursor()
+        con = _local.con = _process_database().cursor()
     return con
 
 
-def warm_up() -> None:
-    """Load DuckDB and what its first scan of an Arrow table loads (pyarrow's dataset
-    modules), once per process, on a thread of its own: 0.1 s that the first analytic
-    query would otherwise spend. For a caller that expects analytic queries soon (an
-    import handed the columnar cache its copy); returns at once."""
+def load_engine() -> None:
+    """Load DuckDB, make the process's database and load what DuckDB's first scan of
+    an Arrow table loads (pyarrow's dataset and compute modules), on the calling
+    thread, once per process (later calls return at once): about 0.1 s of CPU and
+    50 MB that the first analytic query would otherwise pay while its client waits.
+    For a process that serves SQL (``feedkv start``, before it gives its URLs).
+
+    NB: on the caller's thread, not one of its own: a process that exits while
+    DuckDB loads on a daemon thread aborts, and exiting waits for any other thread
+    (one was suspected when a node took 30 s to stop)."""
     with _lock:
-        if _warming:
+        if _loaded:
             return
-        _warming.append(True)
-    # NB: not a daemon: a process that exits while DuckDB loads or runs on a daemon
-    # thread aborts ("terminate called without an active exception"); exiting waits
-    threading.Thread(target=_warm, name="feedkv-duckdb-warm-up").start()
-
-
-def _warm() -> None:
+        _loaded.append(True)
     import pyarrow as pa
 
     try:
-        con = _connection()
-        con.register("warm_up", pa.table({"c": pa.array([1], pa.int64())}))
-        con.execute("SELECT sum(c) FROM warm_up").fetchall()
-        con.unregister("warm_up")
+        con = _process_database().cursor()
+        try:
+            con.register("load_engine", pa.table({"c": pa.array([1], pa.int64())}))
+            con.execute("SELECT sum(c) FROM load_engine").fetchall()
+        finally:
+            con.close()
     except Exception:  # NB: only a head start is lost; a query meets the error itself
-        log.warning("DuckDB warm-up failed", exc_info=True)
+        log.warning("DuckDB not loaded ahead of the first analytic query", exc_info=True)
 
 
 def try_select(ex: Execution, s: st.Select) -> Result | None:

@@ -357,6 +357,9 @@ def is_nan(value: object) -> bool:
 
 def kind_of_value(value: object) -> Kind | None:
     """The column kind a Python value belongs to (``None`` for NULL or JSON documents)."""
+    found = _KIND_OF_TYPE.get(type(value))
+    if found is not None:
+        return found  # NB: the common types, without type_of_value's walk
     if isinstance(value, EnumValue):
         return Kind.ENUM
     if isinstance(value, Array):
@@ -365,6 +368,14 @@ def kind_of_value(value: object) -> Kind | None:
     return _KIND_BY_NAME.get(name)
 
 
+# Exactly these types (not subclasses: an enum's value, a FixedChar, a Float4)
+_KIND_OF_TYPE: dict[type, Kind] = {
+    bool: Kind.BOOL,
+    int: Kind.INT,
+    float: Kind.FLOAT,
+    decimal.Decimal: Kind.DECIMAL,
+    str: Kind.STRING,
+}
 _KIND_BY_NAME = {
     "bool": Kind.BOOL,
     "int": Kind.INT,

@@ -66,3 +66,16 @@ def test_an_insecure_node_warns_once_on_stderr_and_in_its_log(tmp_path: Path) ->
     assert "feedkv: WARNING feedkv.node: RUNNING IN INSECURE MODE (--insecure)" in stderr
     logged = (tmp_path / "n" / "logs" / "feedkv.log").read_text()
     assert logged.count("RUNNING IN INSECURE MODE") == 1
+
+
+@pytest.mark.slow(20)
+def test_a_node_serving_sql_loads_duckdb_before_it_says_where_it_serves(tmp_path: Path) -> None:
+    """``feedkv start`` loads DuckDB and pyarrow's dataset scan before it prints its
+    URLs, so neither its first analytic query (it paid 0.1 s of CPU, the client
+    waiting) nor a client's first statements pay for it; and the node still stops when
+    told."""
+    node = NodeProcess(tmp_path / "n", "--insecure", "--changefeed-runner", "thread")
+    mapped = Path(f"/proc/{node.process.pid}/maps").read_text()
+    assert "/_duckdb." in mapped
+    assert "/_dataset." in mapped
+    assert node.terminate() == 0

@@ -20,6 +20,8 @@ from feedkv.pgwire.types import (
     encode_binary,
     encode_text,
 )
+from feedkv.sql import jsonb
+from feedkv.sql.types import format_value
 
 UTC = datetime.UTC
 
@@ -69,6 +71,22 @@ def test_a_columns_type_follows_its_values(values: list[Any], oid: int) -> None:
 )
 def test_text_formats_are_postgresqls(value: Any, oid: int, text: str) -> None:
     assert encode_text(value, oid) == text.encode()
+
+
+@given(
+    hs.one_of(
+        hs.integers(),
+        hs.text(hs.characters(exclude_categories=("Cs",))),
+        hs.decimals(),
+    )
+)
+def test_ints_strings_and_decimals_send_the_text_format_value_gives(value: Any) -> None:
+    """encode_text's shortcut for these types says what format_value says (a JSON
+    column still sends JSON)."""
+    oid = {int: OID.INT8, str: OID.TEXT, decimal.Decimal: OID.NUMERIC}[type(value)]
+    assert encode_text(value, oid) == format_value(value).encode()
+    if isinstance(value, str):
+        assert encode_text(value, OID.JSONB) == jsonb.dumps(value, spaced=True).encode()
 
 
 @pytest.mark.parametrize(

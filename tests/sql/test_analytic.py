@@ -15,13 +15,12 @@ from hypothesis import strategies as st
 from feedkv import DB
 from feedkv.errors import SQLError
 from feedkv.kv.api import BatchRequest, Header, Put
-from feedkv.sql.analytic import warm_up
+from feedkv.sql.analytic import load_engine
 from feedkv.sql.columnar import (
     cache_for,
 )
 from feedkv.sql.row_codec import row_kvs
 from feedkv.sql.session import Session
-from feedkv.testing.waiting import wait_until
 from feedkv.util.hlc import Timestamp
 
 INTS = st.one_of(
@@ -421,17 +420,13 @@ def test_avg_of_ints_is_the_references_decimal_quotient(tables: DB) -> None:
 
 
 def test_sessions_on_threads_of_their_own_query_one_duckdb_database_apart(tables: DB) -> None:
-    """Each thread reads through its own cursor of the process's DuckDB database (and a
-    warm-up, which loads DuckDB ahead of the first query, changes none of it): sessions
-    querying at once each get their own tables' rows."""
+    """Each thread reads through its own cursor of the process's DuckDB database (and
+    loading the engine ahead of the first query changes none of it): sessions querying
+    at once each get their own tables' rows."""
     tables.sql("CREATE TABLE v (id INT PRIMARY KEY, g INT)")
     tables.sql("INSERT INTO v SELECT i, i % 2 FROM generate_series(1, 50) AS s(i)")
-    warm_up()
-    warm_up()  # once per process
-    wait_until(
-        lambda: not any(t.name == "feedkv-duckdb-warm-up" for t in threading.enumerate()),
-        what="the warm-up to end",
-    )
+    load_engine()
+    load_engine()  # once per process
     queries = {
         "SELECT g, count(*) FROM t GROUP BY g ORDER BY g": [],
         "SELECT g, count(*) FROM v GROUP BY g ORDER BY g": [(0, 25), (1, 25)],

@@ -20,10 +20,14 @@ ordered. Any thread may read them.
 
 from __future__ import annotations
 
+import functools
+
 from feedkv.errors import InvariantViolation
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["ClosedTimestamps"]
+
+_new_timestamp = functools.partial(tuple.__new__, Timestamp)
 
 
 class ClosedTimestamps:
@@ -55,9 +59,10 @@ class ClosedTimestamps:
 
     def close(self, range_id: int, now: Timestamp) -> Timestamp:
         """Advance ``range_id``'s closed timestamp to ``now - target`` if that is higher."""
-        # NB: get and target inline: every write's evaluation calls this
+        # NB: get, target and tuple.__new__ (not the NamedTuple's Python __new__) inline:
+        # every write's evaluation calls this
         closed = self._closed.get(range_id, self._initial)
-        candidate = Timestamp(now.wall - self._targets.get(range_id, self.target_ns), 0)
+        candidate = _new_timestamp((now.wall - self._targets.get(range_id, self.target_ns), 0))
         if candidate > closed:
             self._closed[range_id] = closed = candidate
         return closed

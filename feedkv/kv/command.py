@@ -448,12 +448,10 @@ class _Evaluator:
     def txn_id(self) -> bytes | None:
         return self.txn.id if self.txn is not None else None
 
-    def _floor(self, read: Timestamp) -> Timestamp:
-        return max(read, self.closed)
-
     def _write_ts(self, floor: Timestamp) -> Timestamp:
-        """The timestamp a write lands at, given the highest read below it must clear."""
-        floor = self._floor(floor)
+        """The timestamp a write lands at, given the highest read below it must clear
+        (and the closed timestamp)."""
+        floor = max(floor, self.closed)
         if self.txn is not None and not self.one_phase:
             ts = self.txn.write_ts
             if ts <= floor:

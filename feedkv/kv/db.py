@@ -155,7 +155,8 @@ class KVClient:
         if type(value) is not bytes:
             raise InvalidArgumentError(f"values are bytes, not {type(value).__name__}")
         check_value(value)  # the size limit, before the value crosses the wire
-        return self._write(key, value)
+        check_key(key)
+        return self._router.send_key(key, _NO_HEADER, (Put(key, value),)).timestamp
 
     def delete(self, key: bytes) -> Timestamp:
         """Delete ``key`` (a tombstone); returns the commit timestamp."""

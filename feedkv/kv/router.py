@@ -202,8 +202,10 @@ class Router:
         """The replica to try next: the hinted lease holder, else one not tried (0:
         none left); one seen dead only when every other was tried (a dial to a dead
         host waits out the connect timeout)."""
-        untried = [n for n in (hint, *desc.replicas) if n and n not in tried]
         health = self._health
+        if hint and hint not in tried and (health is None or not health.seen_dead(hint)):
+            return hint  # NB: what the sort below puts first, without sorting every replica
+        untried = [n for n in (hint, *desc.replicas) if n and n not in tried]
         if health is not None:
             untried.sort(key=health.seen_dead)  # NB: stable: the hint first among equals
         return untried[0] if untried else 0

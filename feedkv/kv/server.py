@@ -30,6 +30,7 @@ in flight, not the whole grace.
 from __future__ import annotations
 
 import logging
+import operator
 import queue
 import threading
 import time
@@ -437,11 +438,11 @@ class _ServedStream:
                 except queue.Empty:
                     break
             with self._lock:
-                self._in_flight.difference_update(reply.id for reply in replies)
+                self._in_flight.difference_update(map(_reply_id, replies))
                 if not self._in_flight and (self._client_done or self._draining.is_set()):
                     self._ended = True
             if replies:
-                yield b"".join(reply.data for reply in replies)
+                yield b"".join(map(_reply_data, replies))
             if self._ended:
                 return
 
@@ -449,6 +450,11 @@ class _ServedStream:
 class _Reply(NamedTuple):
     id: int
     data: bytes  # a serialized BatchReplies of one reply
+
+
+# NB: C-level getters: a generator over a message's replies resumed once per reply
+_reply_id = operator.itemgetter(0)
+_reply_data = operator.itemgetter(1)
 
 
 def _reply(call: _Call) -> bytes:

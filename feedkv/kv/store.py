@@ -1337,7 +1337,7 @@ class Store:
             self._to_resolve.put(_Cleanup.of(applied))
         if applied.finished_txns:
             self._waiters.notify()
-        if applied.ops:
+        if applied.ops and applied.range_id in self._observers:
             self._hand_over(applied.range_id, applied.ops)
         for change in applied.range_changes:
             for range_id in change.ended():

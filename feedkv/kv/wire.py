@@ -11,6 +11,7 @@ the details that class holds; the client raises the same class again.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -44,6 +45,8 @@ __all__ = [
     "timestamp_from_proto",
     "timestamp_to_proto",
 ]
+
+_new_timestamp = functools.partial(tuple.__new__, Timestamp)
 
 SERVICE = "feedkv.kv.Node"  # the gRPC service of node and client
 MAX_MESSAGE_BYTES = 64 << 20  # the largest message either sends or takes
@@ -101,7 +104,8 @@ def timestamp_to_proto(ts: Timestamp, out: pb.Timestamp | None = None) -> pb.Tim
 def timestamp_from_proto(msg: pb.Timestamp) -> Timestamp:
     if not 0 <= msg.wall <= MAX_WALL or msg.logical > MAX_LOGICAL:
         raise InvalidArgumentError(f"timestamp {msg.wall}.{msg.logical} is out of range")
-    return Timestamp(msg.wall, msg.logical)
+    # NB: tuple.__new__, not the NamedTuple's Python __new__: one or more a batch
+    return _new_timestamp((msg.wall, msg.logical))
 
 
 def span_to_proto(span: Span, out: pb.Span) -> None:
@@ -404,7 +408,7 @@ def batch_request_from_proto(msg: pb.BatchRequest) -> api.BatchRequest:
         txn=_txn_from(h.txn) if h.HasField("txn") else None,
         deadline=timestamp_from_proto(h.deadline) if h.HasField("deadline") else None,
     )
-    return api.BatchRequest(header, tuple(_decode_request(r) for r in msg.requests))
+    return api.BatchRequest(header, tuple(map(_decode_request, msg.requests)))
 
 
 # Responses.

@@ -107,12 +107,14 @@ class Completion(Generic[T]):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait for the outcome; the function's exception, or ``None`` if it succeeded."""
-        self._wait(timeout)
+        if not self._done:
+            self._wait(timeout)
         return self._value if self._failed else None
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the outcome; raise the function's exception if it failed."""
-        self._wait(timeout)
+        if not self._done:  # NB: here, not in a call: a server's replies ask done ones
+            self._wait(timeout)
         if self._failed:
             try:
                 raise self._value
@@ -124,8 +126,6 @@ class Completion(Generic[T]):
         return result
 
     def _wait(self, timeout: float | None) -> None:
-        if self._done:
-            return
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
             raise TimeoutError("the write is not durable yet")
         self._lock.release()  # let any other waiter through

@@ -321,24 +321,32 @@ def _visible_version(
 def version_at(reader: Reader, key: bytes, ts: Timestamp) -> tuple[Timestamp, bytes | None] | None:
     """The newest committed version of ``key`` at or below ``ts``: ``(version ts, value)``,
     value ``None`` for a tombstone; ``None`` if the key has no such version."""
-    return _version_of(key, reader.seek(VERSIONS, version_key(key, ts)))
+    start = key_versions_start(key)
+    return _version_of(start, reader.seek(VERSIONS, start + version_suffix(ts)))
 
 
 def _newest_version(reader: Reader, key: bytes) -> tuple[Timestamp, bytes | None] | None:
     """The newest committed version of ``key`` (value ``None`` for a tombstone)."""
-    return _version_of(key, reader.seek(VERSIONS, key_versions_start(key)))
+    start = key_versions_start(key)
+    return _version_of(start, reader.seek(VERSIONS, start))
 
 
 def _version_of(
-    key: bytes, item: tuple[bytes, bytes] | None
+    start: bytes, item: tuple[bytes, bytes] | None
 ) -> tuple[Timestamp, bytes | None] | None:
-    """Decode a ``versions`` entry a seek landed on, if it belongs to ``key``."""
+    """Decode a ``versions`` entry a seek landed on, if it is a version of the key whose
+    :func:`key_versions_start` is ``start``.
+
+    NB: compared escaped, not decoded: an escaped key neither holds the terminator nor
+    ends in a zero byte (each is escaped), so a ``versions`` key that starts with
+    ``start`` is one of that very key's (every write reads the key's newest version
+    this way, and decoding the key cost two calls more)."""
     if item is None:
         return None
-    found_key, version_ts = decode_version_key(item[0])
-    if found_key != key:
+    raw = item[0]
+    if not raw.startswith(start):
         return None
-    return version_ts, item[1][1:] if item[1] else None
+    return decode_version_ts(raw), item[1][1:] if item[1] else None
 
 
 def _version_keys(

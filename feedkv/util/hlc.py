@@ -255,7 +255,9 @@ class Clock:
         wall = self._physical()
         with self._lock:
             last = self._last
-            ts = Timestamp(wall, 0) if wall > last.wall else last.next()
+            # NB: tuple.__new__, not the NamedTuple's Python __new__: every write's
+            # evaluation asks the time
+            ts = _new_timestamp((wall, 0)) if wall > last.wall else last.next()
             self._last = ts
             return ts
 

@@ -8,11 +8,12 @@ one observation). The node adds ``sql_conns`` (its open SQL connections)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 from feedkv.sql import statements as st
 from feedkv.sql.statement_kinds import StatementKind
-from feedkv.util.metrics import Counter, Registry
+from feedkv.util.metrics import Registry
 
 __all__ = ["SQLMetrics", "unregistered_sql_metrics"]
 
@@ -34,59 +35,88 @@ _DDL = StatementKind(
 )
 
 
+# Each statement type's place in SQLMetrics' tally, and its metric.
+_TALLIED = (
+    ("sql_select_count", "Number of SQL SELECT statements"),
+    ("sql_insert_count", "Number of SQL INSERT statements"),
+    ("sql_update_count", "Number of SQL UPDATE statements"),
+    ("sql_delete_count", "Number of SQL DELETE statements"),
+    ("sql_ddl_count", "Number of SQL DDL statements"),
+    ("sql_misc_count", "Number of other SQL statements (SHOW, SET, jobs, changefeeds)"),
+    ("sql_txn_begin_count", "Number of SQL transaction BEGIN"),
+    ("sql_txn_commit_count", "Number of SQL transaction COMMIT"),
+    ("sql_txn_rollback_count", "Number of SQL transaction ROLLBACK"),
+)
+_DDL_INDEX, _MISC_INDEX = 4, 5
+_BY_CLASS: dict[type[st.Statement], int] = {
+    st.Select: 0,
+    st.Insert: 1,
+    st.Update: 2,
+    st.Delete: 3,
+    st.Begin: 6,
+    st.Commit: 7,
+    st.Rollback: 8,
+}
+
+
 class SQLMetrics:
+    """A node's SQL metrics. A statement is counted by its type and timed in one call
+    (:meth:`ran`): both under the latency histogram's one lock, the counts in a list
+    (``_tally``) that the type's counters read at scrape time."""
+
     def __init__(self, registry: Registry | None = None) -> None:
         r = registry or Registry()
         self.enabled = r.enabled  # False: every metric records nothing
-        by_type = {
-            kind: r.counter(f"sql_{kind}_count", f"Number of SQL {kind.upper()} statements")
-            for kind in ("select", "insert", "update", "delete")
-        }
-        self.ddl = r.counter("sql_ddl_count", "Number of SQL DDL statements")
-        self.misc = r.counter(
-            "sql_misc_count", "Number of other SQL statements (SHOW, SET, jobs, changefeeds)"
-        )
-        # NB: each statement is counted once, in its type's counter; their sum, read at
+        self._tally = [0] * len(_TALLIED)
+        for index, (name, documentation) in enumerate(_TALLIED):
+            self._tallied(r, index, name, documentation)
+        # NB: each statement is counted once, in its type's count; their sum, read at
         # scrape time, saves every statement a second increment
-        r.sampled(
-            "sql_query_count",
-            "Number of SQL statements",
-            self._statements,
-            kind="counter",
-        )
+        r.sampled("sql_query_count", "Number of SQL statements", self._statements, kind="counter")
         self.failure = r.counter(
             "sql_failure_count", "Number of statements resulting in a planning or runtime error"
-        )
-        self.txn_begin = r.counter("sql_txn_begin_count", "Number of SQL transaction BEGIN")
-        self.txn_commit = r.counter("sql_txn_commit_count", "Number of SQL transaction COMMIT")
-        self.txn_rollback = r.counter(
-            "sql_txn_rollback_count", "Number of SQL transaction ROLLBACK"
         )
         # NB: observed for each statement: a lean histogram (see feedkv.util.metrics)
         self.service_latency = r.lean_histogram(
             "sql_service_latency",
             "Latency of SQL request execution (nanoseconds), from parsing to the result",
         )
-        self._by_class: dict[type[st.Statement], Counter] = {
-            st.Select: by_type["select"],
-            st.Insert: by_type["insert"],
-            st.Update: by_type["update"],
-            st.Delete: by_type["delete"],
-            st.Begin: self.txn_begin,
-            st.Commit: self.txn_commit,
-            st.Rollback: self.txn_rollback,
-        }
+
+    def _tallied(self, r: Registry, index: int, name: str, documentation: str) -> None:
+        """A counter read from ``_tally[index]`` at scrape time."""
+        tally = self._tally
+        r.sampled(name, documentation, lambda: tally[index], kind="counter")
 
     def _statements(self) -> float:
-        """Statements of every type (each type's counter counted once)."""
-        return sum(c.value for c in (*self._by_class.values(), self.ddl, self.misc))
+        """Statements of every type."""
+        return sum(self._tally)
 
-    def count(self, statement: st.Statement) -> None:
-        """Count ``statement`` (before it runs) by its type."""
-        counter = self._by_class.get(type(statement))
-        if counter is None:
-            counter = self.ddl if _DDL.holds(statement) else self.misc
-        counter.inc()
+    def ran(self, statement: st.Statement, nanos: int) -> None:
+        """Count ``statement`` by its type and observe its latency (``nanos``), under
+        one lock: what every statement a session runs alone costs the metrics."""
+        index = _BY_CLASS.get(type(statement))
+        if index is None:
+            index = _other_index(statement)
+        self.service_latency.observe_tallied(nanos, self._tally, index)
+
+    def ran_together(self, statements: Sequence[st.Statement], nanos: int) -> None:
+        """Count each of ``statements`` by its type and observe their latency together
+        (``nanos``): statements sent as one implicit transaction are one observation."""
+        *counted, last = statements
+        for statement in counted:
+            self.service_latency.add_to_tally(self._tally, _index(statement))
+        self.service_latency.observe_tallied(nanos, self._tally, _index(last))
+
+
+def _index(statement: st.Statement) -> int:
+    """``statement``'s place in the tally, by its type."""
+    index = _BY_CLASS.get(type(statement))
+    return _other_index(statement) if index is None else index
+
+
+def _other_index(statement: st.Statement) -> int:
+    """The place of a statement of no type of its own: DDL or the rest."""
+    return _DDL_INDEX if _DDL.holds(statement) else _MISC_INDEX
 
 
 @cache

@@ -507,8 +507,6 @@ class Session:
                     interrupt()
                 results.append(self._run(statement, len(params), params))
             return results
-        for statement, _ in planned:
-            self.metrics.count(statement)
         started = time.perf_counter_ns()
         try:
             return self._run_implicit(
@@ -520,7 +518,9 @@ class Session:
             self.metrics.failure.inc()
             raise
         finally:
-            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+            self.metrics.ran_together(
+                [statement for statement, _ in planned], time.perf_counter_ns() - started
+            )
 
     def copy_columns(
         self,
@@ -542,7 +542,6 @@ class Session:
         if not isinstance(statement, st.Insert) or statement.columns is None:
             return None
         copy = st.CopyRows(text, statement.table, statement.columns, tuple(columns))
-        self.metrics.count(statement)
         started = time.perf_counter_ns()
         try:
             self._run_implicit([(copy, ())], autocommit=True, interrupt=interrupt)
@@ -552,7 +551,7 @@ class Session:
             self.metrics.failure.inc()
             raise
         finally:
-            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+            self.metrics.ran(statement, time.perf_counter_ns() - started)
         return len(columns[0]) if columns else 0
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
@@ -731,7 +730,11 @@ class Session:
         active = self.active
         if active is not None:
             active.begin(statement.text if shown is None else shown)
-        zone = self.zone
+        # NB: self.zone's question, its answer kept while the variable names it: a call
+        # fewer on every statement's path
+        named, zone = self._zone
+        if self.variables.get("timezone", "UTC") != named:
+            zone = self.zone
         # NB: set only when it differs: a thread's zone is UTC until one is set
         token = None if ZONE.get() is zone else ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
@@ -739,10 +742,7 @@ class Session:
         # NB: a node with its metrics off (feedkv bench changefeed's baseline) neither
         # times nor counts its statements: what the metrics cost is all on the other
         measured = metrics.enabled
-        started = 0
-        if measured:
-            metrics.count(statement)
-            started = time.perf_counter_ns()
+        started = time.perf_counter_ns() if measured else 0
         try:
             timeout_ms = int(self.variables.get("statement_timeout", "0"))
             if not timeout_ms:
@@ -760,7 +760,7 @@ class Session:
             raise
         finally:
             if measured:
-                metrics.service_latency.observe(time.perf_counter_ns() - started)
+                metrics.ran(statement, time.perf_counter_ns() - started)
             GIVE_UP.reset(give_up)
             if token is not None:
                 ZONE.reset(token)
@@ -798,8 +798,8 @@ class Session:
         if len(params) != placeholders:
             raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
         if self._txn is None and not self._released and type(statement) in _ALONE:
-            # NB: the common case, checked first
-            return self._run_alone(statement, params)
+            # NB: the common case, checked first; none of these changes the schema
+            return self._run_alone(statement, params, None)
         if isinstance(statement, st.Begin):
             if self._txn is not None:
                 self._failed = True  # as CockroachDB: only ROLLBACK ends it now
@@ -862,7 +862,10 @@ class Session:
                 self.external_io_dir,
             )
         if self._txn is None:
-            return self._run_alone(statement, params)
+            changes_schema = _SCHEMA_CHANGES.holds(statement)
+            return self._run_alone(
+                statement, params, _SCHEMA_CHANGE_PRIORITY if changes_schema else None
+            )
         if self._failed:
             raise SQLError(
                 "25P02",
@@ -917,11 +920,17 @@ class Session:
             hook()
         return result
 
-    def _run_alone(self, statement: st.Statement, params: Sequence[Any]) -> Result:
-        """``statement`` in a transaction of its own, retried on conflicts: what
-        :meth:`_run_implicit` does for one statement, without its lists and loops (the
-        common case; :meth:`_run` has set the session's zone)."""
-        self._refuse_if_read_only(statement)
+    def _run_alone(
+        self, statement: st.Statement, params: Sequence[Any], priority: int | None
+    ) -> Result:
+        """``statement`` in a transaction of its own at ``priority`` (the default's:
+        ``None``), retried on conflicts: what :meth:`_run_implicit` does for one
+        statement, without its lists and loops (the common case; :meth:`_run` has set
+        the session's zone)."""
+        # NB: _refuse_if_read_only's question outside a transaction, asked here first:
+        # a call fewer on every statement's path
+        if self.variables.get("default_transaction_read_only") == "on":
+            self._refuse_if_read_only(statement)
         executions: list[Execution] = []  # one an attempt
 
         def attempt(txn: Txn) -> Result:
@@ -934,16 +943,14 @@ class Session:
                 publish_added_labels(txn, (execution,))
             return result
 
-        changes_schema = _SCHEMA_CHANGES.holds(statement)
         try:
-            result = self.db.run_transaction(
-                attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
-            )
+            result = self.db.run_transaction(attempt, priority=priority)
         except BaseException as exc:
             _withdraw(executions)
             return self._implicit_failed(exc, executions[-1:], 1)[0]
         finally:
-            _release(executions)
+            for execution in executions:
+                execution.release_leases()
         for hook in executions[-1].after_commit:
             hook()
         return result
@@ -964,8 +971,6 @@ class Session:
     def _run_batch_measured(
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
     ) -> list[Result]:
-        for statement, _ in prepared:
-            self.metrics.count(statement)
         started = time.perf_counter_ns()
         try:
             for _statement, placeholders in prepared:
@@ -977,7 +982,9 @@ class Session:
             self.metrics.failure.inc()
             raise
         finally:
-            self.metrics.service_latency.observe(time.perf_counter_ns() - started)
+            self.metrics.ran_together(
+                [statement for statement, _ in prepared], time.perf_counter_ns() - started
+            )
 
     def _run_implicit(
         self,

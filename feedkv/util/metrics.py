@@ -273,6 +273,27 @@ class LeanHistogram(_Labelled):
             self._counts[index] += 1
             self._sum += value
 
+    def observe_tallied(self, value: float, tally: list[int], index: int) -> None:
+        """Count ``value`` (times the scale) and add one to ``tally[index]``, all under
+        this histogram's one lock: for a hot path that also counts its events by kind
+        (each SQL statement by its type), one lock where a counter would take another.
+        ``tally`` is the caller's, read at scrape time (:meth:`Registry.sampled`); every
+        write to it must go through this histogram (:meth:`add_to_tally` too)."""
+        if self._children is not None:
+            self._unlabelled()
+        value *= self._scale
+        bucket = bisect_left(self._bounds, value)
+        with self._lock:
+            self._counts[bucket] += 1
+            self._sum += value
+            tally[index] += 1
+
+    def add_to_tally(self, tally: list[int], index: int) -> None:
+        """Add one to ``tally[index]`` under this histogram's lock, without an
+        observation (see :meth:`observe_tallied`)."""
+        with self._lock:
+            tally[index] += 1
+
     def _child(self) -> Self:
         return type(self)(self._bounds, scale=self._scale)
 
@@ -349,6 +370,12 @@ class _OffLeanHistogram(SingleWriterHistogram):
         return self
 
     def observe(self, value: float) -> None:
+        pass
+
+    def observe_tallied(self, value: float, tally: list[int], index: int) -> None:
+        pass
+
+    def add_to_tally(self, tally: list[int], index: int) -> None:
         pass
 
 

@@ -185,6 +185,20 @@ def test_sql_statements_and_transactions_are_counted(db: DB) -> None:
     assert moved["txn_restarts_count"] >= 5
 
 
+def test_statements_sent_together_are_each_counted_and_timed_once_together(db: DB) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    names = ["sql_insert_count", "sql_update_count", "sql_query_count", "sql_service_latency_count"]
+    before = {name: value(db, name) for name in names}
+    db.sql("INSERT INTO t VALUES (1, 'a'); INSERT INTO t VALUES (2, 'b'); UPDATE t SET s = 'c'")
+    moved = {name: value(db, name) - before[name] for name in names}
+    assert moved == {
+        "sql_insert_count": 2,
+        "sql_update_count": 1,
+        "sql_query_count": 3,
+        "sql_service_latency_count": 1,  # one implicit transaction: one observation
+    }
+
+
 def test_sql_conns_counts_open_connections(db: DB) -> None:
     import psycopg
 

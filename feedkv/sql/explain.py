@@ -274,7 +274,7 @@ class _Planner:
         ex = self.ex
         if isinstance(source, st.Derived):
             return self.query(source.query)
-        if isinstance(source, st.Series | st.Unnest):
+        if isinstance(source, st.Series | st.Unnest | st.RowsFrom):
             return Node("project set", [], [Node("emptyrow")])
         if isinstance(source, st.StatementSource):
             inner = source.statement

@@ -1802,8 +1802,9 @@ class _Compiler:
         name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
         raise SQLError(
             "0A000",
-            f"{name}() is not supported here: a set-returning function is read in FROM, or "
-            "as the one such item of a SELECT without aggregates",
+            f"{name}() is not supported here: a set-returning function is read in FROM, or in "
+            "the list of a SELECT without aggregates or window functions, outside CASE and "
+            "COALESCE",
         )
 
     def window(self, node: exp.Window) -> Compiled:

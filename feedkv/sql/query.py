@@ -31,9 +31,9 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Execution, Result, RowLocking
-from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
+from feedkv.sql.expr import Context, Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
-from feedkv.sql.join import JoinPlan, is_lateral
+from feedkv.sql.join import JoinPlan, LateralRows, is_lateral
 from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.plan import (
     ResultPlan,
@@ -47,7 +47,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
 from feedkv.sql.sequences import as_relation
-from feedkv.sql.set_functions import series_of, unnest_of
+from feedkv.sql.set_functions import rows_from_of, series_of, unnest_of
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import (
@@ -454,6 +454,15 @@ def read_source(
     if isinstance(source, st.Series | st.Unnest):
         relation = series(ex, source) if isinstance(source, st.Series) else unnest(ex, source)
         return relation, relation.rows, ex.session.database
+    if isinstance(source, st.RowsFrom):
+        relation = rows_from_of(
+            source,
+            [
+                series(ex, f) if isinstance(f, st.Series) else unnest(ex, f)
+                for f in source.functions
+            ],
+        )
+        return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)
         if source.alias == st.ROW_ASSIGNMENT and len(source.columns) != len(result.columns):
@@ -556,10 +565,46 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         )
         read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope, type_of)
+    plan = JoinPlan.of(
+        [r[0] for r in read],
+        s,
+        [r[2] for r in read],
+        ex.outer_scope,
+        type_of,
+        partial(_lateral_subquery, ex),
+    )
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
+
+
+def _lateral_subquery(
+    ex: Execution, source: st.Derived, left: Scope
+) -> tuple[Relation, LateralRows]:
+    """A LATERAL subquery's columns and its rows for a row of the sources to its left
+    (whose names ``left`` holds): it runs as a correlated subquery does, that row
+    pushed as the outer one. A first run over a row of NULLs finds its columns, and
+    whether it names any of ``left``: if not, its rows are kept for every row (as
+    :mod:`feedkv.sql.subquery`'s runner); if so, it runs again for each left row, a
+    nested loop costing a run per row."""
+
+    def run(row: tuple[Any, ...], context: Context) -> Result:
+        context.outer.append(row)
+        ex.outer_scopes.append(left)
+        try:
+            return query(ex, source.query)
+        finally:
+            context.outer.pop()
+            ex.outer_scopes.pop()
+
+    hits = left.hits
+    width = 1 + max((index for index, _type in left.columns.values()), default=-1)
+    first = run((None,) * width, ex.context)
+    shape = Relation.of(source.alias, first.columns, first.types, first.rows, source.columns)
+    if left.hits == hits:
+        kept = first.rows
+        return shape, lambda _row, _context: kept
+    return shape, lambda row, context: run(row, context).rows
 
 
 def _source_locking(ex: Execution, s: st.Select) -> list[RowLocking | None]:

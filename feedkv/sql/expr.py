@@ -566,8 +566,27 @@ class _Compiler:
         return neg
 
     def arithmetic(self, node: exp.Binary) -> Compiled:
-        left, right = self.compile(node.this), self.compile(node.expression)
         op = type(node)
+        left, right = self.compile(node.this), self.compile(node.expression)
+        # An untyped string constant beside an operand of another kind takes the type
+        # untyped_operand_kind gives it: converted now where that kind follows from the
+        # tree (so a bad constant, as in 'x' + 5, fails whatever the rows: 22P02), else
+        # for each row, from the other value's kind (the *_untyped flags).
+        left_untyped = right_untyped = False
+        text_sides = _is_string_constant(node.this), _is_string_constant(node.expression)
+        if text_sides[0] != text_sides[1]:
+            literal, other = (
+                (node.this, node.expression) if text_sides[0] else (node.expression, node.this)
+            )
+            kind = static_kind(other, self.scope)
+            if kind is None:
+                left_untyped, right_untyped = text_sides
+            else:
+                typed = _typed_constant(op, literal, kind, text_sides[0])
+                if typed is not None and text_sides[0]:
+                    left = typed
+                elif typed is not None:
+                    right = typed
         # NB: a numeric constant (or placeholder) beside a FLOAT is a FLOAT, as in a
         # comparison (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
         left_number = _is_number_constant(node.this) or isinstance(node.this, exp.Parameter)
@@ -583,6 +602,10 @@ class _Compiler:
                 b = _as_float_like(b, a)
             elif left_number and isinstance(b, float) and _is_number(a):
                 a = _as_float_like(a, b)
+            elif left_untyped:
+                a = _typed_beside(op, a, b, True)
+            elif right_untyped:
+                b = _typed_beside(op, b, a, False)
             return _arithmetic(op, a, b)
 
         return arith
@@ -1110,6 +1133,10 @@ class _Compiler:
                 value = int(value)
             elif target.kind is Kind.INT and isinstance(value, BitString):
                 value = value.as_int(target.width or 64)
+            elif target.kind is Kind.INTERVAL and isinstance(value, datetime.time):
+                value = _time_as_interval(value)
+            elif target.kind is Kind.TIME and isinstance(value, Interval):
+                value = _interval_as_time(value)
             if target.kind is Kind.STRING and target.width is not None:
                 # NB: an explicit cast to STRING(n) truncates (CockroachDB's STRING docs);
                 # only assigning a longer value to such a column is an error
@@ -1242,6 +1269,17 @@ class _Compiler:
         if digits is None:
             return lambda row, ctx: ctx.now
         return lambda row, ctx: _rounded_time(ctx.now, digits)
+
+    def current_time(self, node: exp.CurrentTime) -> Compiled:
+        """current_time [(precision)]: a TIMETZ in PostgreSQL and CockroachDB, a type
+        feedkv lacks; refused (rather than answered as a TIME, which would drop the
+        zone its clients read), pointing to the TIME and TIMESTAMPTZ forms."""
+        raise SQLError(
+            "0A000",
+            "current_time is a TIMETZ (time with time zone), a type feedkv does not have; "
+            "use localtime for the TIME of day in the session's time zone, or "
+            "current_timestamp",
+        )
 
     def local_timestamp(self, node: exp.Localtimestamp | exp.Localtime) -> Compiled:
         """localtimestamp [(precision)] (a TIMESTAMP) and localtime [(precision)] (a
@@ -2006,6 +2044,27 @@ def _time_precision(node: exp.Expr) -> int | None:
     return digits
 
 
+def _time_as_interval(value: datetime.time) -> Interval:
+    """``TIME::INTERVAL``: the span from midnight."""
+    if value.tzinfo is not None:
+        raise SQLError("42846", "invalid cast: timetz -> interval")
+    seconds = (value.hour * 60 + value.minute) * 60 + value.second
+    return Interval(0, 0, seconds * 1_000_000 + value.microsecond)
+
+
+def _interval_as_time(value: Interval) -> datetime.time:
+    """``INTERVAL::TIME``: its time part as a time of day, wrapped around midnight (its
+    months and days dropped): ``'25h'`` is 01:00, ``'-1h'`` 23:00, as PostgreSQL's."""
+    micros = value.micros % _MICROS_PER_DAY
+    seconds, microsecond = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return datetime.time(hour, minute, second, microsecond)
+
+
+_MICROS_PER_DAY = 86_400_000_000
+
+
 def _rounded_time(moment: datetime.datetime, digits: int) -> datetime.datetime:
     """``moment`` with its microseconds rounded (half up) to ``digits`` digits."""
     unit = 10 ** (6 - digits)
@@ -2464,13 +2523,76 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
     return result
 
 
+_DATETIME_KINDS = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ, Kind.TIME})
+
+
+def _is_string_constant(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _typed_constant(
+    op: type, literal: exp.Expr, other: Kind, literal_left: bool
+) -> Compiled | None:
+    """String constant ``literal`` as the operand of ``op`` it is beside one of kind
+    ``other`` (:func:`untyped_operand_kind`), converted now (its errors too); ``None``
+    where ``op`` takes no such operand."""
+    target = untyped_operand_kind(op, other, literal_left)
+    if target is None:
+        return None
+    text, ctype = literal.this, ColumnType(target)
+    value = coerce(text, ctype, None)
+    if target is Kind.TIMESTAMPTZ:  # NB: a text without an offset is in the session's zone
+        return lambda row, ctx: coerce(text, ctype, None)
+    return lambda row, ctx: value
+
+
+def _typed_beside(op: type, text: str, other: Any, literal_left: bool) -> Any:
+    """A string constant's value as the operand of ``op`` beside the value ``other``
+    (:func:`untyped_operand_kind`); as it is where ``op`` takes no such operand."""
+    kind = kind_of_value(other)
+    target = untyped_operand_kind(op, kind, literal_left) if kind is not None else None
+    return text if target is None else coerce(text, ColumnType(target), None)
+
+
+def untyped_operand_kind(op: type, other: Kind, literal_left: bool) -> Kind | None:
+    """The type an untyped string constant takes as an operand of arithmetic ``op``
+    beside an operand of kind ``other`` (``literal_left``: the constant is the left
+    one), as PostgreSQL and CockroachDB resolve it: ``other`` itself where ``op`` takes
+    two of it (numbers, ``DATE - DATE``, ``TIMESTAMP - TIMESTAMP``, ``INTERVAL +
+    INTERVAL``), else the one other type ``op`` takes beside ``other`` (``TIMESTAMP +
+    INTERVAL``, ``INTERVAL * FLOAT``). ``None`` where ``op`` takes none (the operator's
+    own error follows); 42725 where it takes several (``DATE + '1'``: an INT, an
+    INTERVAL or a TIME), as both refuse it."""
+    if other in (Kind.INT, Kind.DECIMAL, Kind.FLOAT):
+        return other
+    if other is Kind.INTERVAL:
+        if op in (exp.Add, exp.Sub):
+            return Kind.INTERVAL
+        return Kind.FLOAT if op is exp.Mul or (op is exp.Div and not literal_left) else None
+    if other in _DATETIME_KINDS:
+        if op is exp.Sub:
+            return other
+        if op is exp.Add and other is Kind.DATE:
+            left, right = ("string", "date") if literal_left else ("date", "string")
+            raise SQLError("42725", f"ambiguous binary operator: <{left}> + <{right}>")
+        if op is exp.Add:
+            return Kind.INTERVAL
+    return None
+
+
 def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     """As PostgreSQL and CockroachDB: a DATE minus a DATE is the INT of days between
     them, a DATE plus or minus an INT of days a DATE; a TIMESTAMP minus a TIMESTAMP (or
     TIMESTAMPTZs, or TIMEs) the INTERVAL between them, its whole days as days; a DATE
     plus a TIME (either way round), or minus one, the TIMESTAMP that far from its
-    midnight. A TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one)."""
+    midnight. A TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one); a DATE and
+    either are, the DATE as its midnight (in the session's time zone beside a
+    TIMESTAMPTZ)."""
     moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    if op is exp.Sub and moments == (True, False) and isinstance(b, datetime.date):
+        b, moments = _midnight_beside(b, a), (True, True)
+    elif op is exp.Sub and moments == (False, True) and isinstance(a, datetime.date):
+        a, moments = _midnight_beside(a, b), (True, True)
     if op is exp.Add and isinstance(a, datetime.time) and not moments[1]:
         a, b = b, a  # NB: TIME + DATE as DATE + TIME
     if (
@@ -2512,6 +2634,16 @@ def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     raise SQLError(
         "42883", f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>"
     )
+
+
+def _midnight_beside(day: datetime.date, moment: datetime.datetime) -> datetime.datetime:
+    """``day`` as a TIMESTAMP (its midnight), or as a TIMESTAMPTZ (its midnight in the
+    session's time zone) when ``moment`` is one, as PostgreSQL casts a DATE to subtract
+    it."""
+    midnight = datetime.datetime.combine(day, datetime.time())
+    if moment.tzinfo is None:
+        return midnight
+    return midnight.replace(tzinfo=current_zone()).astimezone(datetime.UTC)
 
 
 def _days_later(day: datetime.date, days: int) -> datetime.date:
@@ -2767,6 +2899,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.CurrentTimestamp: _Compiler.current_timestamp,
     exp.Localtimestamp: _Compiler.local_timestamp,
     exp.Localtime: _Compiler.local_timestamp,
+    exp.CurrentTime: _Compiler.current_time,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,
     exp.Lower: _Compiler.unary_function,

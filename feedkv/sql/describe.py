@@ -730,8 +730,14 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
-        kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
-        if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+        left, right = _kind(node.this, typer), _kind(node.expression, typer)
+        # NB: a string constant beside a number is of its type (expr.untyped_operand_kind)
+        if _is_string_constant(node.this) and right in _NUMBER_KINDS:
+            left = right
+        elif _is_string_constant(node.expression) and left in _NUMBER_KINDS:
+            right = left
+        kinds = {left, right}
+        if len(kinds) == 1 and kinds <= _NUMBER_KINDS:
             return ColumnType(kinds.pop())  # type: ignore[arg-type]
         return None
     if isinstance(node, (*_BITWISE, exp.BitwiseNot)):
@@ -757,6 +763,13 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         (only,) = kinds if len(kinds) == 1 else (None,)
         return None if only is None else ColumnType(only)
     return None
+
+
+_NUMBER_KINDS = frozenset({Kind.INT, Kind.FLOAT, Kind.DECIMAL})
+
+
+def _is_string_constant(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
 
 
 # The window functions of an INT8 result, of a FLOAT8 one, and of their argument's type

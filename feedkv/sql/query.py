@@ -63,6 +63,7 @@ from feedkv.util.keys import prefix_end
 __all__ = [
     "HANDLERS",
     "check_full_scan",
+    "lateral_subquery",
     "query",
     "read_source",
     "read_view",
@@ -438,11 +439,7 @@ def read_source(
     rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000).
     ``mvcc``: a table's rows carry their MVCC timestamp (:mod:`feedkv.sql.mvcc_column`)."""
     if lock is not None and not _is_table(ex, source):
-        raise SQLError(
-            "0A000",
-            "FOR UPDATE cannot lock the rows of a subquery, CTE, view or function in FROM; "
-            "name the tables to lock with FOR UPDATE OF",
-        )
+        raise _unlockable()
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
         return relation, relation.rows, ex.session.database
@@ -487,6 +484,14 @@ def read_source(
         return sequence, sequence.rows, source.database or ex.session.database
     rows = list(ex.envs(desc, table_span(desc.id), lock=lock, mvcc=mvcc))
     return with_mvcc(desc) if mvcc else desc, rows, source.database or ex.session.database
+
+
+def _unlockable() -> SQLError:
+    return SQLError(
+        "0A000",
+        "FOR UPDATE cannot lock the rows of a subquery, CTE, view or function in FROM; "
+        "name the tables to lock with FOR UPDATE OF",
+    )
 
 
 def _is_table(ex: Execution, source: st.Source) -> bool:
@@ -555,6 +560,8 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     for n, join in enumerate(s.joins):
         lock = locks[n + 1]
         if is_lateral(join.table):  # NB: read for each row to its left (JoinStep.lateral)
+            if lock is not None:
+                raise _unlockable()
             read.append((None, [], ex.session.database))
             continue
         first = read[0]
@@ -571,14 +578,14 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         [r[2] for r in read],
         ex.outer_scope,
         type_of,
-        partial(_lateral_subquery, ex),
+        partial(lateral_subquery, ex),
     )
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
 
 
-def _lateral_subquery(
+def lateral_subquery(
     ex: Execution, source: st.Derived, left: Scope
 ) -> tuple[Relation, LateralRows]:
     """A LATERAL subquery's columns and its rows for a row of the sources to its left

@@ -730,6 +730,9 @@ def _collect(value: object) -> list[exp.Expr]:
     return []
 
 
+_ROWS_FROM = [TokenType.ROWS, TokenType.FROM]
+
+
 def _tokenize(text: str, offset: int) -> list[Token]:
     try:
         tokens = list(_DIALECT.tokenize(text))
@@ -745,8 +748,11 @@ def _tokenize(text: str, offset: int) -> list[Token]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        out.append(token)
         i += 1
+        following = [t.token_type for t in tokens[i : i + 2]]
+        if token.token_type is TokenType.LATERAL and following == _ROWS_FROM:
+            continue  # NB: sqlglot reads no LATERAL ROWS FROM; a function is LATERAL anyway
+        out.append(token)
         # NB: sqlglot swallows the rest of a SHOW (or RESET) statement into one string
         # token; feedkv parses those itself, so it needs the words as tokens.
         swallows = token.token_type is TokenType.SHOW or (

@@ -713,6 +713,8 @@ class _Compiler:
                     return compare(a, _as_kind_of(b, a, symbol))
                 if left_text and isinstance(a, str):
                     return compare(_as_kind_of(a, b, symbol), b)
+                if _day_beside_moment(a, b):
+                    return compare(_moment_of(a, b), _moment_of(b, a))
                 raise _incomparable(symbol, a, b) from None
 
         return left, right, decide
@@ -2118,6 +2120,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value.rstrip(" ")  # NB: a CHAR(n) constant's trailing spaces do not count
         if ctype.kind in (Kind.BIT, Kind.VARBIT):
             return coerce(value, ColumnType(Kind.VARBIT), None)  # NB: any length compares
+        if ctype.kind is Kind.DATE and isinstance(value, datetime.datetime):
+            return value  # NB: the DATE is compared as its midnight, the time kept
         if ctype.kind in (Kind.ENUM, Kind.ARRAY):
             return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
@@ -2263,10 +2267,11 @@ def _comparable(a: object, b: object) -> None:
         return
     if isinstance(a, str) and isinstance(b, str):  # NB: a CHAR(n) is a str subclass
         return
-    if type(a) is not type(b) and not (
-        isinstance(a, datetime.date) and isinstance(b, datetime.date)
-    ):
-        raise TypeError
+    if type(a) is not type(b):
+        if not (isinstance(a, datetime.date) and isinstance(b, datetime.date)):
+            raise TypeError
+        if isinstance(a, datetime.datetime) is not isinstance(b, datetime.datetime):
+            raise TypeError  # NB: a DATE beside a TIMESTAMP, which Python finds unequal
 
 
 def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -2644,6 +2649,21 @@ def _midnight_beside(day: datetime.date, moment: datetime.datetime) -> datetime.
     if moment.tzinfo is None:
         return midnight
     return midnight.replace(tzinfo=current_zone()).astimezone(datetime.UTC)
+
+
+def _day_beside_moment(a: object, b: object) -> bool:
+    """Whether one of ``a`` and ``b`` is a DATE and the other a TIMESTAMP[TZ]."""
+    moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    dates = isinstance(a, datetime.date), isinstance(b, datetime.date)
+    return dates == (True, True) and moments[0] != moments[1]
+
+
+def _moment_of(value: Any, other: Any) -> Any:
+    """``value`` compared with ``other`` (:func:`_day_beside_moment`): a DATE as its
+    midnight (:func:`_midnight_beside`), as PostgreSQL and CockroachDB compare them."""
+    if isinstance(value, datetime.datetime):
+        return value
+    return _midnight_beside(value, other)
 
 
 def _days_later(day: datetime.date, days: int) -> datetime.date:

@@ -2409,6 +2409,8 @@ def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool
     for a, b in pairs:
         if a is None or b is None:
             return None
+        if _day_beside_moment(a, b):
+            a, b = _moment_of(a, b), _moment_of(b, a)
         try:
             if _EQUAL(a, b):
                 continue
@@ -2435,6 +2437,8 @@ def _in_equal(value: Any, candidate: Any) -> bool:
     try:
         return _EQUAL(value, candidate)
     except TypeError:
+        if _day_beside_moment(value, candidate):
+            return _EQUAL(_moment_of(value, candidate), _moment_of(candidate, value))
         raise _incomparable("=", value, candidate) from None
 
 

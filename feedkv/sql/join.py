@@ -120,13 +120,16 @@ class JoinStep:
                 out.append(row + pad_right)
         if self.side in ("right", "full"):
             out.extend(pad_left + row for j, row in enumerate(right) if not paired[j])
-        if self.merged:
-            merged = self.merged
-            out = [
-                row + tuple(row[a] if row[a] is not None else row[b] for a, b in merged)
-                for row in out
-            ]
-        return out
+        return self._with_merged(out)
+
+    def _with_merged(self, out: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``out``'s rows with USING's merged columns after them (see ``merged``)."""
+        if not self.merged:
+            return out
+        merged = self.merged
+        return [
+            row + tuple(row[a] if row[a] is not None else row[b] for a, b in merged) for row in out
+        ]
 
     def _join_lateral(
         self,
@@ -141,8 +144,10 @@ class JoinStep:
         residual = self.residual
 
         def paired(pair: tuple[Any, ...]) -> bool:
-            if any(a(pair, context) != b(pair, context) for a, b in keys):
-                return False
+            for a, b in keys:
+                left_key, right_key = a(pair, context), b(pair, context)
+                if left_key is None or right_key is None or left_key != right_key:
+                    return False  # NB: a NULL key equals nothing, as in the hash join
             return residual is None or holds(residual(pair, context))
 
         pad_right = (None,) * self.right_width
@@ -156,7 +161,7 @@ class JoinStep:
                     matched = True
             if not matched and self.side == "left":
                 out.append(row + pad_right)
-        return out
+        return self._with_merged(out)
 
 
 def _join_key(

@@ -587,6 +587,17 @@ class _Compiler:
                     left = typed
                 elif typed is not None:
                     right = typed
+        if left_untyped or right_untyped:
+
+            def arith_typed_by_row(row: Env, ctx: Context) -> Any:
+                a, b = left(row, ctx), right(row, ctx)
+                if a is None or b is None:
+                    return None
+                if left_untyped:
+                    return _arithmetic(op, _typed_beside(op, a, b, True), b)
+                return _arithmetic(op, a, _typed_beside(op, b, a, False))
+
+            return arith_typed_by_row
         # NB: a numeric constant (or placeholder) beside a FLOAT is a FLOAT, as in a
         # comparison (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
         left_number = _is_number_constant(node.this) or isinstance(node.this, exp.Parameter)
@@ -602,10 +613,6 @@ class _Compiler:
                 b = _as_float_like(b, a)
             elif left_number and isinstance(b, float) and _is_number(a):
                 a = _as_float_like(a, b)
-            elif left_untyped:
-                a = _typed_beside(op, a, b, True)
-            elif right_untyped:
-                b = _typed_beside(op, b, a, False)
             return _arithmetic(op, a, b)
 
         return arith

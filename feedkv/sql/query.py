@@ -401,19 +401,39 @@ def _is_relation(ex: Execution, name: st.TableName) -> bool:
 
 
 def series(ex: Execution, source: st.Series) -> Relation:
-    """The rows of ``generate_series(...)`` of constants (:func:`series_of`)."""
-    return series_of(source, [ex.constant(arg) for arg in source.args])
+    """The rows of ``generate_series(...)`` (:func:`series_of`) of its arguments'
+    values (:func:`_function_scope`)."""
+    scope = _function_scope(ex)
+    return series_of(source, [compile_expr(a, scope)((), ex.context) for a in source.args])
 
 
 def unnest(ex: Execution, source: st.Unnest) -> Relation:
-    """The rows of ``unnest(...)`` of constants (:func:`unnest_of`); a NULL array's
-    element type is its cast's, if any."""
-    values = [ex.constant(arg) for arg in source.args]
+    """The rows of ``unnest(...)`` (:func:`unnest_of`) of its arguments' values
+    (:func:`_function_scope`); a NULL array's element type is its cast's, if any."""
+    scope = _function_scope(ex)
+    values = [compile_expr(arg, scope)((), ex.context) for arg in source.args]
     declared = [
-        type_of(arg, Scope()) if v is None else None
+        _declared(arg, scope) if v is None else None
         for arg, v in zip(source.args, values, strict=True)
     ]
     return unnest_of(source, values, declared)
+
+
+def _declared(arg: exp.Expr, scope: Scope) -> ColumnType | None:
+    """An argument's type as the tree tells it (a cast's), else unknown: a column of the
+    query around (typed by its row's values, not here) included."""
+    try:
+        return type_of(arg, scope)
+    except SQLError:
+        return None
+
+
+def _function_scope(ex: Execution) -> Scope:
+    """What the arguments of a function that is a query's first source may name: no
+    column of its own query (none is to its left), but those of the query around it,
+    in a subquery (``LATERAL (SELECT ... FROM unnest(t.tags))``, a correlated
+    ``(SELECT max(x) FROM unnest(t.xs) AS x)``), whose row the runner pushed."""
+    return Scope(outer=ex.outer_scope)
 
 
 def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:

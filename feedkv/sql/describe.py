@@ -57,6 +57,7 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.relation import Relation
 from feedkv.sql.sequences import as_relation
+from feedkv.sql.set_functions import rows_from_of
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.sql.views import view_query
 
@@ -233,24 +234,10 @@ def _source(
     if isinstance(source, st.Derived):
         described = _query_columns(source.query, resolve, database, params, ctes)
         return _relation(source.alias, described, source.columns)
-    if isinstance(source, st.Series):
-        for arg in source.args:
-            if _is_param(arg):
-                _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
-        if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
-            raise _Undescribed
-        extra, extra_types = _ordinality(source)
-        return Relation.of(source.alias, [source.column, *extra], [_INT, *extra_types], [])
-    if isinstance(source, st.Unnest):
-        elements = []
-        for arg in source.args:
-            _params_in(arg, Scope(), params)  # ``unnest($1::INT[])``: $1 an INT[]
-            array = type_of(arg, Scope(), params)
-            if array is None or array.kind is not Kind.ARRAY or array.element is None:
-                raise _Undescribed
-            elements.append(array.element)
-        extra, extra_types = _ordinality(source)
-        return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
+    if isinstance(source, st.Series | st.Unnest):
+        return _function(source, params)
+    if isinstance(source, st.RowsFrom):
+        return rows_from_of(source, [_function(f, params) for f in source.functions])
     if isinstance(source, st.TableName) and source.database is None and source.name in ctes:
         return ctes[source.name]
     found = resolve(_table(source))
@@ -260,6 +247,27 @@ def _source(
         read = as_relation(found, [])
         return _Named(read.name, read.columns, read.rows, found.id)
     return found
+
+
+def _function(source: st.Series | st.Unnest, params: list[ColumnType | None]) -> Relation:
+    """A set-returning function in FROM, as a table without rows."""
+    if isinstance(source, st.Series):
+        for arg in source.args:
+            if _is_param(arg):
+                _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
+        if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
+            raise _Undescribed
+        extra, extra_types = _ordinality(source)
+        return Relation.of(source.alias, [source.column, *extra], [_INT, *extra_types], [])
+    elements = []
+    for arg in source.args:
+        _params_in(arg, Scope(), params)  # ``unnest($1::INT[])``: $1 an INT[]
+        array = type_of(arg, Scope(), params)
+        if array is None or array.kind is not Kind.ARRAY or array.element is None:
+            raise _Undescribed
+        elements.append(array.element)
+    extra, extra_types = _ordinality(source)
+    return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
 
 
 def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _Named:
@@ -296,6 +304,8 @@ def _select(
     outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
+    if any(isinstance(join.table, st.Derived) and join.table.lateral for join in s.joins):
+        raise _Undescribed  # NB: a LATERAL subquery's columns are found by running it
     # NB: a LATERAL function's columns are typed by JoinPlan, from the sources to its left
     found = [
         None if n and is_lateral(source) else _source(source, resolve, database, params, ctes)
@@ -720,8 +730,14 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
-        kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
-        if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+        left, right = _kind(node.this, typer), _kind(node.expression, typer)
+        # NB: a string constant beside a number is of its type (expr.untyped_operand_kind)
+        if _is_string_constant(node.this) and right in _NUMBER_KINDS:
+            left = right
+        elif _is_string_constant(node.expression) and left in _NUMBER_KINDS:
+            right = left
+        kinds = {left, right}
+        if len(kinds) == 1 and kinds <= _NUMBER_KINDS:
             return ColumnType(kinds.pop())  # type: ignore[arg-type]
         return None
     if isinstance(node, (*_BITWISE, exp.BitwiseNot)):
@@ -747,6 +763,13 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         (only,) = kinds if len(kinds) == 1 else (None,)
         return None if only is None else ColumnType(only)
     return None
+
+
+_NUMBER_KINDS = frozenset({Kind.INT, Kind.FLOAT, Kind.DECIMAL})
+
+
+def _is_string_constant(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
 
 
 # The window functions of an INT8 result, of a FLOAT8 one, and of their argument's type

@@ -14,6 +14,7 @@ from __future__ import annotations
 import decimal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -41,7 +42,7 @@ from feedkv.sql.expr import (
     Scope,
     compile_expr,
 )
-from feedkv.sql.join import JoinPlan
+from feedkv.sql.join import JoinPlan, LateralRows, is_lateral
 from feedkv.sql.mvcc_column import names_mvcc, target_column, with_mvcc
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.plan import (
@@ -54,7 +55,14 @@ from feedkv.sql.plan import (
     constraint_target,
     holds,
 )
-from feedkv.sql.query import check_full_scan, query, read_source, refuse_full_scans
+from feedkv.sql.query import (
+    check_full_scan,
+    lateral_subquery,
+    query,
+    read_source,
+    refuse_full_scans,
+)
+from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import (
     decode_row_key,
     row_kvs,
@@ -467,6 +475,25 @@ def _joined_returning(s: st.Update | st.Delete, plan: JoinPlan) -> Projections |
 Targets = list[tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]]
 
 
+def _lateral_beside_target(
+    ex: Execution, width: int, source: st.Derived, left: Scope
+) -> tuple[Relation, LateralRows]:
+    """A LATERAL subquery of UPDATE's FROM or DELETE's USING
+    (:func:`~feedkv.sql.query.lateral_subquery`), which names the sources to its left
+    but not the table written (its columns, the first ``width`` places), as PostgreSQL
+    (42P10 there; here no such name is found, 42P01)."""
+    columns = {key: place for key, place in left.columns.items() if place[0] >= width}
+    ambiguous: dict[str, list[str]] = {}
+    for name in {n for q, n in columns if q}:
+        named = {f"{q}.{n}": columns[q, n] for q, n in columns if q and n == name}
+        if len(named) > 1:
+            ambiguous[name] = sorted(named)
+        elif ("", name) not in columns:  # NB: unqualified, it meant the written table's
+            columns["", name] = next(iter(named.values()))
+    visible = Scope(columns, database=left.database, ambiguous=ambiguous, outer=left.outer)
+    return lateral_subquery(ex, source, visible)
+
+
 def _joined_targets(
     ex: Execution, s: st.Update | st.Delete, returning: tuple[exp.Expr, ...] | None
 ) -> tuple[TableDescriptor, JoinPlan, Targets]:
@@ -484,12 +511,23 @@ def _joined_targets(
     ids = [c.id for c in desc.columns]
     targets = list(ex.row_envs(desc, table_span(desc.id), None, ids, mvcc))
     envs = [env for _row, _pairs, env in targets]
-    read = [read_source(ex, join.table, None, mvcc) for join in s.joins]
+    read = [
+        # NB: a LATERAL source is read for each row to its left (JoinStep.lateral)
+        (None, [], ex.session.database)
+        if is_lateral(join.table)
+        else read_source(ex, join.table, None, mvcc)
+        for join in s.joins
+    ]
     items = returning or (exp.Star(),)
     select = st.Select(s.text, s.table, s.alias, items, s.where, joins=s.joins)
     database = s.table.database or ex.session.database
-    tables = [with_mvcc(desc) if mvcc else desc, *(r[0] for r in read)]
-    plan = JoinPlan.of(tables, select, [database, *(r[2] for r in read)])
+    target = with_mvcc(desc) if mvcc else desc
+    plan = JoinPlan.of(
+        [target, *(r[0] for r in read)],
+        select,
+        [database, *(r[2] for r in read)],
+        subquery=partial(_lateral_beside_target, ex, len(target.columns)),
+    )
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     primary = [desc.columns.index(c) for c in desc.key_columns]
     position: dict[tuple[Any, ...], int] = {}

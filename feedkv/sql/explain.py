@@ -274,7 +274,7 @@ class _Planner:
         ex = self.ex
         if isinstance(source, st.Derived):
             return self.query(source.query)
-        if isinstance(source, st.Series | st.Unnest):
+        if isinstance(source, st.Series | st.Unnest | st.RowsFrom):
             return Node("project set", [], [Node("emptyrow")])
         if isinstance(source, st.StatementSource):
             inner = source.statement
@@ -312,6 +312,11 @@ class _Planner:
                 [f"table: {table}", f"equality: ({a}) = ({b})"],
                 [left],
             )
+        if isinstance(join.table, st.Derived) and join.table.lateral:
+            # NB: planned anew for each left row (query.lateral_subquery), as
+            # CockroachDB's apply join
+            attributes = [f"pred: {_sql(on)}"] if on is not None else []
+            return Node(f"apply join{suffix}", attributes, [left])
         right = self.source(join.table, join.index)
         if join.using:
             columns = ", ".join(join.using)

@@ -566,8 +566,38 @@ class _Compiler:
         return neg
 
     def arithmetic(self, node: exp.Binary) -> Compiled:
-        left, right = self.compile(node.this), self.compile(node.expression)
         op = type(node)
+        left, right = self.compile(node.this), self.compile(node.expression)
+        # An untyped string constant beside an operand of another kind takes the type
+        # untyped_operand_kind gives it: converted now where that kind follows from the
+        # tree (so a bad constant, as in 'x' + 5, fails whatever the rows: 22P02), else
+        # for each row, from the other value's kind (the *_untyped flags).
+        left_untyped = right_untyped = False
+        text_sides = _is_string_constant(node.this), _is_string_constant(node.expression)
+        if text_sides[0] != text_sides[1]:
+            literal, other = (
+                (node.this, node.expression) if text_sides[0] else (node.expression, node.this)
+            )
+            kind = static_kind(other, self.scope)
+            if kind is None:
+                left_untyped, right_untyped = text_sides
+            else:
+                typed = _typed_constant(op, literal, kind, text_sides[0])
+                if typed is not None and text_sides[0]:
+                    left = typed
+                elif typed is not None:
+                    right = typed
+        if left_untyped or right_untyped:
+
+            def arith_typed_by_row(row: Env, ctx: Context) -> Any:
+                a, b = left(row, ctx), right(row, ctx)
+                if a is None or b is None:
+                    return None
+                if left_untyped:
+                    return _arithmetic(op, _typed_beside(op, a, b, True), b)
+                return _arithmetic(op, a, _typed_beside(op, b, a, False))
+
+            return arith_typed_by_row
         # NB: a numeric constant (or placeholder) beside a FLOAT is a FLOAT, as in a
         # comparison (f + 0.2 is FLOAT arithmetic, not DECIMAL's)
         left_number = _is_number_constant(node.this) or isinstance(node.this, exp.Parameter)
@@ -690,6 +720,8 @@ class _Compiler:
                     return compare(a, _as_kind_of(b, a, symbol))
                 if left_text and isinstance(a, str):
                     return compare(_as_kind_of(a, b, symbol), b)
+                if _day_beside_moment(a, b):
+                    return compare(_moment_of(a, b), _moment_of(b, a))
                 raise _incomparable(symbol, a, b) from None
 
         return left, right, decide
@@ -1110,6 +1142,10 @@ class _Compiler:
                 value = int(value)
             elif target.kind is Kind.INT and isinstance(value, BitString):
                 value = value.as_int(target.width or 64)
+            elif target.kind is Kind.INTERVAL and isinstance(value, datetime.time):
+                value = _time_as_interval(value)
+            elif target.kind is Kind.TIME and isinstance(value, Interval):
+                value = _interval_as_time(value)
             if target.kind is Kind.STRING and target.width is not None:
                 # NB: an explicit cast to STRING(n) truncates (CockroachDB's STRING docs);
                 # only assigning a longer value to such a column is an error
@@ -1242,6 +1278,17 @@ class _Compiler:
         if digits is None:
             return lambda row, ctx: ctx.now
         return lambda row, ctx: _rounded_time(ctx.now, digits)
+
+    def current_time(self, node: exp.CurrentTime) -> Compiled:
+        """current_time [(precision)]: a TIMETZ in PostgreSQL and CockroachDB, a type
+        feedkv lacks; refused (rather than answered as a TIME, which would drop the
+        zone its clients read), pointing to the TIME and TIMESTAMPTZ forms."""
+        raise SQLError(
+            "0A000",
+            "current_time is a TIMETZ (time with time zone), a type feedkv does not have; "
+            "use localtime for the TIME of day in the session's time zone, or "
+            "current_timestamp",
+        )
 
     def local_timestamp(self, node: exp.Localtimestamp | exp.Localtime) -> Compiled:
         """localtimestamp [(precision)] (a TIMESTAMP) and localtime [(precision)] (a
@@ -1802,8 +1849,9 @@ class _Compiler:
         name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
         raise SQLError(
             "0A000",
-            f"{name}() is not supported here: a set-returning function is read in FROM, or "
-            "as the one such item of a SELECT without aggregates",
+            f"{name}() is not supported here: a set-returning function is read in FROM, or in "
+            "the list of a SELECT without aggregates or window functions, outside CASE and "
+            "COALESCE",
         )
 
     def window(self, node: exp.Window) -> Compiled:
@@ -2020,6 +2068,27 @@ def _time_precision(node: exp.Expr) -> int | None:
     return digits
 
 
+def _time_as_interval(value: datetime.time) -> Interval:
+    """``TIME::INTERVAL``: the span from midnight."""
+    if value.tzinfo is not None:
+        raise SQLError("42846", "invalid cast: timetz -> interval")
+    seconds = (value.hour * 60 + value.minute) * 60 + value.second
+    return Interval(0, 0, seconds * 1_000_000 + value.microsecond)
+
+
+def _interval_as_time(value: Interval) -> datetime.time:
+    """``INTERVAL::TIME``: its time part as a time of day, wrapped around midnight (its
+    months and days dropped): ``'25h'`` is 01:00, ``'-1h'`` 23:00, as PostgreSQL's."""
+    micros = value.micros % _MICROS_PER_DAY
+    seconds, microsecond = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return datetime.time(hour, minute, second, microsecond)
+
+
+_MICROS_PER_DAY = 86_400_000_000
+
+
 def _rounded_time(moment: datetime.datetime, digits: int) -> datetime.datetime:
     """``moment`` with its microseconds rounded (half up) to ``digits`` digits."""
     unit = 10 ** (6 - digits)
@@ -2073,6 +2142,8 @@ def _converted(inner: Compiled, ctype: ColumnType) -> Compiled:
             return value.rstrip(" ")  # NB: a CHAR(n) constant's trailing spaces do not count
         if ctype.kind in (Kind.BIT, Kind.VARBIT):
             return coerce(value, ColumnType(Kind.VARBIT), None)  # NB: any length compares
+        if ctype.kind is Kind.DATE and isinstance(value, datetime.datetime):
+            return value  # NB: the DATE is compared as its midnight, the time kept
         if ctype.kind in (Kind.ENUM, Kind.ARRAY):
             return coerce(value, ctype, None)  # NB: a label of the column's enum, ...
         return coerce(value, ColumnType(ctype.kind), None)
@@ -2218,10 +2289,11 @@ def _comparable(a: object, b: object) -> None:
         return
     if isinstance(a, str) and isinstance(b, str):  # NB: a CHAR(n) is a str subclass
         return
-    if type(a) is not type(b) and not (
-        isinstance(a, datetime.date) and isinstance(b, datetime.date)
-    ):
-        raise TypeError
+    if type(a) is not type(b):
+        if not (isinstance(a, datetime.date) and isinstance(b, datetime.date)):
+            raise TypeError
+        if isinstance(a, datetime.datetime) is not isinstance(b, datetime.datetime):
+            raise TypeError  # NB: a DATE beside a TIMESTAMP, which Python finds unequal
 
 
 def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -2359,6 +2431,8 @@ def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool
     for a, b in pairs:
         if a is None or b is None:
             return None
+        if _day_beside_moment(a, b):
+            a, b = _moment_of(a, b), _moment_of(b, a)
         try:
             if _EQUAL(a, b):
                 continue
@@ -2385,6 +2459,8 @@ def _in_equal(value: Any, candidate: Any) -> bool:
     try:
         return _EQUAL(value, candidate)
     except TypeError:
+        if _day_beside_moment(value, candidate):
+            return _EQUAL(_moment_of(value, candidate), _moment_of(candidate, value))
         raise _incomparable("=", value, candidate) from None
 
 
@@ -2478,13 +2554,76 @@ def _arithmetic(op: type, a: Any, b: Any) -> Any:
     return result
 
 
+_DATETIME_KINDS = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ, Kind.TIME})
+
+
+def _is_string_constant(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _typed_constant(
+    op: type, literal: exp.Expr, other: Kind, literal_left: bool
+) -> Compiled | None:
+    """String constant ``literal`` as the operand of ``op`` it is beside one of kind
+    ``other`` (:func:`untyped_operand_kind`), converted now (its errors too); ``None``
+    where ``op`` takes no such operand."""
+    target = untyped_operand_kind(op, other, literal_left)
+    if target is None:
+        return None
+    text, ctype = literal.this, ColumnType(target)
+    value = coerce(text, ctype, None)
+    if target is Kind.TIMESTAMPTZ:  # NB: a text without an offset is in the session's zone
+        return lambda row, ctx: coerce(text, ctype, None)
+    return lambda row, ctx: value
+
+
+def _typed_beside(op: type, text: str, other: Any, literal_left: bool) -> Any:
+    """A string constant's value as the operand of ``op`` beside the value ``other``
+    (:func:`untyped_operand_kind`); as it is where ``op`` takes no such operand."""
+    kind = kind_of_value(other)
+    target = untyped_operand_kind(op, kind, literal_left) if kind is not None else None
+    return text if target is None else coerce(text, ColumnType(target), None)
+
+
+def untyped_operand_kind(op: type, other: Kind, literal_left: bool) -> Kind | None:
+    """The type an untyped string constant takes as an operand of arithmetic ``op``
+    beside an operand of kind ``other`` (``literal_left``: the constant is the left
+    one), as PostgreSQL and CockroachDB resolve it: ``other`` itself where ``op`` takes
+    two of it (numbers, ``DATE - DATE``, ``TIMESTAMP - TIMESTAMP``, ``INTERVAL +
+    INTERVAL``), else the one other type ``op`` takes beside ``other`` (``TIMESTAMP +
+    INTERVAL``, ``INTERVAL * FLOAT``). ``None`` where ``op`` takes none (the operator's
+    own error follows); 42725 where it takes several (``DATE + '1'``: an INT, an
+    INTERVAL or a TIME), as both refuse it."""
+    if other in (Kind.INT, Kind.DECIMAL, Kind.FLOAT):
+        return other
+    if other is Kind.INTERVAL:
+        if op in (exp.Add, exp.Sub):
+            return Kind.INTERVAL
+        return Kind.FLOAT if op is exp.Mul or (op is exp.Div and not literal_left) else None
+    if other in _DATETIME_KINDS:
+        if op is exp.Sub:
+            return other
+        if op is exp.Add and other is Kind.DATE:
+            left, right = ("string", "date") if literal_left else ("date", "string")
+            raise SQLError("42725", f"ambiguous binary operator: <{left}> + <{right}>")
+        if op is exp.Add:
+            return Kind.INTERVAL
+    return None
+
+
 def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     """As PostgreSQL and CockroachDB: a DATE minus a DATE is the INT of days between
     them, a DATE plus or minus an INT of days a DATE; a TIMESTAMP minus a TIMESTAMP (or
     TIMESTAMPTZs, or TIMEs) the INTERVAL between them, its whole days as days; a DATE
     plus a TIME (either way round), or minus one, the TIMESTAMP that far from its
-    midnight. A TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one)."""
+    midnight. A TIMESTAMP and a TIMESTAMPTZ are not subtracted (cast one); a DATE and
+    either are, the DATE as its midnight (in the session's time zone beside a
+    TIMESTAMPTZ)."""
     moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    if op is exp.Sub and moments == (True, False) and isinstance(b, datetime.date):
+        b, moments = _midnight_beside(b, a), (True, True)
+    elif op is exp.Sub and moments == (False, True) and isinstance(a, datetime.date):
+        a, moments = _midnight_beside(a, b), (True, True)
     if op is exp.Add and isinstance(a, datetime.time) and not moments[1]:
         a, b = b, a  # NB: TIME + DATE as DATE + TIME
     if (
@@ -2526,6 +2665,31 @@ def _datetime_arithmetic(op: type, a: Any, b: Any) -> Any:
     raise SQLError(
         "42883", f"unsupported binary operator: <{type_of_value(a)}> {symbol} <{type_of_value(b)}>"
     )
+
+
+def _midnight_beside(day: datetime.date, moment: datetime.datetime) -> datetime.datetime:
+    """``day`` as a TIMESTAMP (its midnight), or as a TIMESTAMPTZ (its midnight in the
+    session's time zone) when ``moment`` is one, as PostgreSQL casts a DATE to subtract
+    it."""
+    midnight = datetime.datetime.combine(day, datetime.time())
+    if moment.tzinfo is None:
+        return midnight
+    return midnight.replace(tzinfo=current_zone()).astimezone(datetime.UTC)
+
+
+def _day_beside_moment(a: object, b: object) -> bool:
+    """Whether one of ``a`` and ``b`` is a DATE and the other a TIMESTAMP[TZ]."""
+    moments = isinstance(a, datetime.datetime), isinstance(b, datetime.datetime)
+    dates = isinstance(a, datetime.date), isinstance(b, datetime.date)
+    return dates == (True, True) and moments[0] != moments[1]
+
+
+def _moment_of(value: Any, other: Any) -> Any:
+    """``value`` compared with ``other`` (:func:`_day_beside_moment`): a DATE as its
+    midnight (:func:`_midnight_beside`), as PostgreSQL and CockroachDB compare them."""
+    if isinstance(value, datetime.datetime):
+        return value
+    return _midnight_beside(value, other)
 
 
 def _days_later(day: datetime.date, days: int) -> datetime.date:
@@ -2781,6 +2945,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.CurrentTimestamp: _Compiler.current_timestamp,
     exp.Localtimestamp: _Compiler.local_timestamp,
     exp.Localtime: _Compiler.local_timestamp,
+    exp.CurrentTime: _Compiler.current_time,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,
     exp.Lower: _Compiler.unary_function,

@@ -41,6 +41,7 @@ for _names, _amount in (
         _UNITS[_name] = _amount
 
 _TERM = re.compile(r"([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*([a-z]+)")
+_NUMBER = re.compile(r"([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)(?=\s|$)")
 _CLOCK = re.compile(r"([+-])?(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d+)?))?")
 _ISO = re.compile(
     r"P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)W)?(?:(-?\d+)D)?"
@@ -126,7 +127,7 @@ class Interval:
         months = days = 0
         micros = decimal.Decimal(0)
         pos = 0
-        seen = False
+        seen = clocked = False
         while pos < len(source):
             if source[pos].isspace() or source[pos] == ",":
                 pos += 1
@@ -137,9 +138,24 @@ class Interval:
                 hours, minutes = int(clock.group(2)), int(clock.group(3))
                 seconds = decimal.Decimal(clock.group(4) or 0)
                 micros += sign * ((hours * 60 + minutes) * 60 + seconds) * 1_000_000
-                pos, seen = clock.end(), True
+                pos, seen, clocked = clock.end(), True, True
                 continue
             term = _TERM.match(source, pos)
+            number = _NUMBER.match(source, pos) if term is None else None
+            if number is not None:
+                # NB: a number without a unit is days before a time ('1 02:00'), else
+                # seconds, and only last ('1 day 3'), as PostgreSQL reads it
+                after = len(source) - len(source[number.end() :].lstrip())
+                amount = decimal.Decimal(number.group(1))
+                if after < len(source) and _CLOCK.match(source, after):
+                    part = Interval(0, 1, 0).times(amount)
+                    days, micros = days + part.days, micros + part.micros
+                elif after == len(source) and not clocked:
+                    micros += amount * 1_000_000
+                else:
+                    raise _bad(text)
+                pos, seen = after, True
+                continue
             if term is None:
                 raise _bad(text)
             unit = _UNITS.get(term.group(2))

@@ -41,13 +41,20 @@ from feedkv.sql.plan import (
     star_of,
 )
 from feedkv.sql.relation import Relation
-from feedkv.sql.set_functions import series_of, unnest_of
+from feedkv.sql.set_functions import rows_from_of, series_of, unnest_of
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["JoinPlan", "JoinStep", "Typer", "is_lateral"]
+__all__ = ["JoinPlan", "JoinStep", "LateralQuery", "LateralRows", "Typer", "is_lateral"]
 
 # The type of an expression over a scope (feedkv.sql.describe.type_of), or None
 Typer = Callable[[exp.Expr, Scope], ColumnType | None]
+
+# A LATERAL source's rows for one row of the sources to its left
+LateralRows = Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]]
+
+# A LATERAL subquery's columns and its rows for a left row, given the scope of the
+# columns to its left (feedkv.sql.query runs it; this module runs no query)
+LateralQuery = Callable[[st.Derived, Scope], tuple[Relation, LateralRows]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ class JoinStep:
     # outer join's unpaired row).
     merged: tuple[tuple[int, int], ...] = ()
     # A LATERAL source's rows for one left row (``right`` is then unused)
-    lateral: Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]] | None = None
+    lateral: LateralRows | None = None
 
     def join(
         self, left: list[tuple[Any, ...]], right: list[tuple[Any, ...]], context: Context
@@ -113,18 +120,21 @@ class JoinStep:
                 out.append(row + pad_right)
         if self.side in ("right", "full"):
             out.extend(pad_left + row for j, row in enumerate(right) if not paired[j])
-        if self.merged:
-            merged = self.merged
-            out = [
-                row + tuple(row[a] if row[a] is not None else row[b] for a, b in merged)
-                for row in out
-            ]
-        return out
+        return self._with_merged(out)
+
+    def _with_merged(self, out: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``out``'s rows with USING's merged columns after them (see ``merged``)."""
+        if not self.merged:
+            return out
+        merged = self.merged
+        return [
+            row + tuple(row[a] if row[a] is not None else row[b] for a, b in merged) for row in out
+        ]
 
     def _join_lateral(
         self,
         left: list[tuple[Any, ...]],
-        rows_of: Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]],
+        rows_of: LateralRows,
         context: Context,
     ) -> list[tuple[Any, ...]]:
         """Each left row paired with the rows its LATERAL source gives for it (ON's
@@ -134,8 +144,10 @@ class JoinStep:
         residual = self.residual
 
         def paired(pair: tuple[Any, ...]) -> bool:
-            if any(a(pair, context) != b(pair, context) for a, b in keys):
-                return False
+            for a, b in keys:
+                left_key, right_key = a(pair, context), b(pair, context)
+                if left_key is None or right_key is None or left_key != right_key:
+                    return False  # NB: a NULL key equals nothing, as in the hash join
             return residual is None or holds(residual(pair, context))
 
         pad_right = (None,) * self.right_width
@@ -149,7 +161,7 @@ class JoinStep:
                     matched = True
             if not matched and self.side == "left":
                 out.append(row + pad_right)
-        return out
+        return self._with_merged(out)
 
 
 def _join_key(
@@ -190,10 +202,12 @@ class JoinPlan:
         databases: Sequence[str],
         outer: Scope | None = None,
         typer: Typer | None = None,
+        subquery: LateralQuery | None = None,
     ) -> JoinPlan:
         """The plan of ``s`` over ``descs``, its sources (``None``: a LATERAL one, see
-        :func:`is_lateral`, whose columns ``typer`` types); ``outer`` names the columns
-        of the query around it, for a subquery."""
+        :func:`is_lateral`: a function whose columns ``typer`` types, or a subquery
+        that ``subquery`` plans); ``outer`` names the columns of the query around it,
+        for a subquery."""
         aliases = [s.alias, *(join.alias for join in s.joins)]
         indexes = [s.index, *(join.index for join in s.joins)]
         tables: list[FromTable] = []
@@ -207,7 +221,7 @@ class JoinPlan:
             if found is None:  # NB: a LATERAL source, read for each row to its left
                 if not n:
                     raise InvariantViolation("a SELECT's first source cannot be LATERAL")
-                desc, lateral = _lateral_source(s.joins[n - 1], scope, typer)
+                desc, lateral = _lateral_source(s.joins[n - 1], scope, typer, subquery)
             else:
                 desc = found
             check_index(desc, index)
@@ -280,36 +294,65 @@ def _prefilters(where: exp.Expr, scope: Scope, step: int, width: int) -> dict[in
 
 
 def is_lateral(source: st.Source) -> bool:
-    """Whether ``source`` is a function in FROM whose arguments name columns (of the
-    sources to its left, as PostgreSQL reads a function there: LATERAL implicitly)."""
+    """Whether ``source`` is a LATERAL subquery, or a function in FROM whose arguments
+    name columns (of the sources to its left, as PostgreSQL reads a function there:
+    LATERAL implicitly)."""
+    if isinstance(source, st.Derived):
+        return source.lateral
+    if isinstance(source, st.RowsFrom):
+        return any(is_lateral(function) for function in source.functions)
     return isinstance(source, st.Series | st.Unnest) and any(
         arg.find(exp.Column) is not None for arg in source.args
     )
 
 
 def _lateral_source(
-    join: st.Join, scope: Scope, typer: Typer | None
-) -> tuple[Relation, Callable[[tuple[Any, ...], Context], list[tuple[Any, ...]]]]:
-    """A LATERAL function's columns (its rows empty; an array's element type as
-    ``typer`` finds it, else unknown), and its rows for a left row: its arguments
-    compiled in ``scope``, which names the columns to its left only."""
+    join: st.Join, scope: Scope, typer: Typer | None, subquery: LateralQuery | None
+) -> tuple[Relation, LateralRows]:
+    """A LATERAL source's columns and its rows for a left row: a function's (or
+    ``ROWS FROM``'s functions', see :func:`_function_rows`), or a subquery's, as
+    ``subquery`` finds them over a copy of ``scope`` as it is now (the columns to its
+    right are not its to name)."""
     source = join.table
-    if not isinstance(source, st.Series | st.Unnest):
-        raise InvariantViolation(f"a LATERAL source that is no function: {source!r}")
+    if not isinstance(source, st.Derived | st.Series | st.Unnest | st.RowsFrom):
+        raise InvariantViolation(f"a LATERAL source that is no function or subquery: {source!r}")
     if join.side not in ("inner", "cross", "left"):
         raise SQLError(
             "42P10",
             f"the LATERAL source {source.alias!r} cannot be on the right of a "
             f"{join.side.upper()} JOIN (it names the columns to its left)",
         )
+    if isinstance(source, st.Derived):
+        if subquery is None:
+            raise InvariantViolation("a LATERAL subquery planned without a way to run it")
+        return subquery(source, _left_of(scope))
+    if isinstance(source, st.Series | st.Unnest):
+        shape, relation_of = _function_rows(source, scope, typer)
+        return shape, lambda row, ctx: relation_of(row, ctx).rows
+    functions = [_function_rows(function, scope, typer) for function in source.functions]
+    shape = rows_from_of(source, [function_shape for function_shape, _rows in functions])
+
+    def rows_from(row: tuple[Any, ...], ctx: Context) -> list[tuple[Any, ...]]:
+        return rows_from_of(
+            source, [relation_of(row, ctx) for _shape, relation_of in functions]
+        ).rows
+
+    return shape, rows_from
+
+
+def _function_rows(
+    source: st.Series | st.Unnest, scope: Scope, typer: Typer | None
+) -> tuple[Relation, Callable[[tuple[Any, ...], Context], Relation]]:
+    """A LATERAL function's columns (its rows empty; an array's element type as
+    ``typer`` finds it, else unknown), and its rows for a left row: its arguments
+    compiled in ``scope``, which names the columns to its left only."""
     args = [compile_expr(arg, scope) for arg in source.args]
     if isinstance(source, st.Series):
-        shape = series_of(source, [None])
 
-        def series_rows(row: tuple[Any, ...], ctx: Context) -> list[tuple[Any, ...]]:
-            return series_of(source, [arg(row, ctx) for arg in args]).rows
+        def series_rows(row: tuple[Any, ...], ctx: Context) -> Relation:
+            return series_of(source, [arg(row, ctx) for arg in args])
 
-        return shape, series_rows
+        return series_of(source, [None]), series_rows
     declared: list[ColumnType | None] = []
     for arg in source.args:
         try:
@@ -322,8 +365,8 @@ def _lateral_source(
     types += [column.type for column in empty.columns[len(args) :]]
     shape = Relation.of(empty.name, names, types, [])
 
-    def unnest_rows(row: tuple[Any, ...], ctx: Context) -> list[tuple[Any, ...]]:
-        return unnest_of(source, [arg(row, ctx) for arg in args], declared).rows
+    def unnest_rows(row: tuple[Any, ...], ctx: Context) -> Relation:
+        return unnest_of(source, [arg(row, ctx) for arg in args], declared)
 
     return shape, unnest_rows
 
@@ -465,3 +508,15 @@ def _key_kind(node: exp.Expr, scope: Scope) -> Kind | None:
             return None
         return max(kinds, key=_NUMERIC.index)
     return static_kind(node, scope)
+
+
+def _left_of(scope: Scope) -> Scope:
+    """A copy of ``scope``'s names as they are, its outer scope shared (a name found
+    there counts as the enclosing query's, as for any subquery)."""
+    return Scope(
+        columns=dict(scope.columns),
+        table_name=scope.table_name,
+        database=scope.database,
+        ambiguous={name: list(found) for name, found in scope.ambiguous.items()},
+        outer=scope.outer,
+    )

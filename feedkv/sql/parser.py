@@ -730,6 +730,9 @@ def _collect(value: object) -> list[exp.Expr]:
     return []
 
 
+_ROWS_FROM = [TokenType.ROWS, TokenType.FROM]
+
+
 def _tokenize(text: str, offset: int) -> list[Token]:
     try:
         tokens = list(_DIALECT.tokenize(text))
@@ -745,8 +748,11 @@ def _tokenize(text: str, offset: int) -> list[Token]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        out.append(token)
         i += 1
+        following = [t.token_type for t in tokens[i : i + 2]]
+        if token.token_type is TokenType.LATERAL and following == _ROWS_FROM:
+            continue  # NB: sqlglot reads no LATERAL ROWS FROM; a function is LATERAL anyway
+        out.append(token)
         # NB: sqlglot swallows the rest of a SHOW (or RESET) statement into one string
         # token; feedkv parses those itself, so it needs the words as tokens.
         swallows = token.token_type is TokenType.SHOW or (
@@ -3895,11 +3901,18 @@ class _Converter:
             if isinstance(inner, exp.ExplodingGenerateSeries):
                 ordinal = node.args.get("ordinality")
                 return self._source(exp.Table(this=inner.copy(), alias=alias, ordinality=ordinal))
+            if isinstance(inner, exp.Subquery) and not inner.args.get("alias"):
+                _refuse_unhandled(inner, {"this"})
+                name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+                columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+                derived = st.Derived(self._query(inner.this), name, columns, lateral=True)
+                return derived, None, name or None
             raise SQLError(
                 "0A000",
-                "LATERAL is supported for unnest() and generate_series() only, not a subquery; "
-                "join the subquery's table instead",
+                "LATERAL is supported for a subquery, unnest() and generate_series() only",
             )
+        if isinstance(node, exp.Table) and node.args.get("rows_from"):
+            return self._rows_from(node)
         if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
             series = node.this
             _refuse_unhandled(series, {"start", "end", "step"})
@@ -3940,6 +3953,23 @@ class _Converter:
         if table.database == _VIRTUAL_SCHEMA:
             return _virtual_source(table.name, alias), index, alias
         return table, index, alias
+
+    def _rows_from(self, node: exp.Table) -> tuple[st.Source, str | None, str | None]:
+        """``ROWS FROM (f(...), g(...)) [AS alias [(columns)]]`` of set-returning
+        functions (:class:`~feedkv.sql.statements.RowsFrom`)."""
+        _refuse_unhandled(node, {"rows_from", "alias"})
+        functions = []
+        for item in node.args["rows_from"]:
+            function, _index, _alias = self._source(item)
+            if not isinstance(function, st.Series | st.Unnest):
+                raise SQLError(
+                    "0A000", "ROWS FROM reads the functions generate_series() and unnest() only"
+                )
+            functions.append(function)
+        alias = node.args.get("alias")
+        name = _ident(alias.this) if alias is not None and alias.this is not None else ""
+        columns = tuple(_ident(c) for c in alias.columns) if alias is not None else ()
+        return st.RowsFrom(tuple(functions), name, columns), None, name or None
 
     def _join(self, node: exp.Expr) -> st.Join:
         """One JOIN of a SELECT's FROM clause (a comma is a CROSS JOIN)."""
@@ -3993,6 +4023,7 @@ class _Converter:
         index: str | None = None
         joins: tuple[st.Join, ...] = ()
         ctes = self._ctes(node)
+        _series_in_lockstep(node)
         _series_as_source(node)
         _series_as_lateral(node)
         from_ = node.args.get("from_") or node.args.get("from")
@@ -4156,7 +4187,10 @@ _QUERY_NODES = (exp.Select, exp.SetOperation, exp.Update, exp.Delete)
 
 
 def _is_from_source(node: exp.Expr) -> bool:
-    return isinstance(node.parent, exp.From | exp.Join) or node.arg_key == "using"
+    parent = node.parent
+    if isinstance(parent, exp.Lateral):  # ``FROM t, LATERAL (SELECT ...) s``
+        parent = parent.parent
+    return isinstance(parent, exp.From | exp.Join) or node.arg_key == "using"
 
 
 _IDENT_TEXT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
@@ -4414,6 +4448,84 @@ def _series_as_source(node: exp.Select) -> None:
     node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
 
 
+# The source several set-returning functions of a SELECT list are read from, its
+# columns named by their places ("1", "2", ...): quoted, so no name written unquoted
+# meets it
+_LOCKSTEP = "set-returning functions"
+
+
+def _series_in_lockstep(node: exp.Select) -> None:
+    """``SELECT f(...) [AS x], g(...) + 1 [FROM t]``, set-returning functions in a
+    SELECT list more than one, or one inside an expression, read from ``ROWS FROM (f,
+    g)``, as PostgreSQL 10 and CockroachDB run them: in lockstep, the n-th row of each
+    together, a function out of rows giving NULL, until all are (none for a row of
+    ``t`` for which all give none). Left as they are (and refused when compiled), as
+    PostgreSQL refuses them: beside an aggregate or GROUP BY, under CASE or COALESCE,
+    or within another set-returning function."""
+    calls = [
+        found
+        for item in node.expressions
+        for found in item.find_all(exp.Explode, exp.ExplodingGenerateSeries)
+        if _query_of(found) is node
+    ]
+    if not calls or node.args.get("group") or node.args.get("having") or _aggregates(node):
+        return
+    whole = calls[0].parent is node or _unaliased(calls[0].parent) is calls[0]
+    alone = len(node.expressions) == 1 or node.args.get("from_") or node.args.get("from")
+    if len(calls) == 1 and whole and alone:
+        return  # NB: _series_as_source or _series_as_lateral reads it
+    for call in calls:
+        if isinstance(call, exp.Explode) and call.expressions:
+            return  # unnest(a, b) is read in FROM only
+        ancestor = call.parent
+        while ancestor is not None and ancestor is not node:
+            if isinstance(ancestor, exp.Case | exp.Coalesce | exp.If | exp.Explode):
+                return
+            if isinstance(ancestor, exp.ExplodingGenerateSeries):
+                return
+            ancestor = ancestor.parent
+    functions: list[exp.Expr] = []
+    for place, call in enumerate(calls, start=1):
+        if isinstance(call, exp.Explode):
+            name = _srf_name(call)
+            functions.append(exp.Unnest(expressions=[call.this.copy()]))
+        else:
+            name = "generate_series"
+            functions.append(exp.Table(this=call.copy()))
+        column = exp.column(
+            exp.to_identifier(str(place), quoted=True),
+            table=exp.to_identifier(_LOCKSTEP, quoted=True),
+        )
+        if call.parent is node:  # NB: a whole item keeps the function's name
+            call.replace(exp.alias_(column, name))
+        else:
+            call.replace(column)
+    alias = exp.TableAlias(
+        this=exp.to_identifier(_LOCKSTEP, quoted=True),
+        columns=[exp.to_identifier(str(n), quoted=True) for n in range(1, len(calls) + 1)],
+    )
+    source = exp.Table(rows_from=functions, alias=alias)
+    from_key = "from_" if "from_" in exp.Select.arg_types else "from"
+    if node.args.get(from_key):
+        node.append("joins", exp.Join(this=source))
+    else:
+        node.set(from_key, exp.From(this=source))
+
+
+def _aggregates(node: exp.Select) -> bool:
+    """Whether ``node`` has an aggregate or window function of its own (not of a
+    subquery's)."""
+    return any(_query_of(found) is node for found in node.find_all(exp.AggFunc, exp.Window))
+
+
+def _query_of(node: exp.Expr) -> exp.Expr | None:
+    """The query ``node`` is part of (the innermost around it)."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, _QUERY_NODES):
+        parent = parent.parent
+    return parent
+
+
 def _srf_name(call: exp.Explode) -> str:
     """The column an ``unnest`` node gives, unaliased: ``unnest``, or the name of the
     set-returning function read as an unnest of an array (``jsonb_object_keys``)."""
@@ -4436,9 +4548,7 @@ def _series_as_lateral(node: exp.Select) -> None:
         for item in node.expressions
         if isinstance(_unaliased(item), exp.Explode | exp.ExplodingGenerateSeries)
     ]
-    if len(found) != 1 or node.args.get("group") or node.args.get("having"):
-        return
-    if node.find(exp.AggFunc, exp.Window) is not None:
+    if len(found) != 1 or node.args.get("group") or node.args.get("having") or _aggregates(node):
         return
     item = found[0]
     call = _unaliased(item)

@@ -31,9 +31,9 @@ from feedkv.sql.descriptor import (
     ViewDescriptor,
 )
 from feedkv.sql.execution import Execution, Result, RowLocking
-from feedkv.sql.expr import Scope, compile_expr, condition, static_kind
+from feedkv.sql.expr import Context, Scope, compile_expr, condition, static_kind
 from feedkv.sql.indexes import primary_key_of, values_prefix
-from feedkv.sql.join import JoinPlan, is_lateral
+from feedkv.sql.join import JoinPlan, LateralRows, is_lateral
 from feedkv.sql.mvcc_column import names_mvcc, with_mvcc
 from feedkv.sql.plan import (
     ResultPlan,
@@ -47,7 +47,7 @@ from feedkv.sql.relation import Relation
 from feedkv.sql.row_codec import row_prefix, row_span, table_span
 from feedkv.sql.row_locking import check_locking, source_name, table_locking
 from feedkv.sql.sequences import as_relation
-from feedkv.sql.set_functions import series_of, unnest_of
+from feedkv.sql.set_functions import rows_from_of, series_of, unnest_of
 from feedkv.sql.set_ops import SetResult, combine, result_order, union_all
 from feedkv.sql.subquery import grouped_context, prepare_subqueries
 from feedkv.sql.types import (
@@ -63,6 +63,7 @@ from feedkv.util.keys import prefix_end
 __all__ = [
     "HANDLERS",
     "check_full_scan",
+    "lateral_subquery",
     "query",
     "read_source",
     "read_view",
@@ -400,19 +401,39 @@ def _is_relation(ex: Execution, name: st.TableName) -> bool:
 
 
 def series(ex: Execution, source: st.Series) -> Relation:
-    """The rows of ``generate_series(...)`` of constants (:func:`series_of`)."""
-    return series_of(source, [ex.constant(arg) for arg in source.args])
+    """The rows of ``generate_series(...)`` (:func:`series_of`) of its arguments'
+    values (:func:`_function_scope`)."""
+    scope = _function_scope(ex)
+    return series_of(source, [compile_expr(a, scope)((), ex.context) for a in source.args])
 
 
 def unnest(ex: Execution, source: st.Unnest) -> Relation:
-    """The rows of ``unnest(...)`` of constants (:func:`unnest_of`); a NULL array's
-    element type is its cast's, if any."""
-    values = [ex.constant(arg) for arg in source.args]
+    """The rows of ``unnest(...)`` (:func:`unnest_of`) of its arguments' values
+    (:func:`_function_scope`); a NULL array's element type is its cast's, if any."""
+    scope = _function_scope(ex)
+    values = [compile_expr(arg, scope)((), ex.context) for arg in source.args]
     declared = [
-        type_of(arg, Scope()) if v is None else None
+        _declared(arg, scope) if v is None else None
         for arg, v in zip(source.args, values, strict=True)
     ]
     return unnest_of(source, values, declared)
+
+
+def _declared(arg: exp.Expr, scope: Scope) -> ColumnType | None:
+    """An argument's type as the tree tells it (a cast's), else unknown: a column of the
+    query around (typed by its row's values, not here) included."""
+    try:
+        return type_of(arg, scope)
+    except SQLError:
+        return None
+
+
+def _function_scope(ex: Execution) -> Scope:
+    """What the arguments of a function that is a query's first source may name: no
+    column of its own query (none is to its left), but those of the query around it,
+    in a subquery (``LATERAL (SELECT ... FROM unnest(t.tags))``, a correlated
+    ``(SELECT max(x) FROM unnest(t.xs) AS x)``), whose row the runner pushed."""
+    return Scope(outer=ex.outer_scope)
 
 
 def _statement_rows(ex: Execution, source: st.StatementSource) -> Result:
@@ -438,11 +459,7 @@ def read_source(
     rows are read with locks (SELECT FOR UPDATE); any other source's cannot be (0A000).
     ``mvcc``: a table's rows carry their MVCC timestamp (:mod:`feedkv.sql.mvcc_column`)."""
     if lock is not None and not _is_table(ex, source):
-        raise SQLError(
-            "0A000",
-            "FOR UPDATE cannot lock the rows of a subquery, CTE, view or function in FROM; "
-            "name the tables to lock with FOR UPDATE OF",
-        )
+        raise _unlockable()
     if isinstance(source, st.ShowSource):
         relation = ex.session.show_jobs(source)
         return relation, relation.rows, ex.session.database
@@ -453,6 +470,15 @@ def read_source(
         return relation, relation.rows, ex.session.database
     if isinstance(source, st.Series | st.Unnest):
         relation = series(ex, source) if isinstance(source, st.Series) else unnest(ex, source)
+        return relation, relation.rows, ex.session.database
+    if isinstance(source, st.RowsFrom):
+        relation = rows_from_of(
+            source,
+            [
+                series(ex, f) if isinstance(f, st.Series) else unnest(ex, f)
+                for f in source.functions
+            ],
+        )
         return relation, relation.rows, ex.session.database
     if isinstance(source, st.Derived):
         result = query(ex, source.query)
@@ -478,6 +504,14 @@ def read_source(
         return sequence, sequence.rows, source.database or ex.session.database
     rows = list(ex.envs(desc, table_span(desc.id), lock=lock, mvcc=mvcc))
     return with_mvcc(desc) if mvcc else desc, rows, source.database or ex.session.database
+
+
+def _unlockable() -> SQLError:
+    return SQLError(
+        "0A000",
+        "FOR UPDATE cannot lock the rows of a subquery, CTE, view or function in FROM; "
+        "name the tables to lock with FOR UPDATE OF",
+    )
 
 
 def _is_table(ex: Execution, source: st.Source) -> bool:
@@ -546,6 +580,8 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
     for n, join in enumerate(s.joins):
         lock = locks[n + 1]
         if is_lateral(join.table):  # NB: read for each row to its left (JoinStep.lateral)
+            if lock is not None:
+                raise _unlockable()
             read.append((None, [], ex.session.database))
             continue
         first = read[0]
@@ -556,10 +592,46 @@ def _select_sources(ex: Execution, s: st.Select) -> Result:
         )
         read.append(looked_up if looked_up is not None else read_source(ex, join.table, lock, mvcc))
     # NB: not kept by Session.plan, which keys a plan by one table
-    plan = JoinPlan.of([r[0] for r in read], s, [r[2] for r in read], ex.outer_scope, type_of)
+    plan = JoinPlan.of(
+        [r[0] for r in read],
+        s,
+        [r[2] for r in read],
+        ex.outer_scope,
+        type_of,
+        partial(lateral_subquery, ex),
+    )
     prepare_subqueries(ex, query, s.subqueries, plan.scope, grouped_context(s, plan.result))
     joined = plan.rows([r[1] for r in read], ex.context)
     return _selected(ex, s, plan.result, joined)
+
+
+def lateral_subquery(
+    ex: Execution, source: st.Derived, left: Scope
+) -> tuple[Relation, LateralRows]:
+    """A LATERAL subquery's columns and its rows for a row of the sources to its left
+    (whose names ``left`` holds): it runs as a correlated subquery does, that row
+    pushed as the outer one. A first run over a row of NULLs finds its columns, and
+    whether it names any of ``left``: if not, its rows are kept for every row (as
+    :mod:`feedkv.sql.subquery`'s runner); if so, it runs again for each left row, a
+    nested loop costing a run per row."""
+
+    def run(row: tuple[Any, ...], context: Context) -> Result:
+        context.outer.append(row)
+        ex.outer_scopes.append(left)
+        try:
+            return query(ex, source.query)
+        finally:
+            context.outer.pop()
+            ex.outer_scopes.pop()
+
+    hits = left.hits
+    width = 1 + max((index for index, _type in left.columns.values()), default=-1)
+    first = run((None,) * width, ex.context)
+    shape = Relation.of(source.alias, first.columns, first.types, first.rows, source.columns)
+    if left.hits == hits:
+        kept = first.rows
+        return shape, lambda _row, _context: kept
+    return shape, lambda row, context: run(row, context).rows
 
 
 def _source_locking(ex: Execution, s: st.Select) -> list[RowLocking | None]:

@@ -16,7 +16,7 @@ from feedkv.sql.arrays import Array
 from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value
 
-__all__ = ["series_of", "unnest_of"]
+__all__ = ["rows_from_of", "series_of", "unnest_of"]
 
 
 def series_of(source: st.Series, values: Sequence[Any]) -> Relation:
@@ -66,6 +66,24 @@ def unnest_of(
         types.append(value.element or ColumnType(Kind.STRING))
     rows = list(itertools.zip_longest(*(a.values for a in arrays)))
     return _numbered(source.alias, list(source.columns), types, rows, source)
+
+
+def rows_from_of(source: st.RowsFrom, functions: Sequence[Relation]) -> Relation:
+    """The rows of ``ROWS FROM (...)`` from each function's (``functions``, in order):
+    the n-th rows of each side by side, a function out of rows giving NULLs, until
+    every one is."""
+    names = [column.name for relation in functions for column in relation.columns]
+    types = [column.type for relation in functions for column in relation.columns]
+    pads = [(None,) * len(relation.columns) for relation in functions]
+    rows = [
+        tuple(
+            value
+            for row, pad in zip(rows, pads, strict=True)
+            for value in (pad if row is None else row)
+        )
+        for rows in itertools.zip_longest(*(relation.rows for relation in functions))
+    ]
+    return Relation.of(source.alias, names, types, rows, source.columns)
 
 
 def _numbered(

@@ -82,6 +82,7 @@ __all__ = [
     "Rollback",
     "Savepoint",
     "Select",
+    "RowsFrom",
     "Series",
     "Unnest",
     "SetOperation",
@@ -602,11 +603,14 @@ class Delete(Statement):
 @dataclass(frozen=True, slots=True)
 class Derived:
     """A query read as a table: ``FROM (SELECT ...) AS alias (columns)``; ``columns``
-    renames the query's leading columns."""
+    renames the query's leading columns. A ``lateral`` one (``LATERAL (SELECT ...)``)
+    may name the columns of the sources to its left, and runs again for each of their
+    rows (:class:`~feedkv.sql.join.JoinStep`)."""
 
     query: Query
     alias: str
     columns: tuple[str, ...] = ()
+    lateral: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,8 +659,21 @@ class Unnest:
     ordinality: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RowsFrom:
+    """``FROM ROWS FROM (f(...), g(...)) [AS alias [(columns)]]``: the functions' rows
+    side by side, the n-th row of each together, a function with fewer rows padded
+    with NULLs (as PostgreSQL's); ``columns`` renames the leading columns. Several
+    set-returning functions in a SELECT list are read as one of these, as PostgreSQL
+    10 and CockroachDB run them: in lockstep."""
+
+    functions: tuple[Series | Unnest, ...]
+    alias: str
+    columns: tuple[str, ...] = ()
+
+
 # What FROM and JOIN read
-Source = TableName | Derived | ShowSource | StatementSource | Series | Unnest
+Source = TableName | Derived | ShowSource | StatementSource | Series | Unnest | RowsFrom
 
 
 @dataclass(frozen=True, slots=True)

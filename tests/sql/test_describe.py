@@ -111,6 +111,17 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("array", Kind.ARRAY), ("array_agg", Kind.ARRAY)],
             [Kind.ARRAY, Kind.ARRAY],
         ),
+        # a string constant beside a number is of its type; ROWS FROM's columns in order
+        (
+            "SELECT '3' + 5, f * '2', '1.5' - d FROM t",
+            [("?column?", INT), ("?column?", FLOAT), ("?column?", DECIMAL)],
+            [],
+        ),
+        (
+            "SELECT * FROM ROWS FROM (generate_series(1, 2), unnest(ARRAY['a'])) AS r (n, s)",
+            [("n", INT), ("s", STRING)],
+            [],
+        ),
         ("BEGIN", [], []),
     ],
 )
@@ -149,6 +160,8 @@ def test_arrays_are_described_with_their_elements_kind(session: Any) -> None:
         "SELECT * FROM vw WHERE n = $1",
         "SELECT * FROM t JOIN u USING (id)",
         "SELECT * FROM t NATURAL JOIN u",
+        # a LATERAL subquery's columns are found by running it
+        "SELECT t.id, x.n FROM t, LATERAL (SELECT count(*) AS n FROM u WHERE u.t_id = t.id) AS x",
     ],
 )
 def test_queries_known_only_when_they_run_have_no_columns(session: Any, text: str) -> None:

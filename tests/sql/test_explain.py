@@ -136,6 +136,17 @@ def test_joins_show_how_the_right_side_is_read(tables: DB) -> None:
     ]
 
 
+def test_a_lateral_subquery_is_an_apply_join_over_the_left_side(tables: DB) -> None:
+    lateral = "SELECT * FROM t LEFT JOIN LATERAL (SELECT id FROM u WHERE u.k = t.k) AS s ON true"
+    assert plan(tables, lateral) == [
+        "• apply join (left outer)",
+        "│ pred: TRUE",
+        "│",
+        "└── • scan",
+        *scan("t@t_pkey", "FULL SCAN", "      "),
+    ]
+
+
 def test_writes_show_their_table_and_what_they_read(tables: DB) -> None:
     assert plan(tables, "INSERT INTO t VALUES (3, 30, 'c'), (4, 40, 'd')") == [
         "• insert",

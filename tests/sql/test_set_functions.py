@@ -8,7 +8,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
-from feedkv.sql.set_functions import series_of, unnest_of
+from feedkv.sql.set_functions import rows_from_of, series_of, unnest_of
 from feedkv.sql.types import ColumnType, Kind
 
 _ARG = exp.column("a")
@@ -35,3 +35,14 @@ def test_series_counts_down_with_a_negative_step_and_refuses_a_zero_one() -> Non
     assert series_of(source, [1, None, 1]).rows == []
     with pytest.raises(SQLError, match="step cannot be 0"):
         series_of(source, [1, 2, 0])
+
+
+def test_rows_from_zips_the_functions_rows_padding_each_by_its_own_width() -> None:
+    series = st.Series((_ARG, _ARG), "g", "g", None)
+    unnest = st.Unnest((_ARG, _ARG), "u", ("x", "y"), None)
+    source = st.RowsFrom((series, unnest), "r", ("n",))
+    letters = Array(("a", "b", "c"), ColumnType(Kind.STRING))
+    functions = [series_of(series, [1, 2]), unnest_of(unnest, [letters, None], [None, None])]
+    relation = rows_from_of(source, functions)
+    assert [column.name for column in relation.columns] == ["n", "x", "y"]
+    assert relation.rows == [(1, "a", None), (2, "b", None), (None, "c", None)]

@@ -60,10 +60,12 @@ class RaftLog:
 
     def term(self, index: int) -> int | None:
         """The term at ``index``, or ``None`` when compacted away or past the end."""
+        unstable = self._unstable
+        if unstable and index >= self._offset:  # NB: the unstable tail needs no bounds worked out
+            position = index - self._offset
+            return unstable[position].term if position < len(unstable) else None
         if index < self.first_index() - 1 or index > self.last_index():
             return None
-        if self._unstable and index >= self._offset:
-            return self._unstable[index - self._offset].term
         if self._snapshot is not None and index == self._snapshot.meta.index:
             return self._snapshot.meta.term
         return self.storage.term(index)

@@ -176,7 +176,9 @@ def _pack_entry(entry: Entry) -> list[Any]:
 
 def _unpack_entry(raw: Any) -> Entry:
     term, index, data, kind = raw
-    return Entry(_int(term), _int(index), _bytes(data), EntryType(kind))
+    if type(term) is not int or type(index) is not int or type(data) is not bytes:
+        raise TypeError(f"not an entry: {raw!r}")
+    return Entry(term, index, data, _ENTRY_TYPES[kind])
 
 
 def _pack_conf_state(cs: ConfState) -> list[Any]:
@@ -225,6 +227,12 @@ def encode_message(msg: Message) -> bytes:
     return packed
 
 
+# NB: looked up, not called: an IntEnum's call is two Python frames, and a message of a
+# few entries makes one for each (KeyError on a value that is none of them)
+_MESSAGE_TYPES = {int(t): t for t in MessageType}
+_ENTRY_TYPES = {int(t): t for t in EntryType}
+
+
 def decode_message(raw: bytes) -> Message:
     """The message :func:`encode_message` made; raises
     :class:`~feedkv.errors.InvariantViolation` on anything else."""
@@ -239,22 +247,25 @@ def decode_message(raw: bytes) -> Message:
             snapshot = Snapshot(meta, _bytes(s_data))
         if type(reject) is not bool or type(force) is not bool:
             raise TypeError("reject and force must be booleans")
+        for number in (to, sender, term, log_term, index, commit, hint, ctx):
+            if type(number) is not int:
+                raise TypeError(f"expected an int, got {number!r}")
         return Message(
-            MessageType(kind),
-            _int(to),
-            _int(sender),
-            _int(term),
-            _int(log_term),
-            _int(index),
-            tuple(_unpack_entry(e) for e in entries),
-            _int(commit),
+            _MESSAGE_TYPES[kind],
+            to,
+            sender,
+            term,
+            log_term,
+            index,
+            tuple([_unpack_entry(e) for e in entries]),
+            commit,
             reject,
-            _int(hint),
+            hint,
             snapshot,
             force,
-            _int(ctx),
+            ctx,
         )
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.UnpackException) as exc:
+    except (KeyError, ValueError, TypeError, msgpack.ExtraData, msgpack.UnpackException) as exc:
         raise InvariantViolation(f"not a raft message ({len(raw)} bytes): {exc}") from exc
 
 

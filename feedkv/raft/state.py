@@ -477,6 +477,8 @@ class RaftState:
         entry proposed and the commit index reached until then."""
         if appends:
             self._flush_appends()
+        if len(self._msgs) <= taken:
+            return []  # NB: asked of every group at each turn while its driver writes
         kinds = _EARLY if appends else _HEARTBEATS
         rest = self._msgs[taken:]
         early = [m for m in rest if m.type in kinds]

@@ -19,11 +19,12 @@ from feedkv.errors import (
     AmbiguousResultError,
     NodeUnavailableError,
     NotLeaseHolderError,
+    RangeNotFoundError,
 )
 from feedkv.kv.replica import AppliedEntry, Replica
 from feedkv.kv.replica_loop import ReplicaLoop
 from feedkv.kv.replicated_command import Effects
-from feedkv.raft import RAFT_DB, Config, MessageType, decode_message
+from feedkv.raft import RAFT_DB, ConfChange, ConfChangeType, Config, MessageType, decode_message
 from feedkv.storage import mvcc
 from feedkv.storage.engine import ReadWriter
 from feedkv.storage.lmdb_engine import LMDBEngine
@@ -290,3 +291,48 @@ def test_appends_made_while_a_write_is_in_flight_leave_together_when_it_ends(
     for follower in followers:
         data = next(data for node, data in sent if node == follower)
         assert all(any(b"later-%d" % i in d for d in data) for i in range(3))
+
+
+def test_a_proposal_made_while_a_write_is_in_flight_waits_for_the_next_turn(
+    cluster: Cluster,
+) -> None:
+    leader = cluster.write(1, b"first", b"1")
+    loop, engine = cluster.loops[leader], cluster.engines[leader]
+    held, release, entered, unblock = (threading.Event() for _ in range(4))
+    evaluated: list[bytes] = []
+
+    def hold(_: None) -> None:  # NB: after its commit: eval_lock is free, reads go on
+        held.set()
+        release.wait(DEADLINE_S)
+
+    def put(key: bytes) -> Callable[[ReadWriter], tuple[None, Effects]]:
+        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
+            evaluated.append(key)
+            return None, Effects(tuple(mvcc.put(rw, key, Timestamp(500), b"v")))
+
+        return evaluate
+
+    def blocker(rw: ReadWriter) -> tuple[None, Effects]:
+        entered.set()
+        unblock.wait(DEADLINE_S)
+        return None, Effects()
+
+    held_write = engine.submit(lambda rw: None, hold)
+    assert held.wait(DEADLINE_S)  # the commit thread waits: the loop's next write stays
+    proposed = [loop.propose(1, put(b"staged"))]
+    wait_until(lambda: loop._deferring, timeout_s=DEADLINE_S, what="a write in flight")
+    try:
+        proposed += [loop.propose(1, blocker), loop.propose(1, put(b"deferred"))]
+        # NB: a change of a range not here fails as the loop takes it from its inbox
+        change = loop.change_members(999, ConfChange(ConfChangeType.ADD_NODE, 0, context=4))
+        assert entered.wait(DEADLINE_S)  # the loop evaluates the blocker now
+        # the change queued after the proposals was taken first: they woke no turn
+        assert isinstance(change.exception(timeout=0), RangeNotFoundError)
+        assert evaluated == [b"staged"]
+    finally:
+        unblock.set()
+        release.set()
+    held_write.result(timeout=DEADLINE_S)
+    for done in proposed:
+        assert done.result(timeout=DEADLINE_S) is None
+    assert evaluated == [b"staged", b"deferred"]

@@ -65,6 +65,11 @@ def test_a_heartbeat_is_small() -> None:
         msgpack.packb([1, 2, 1, "5", 0, 0, [], 0, False, 0, None, False, 0]),  # a str term
         msgpack.packb([1, 2, 1, 5, 0, 0, [], 0, 1, 0, None, False, 0]),  # an int for a bool
         msgpack.packb([7, 2, 1, 5, 0, 0, [], 0, False, 0, None, False]),  # no read context
+        msgpack.packb([5, True, 1, 5, 0, 0, [], 0, False, 0, None, False, 0]),  # a bool for an id
+        # entries: of an unknown kind, with a str index, with str data
+        msgpack.packb([5, 2, 1, 5, 0, 0, [[5, 1, b"a", 7]], 0, False, 0, None, False, 0]),
+        msgpack.packb([5, 2, 1, 5, 0, 0, [[5, "1", b"a", 0]], 0, False, 0, None, False, 0]),
+        msgpack.packb([5, 2, 1, 5, 0, 0, [[5, 1, "a", 0]], 0, False, 0, None, False, 0]),
     ],
 )
 def test_decoding_garbage_raises_rather_than_guessing(raw: bytes) -> None:

@@ -58,7 +58,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import islice, takewhile
+from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -148,25 +148,6 @@ class _View:
                 return
             yield key, value
 
-    def scan_columns(
-        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
-    ) -> tuple[Iterator[bytes], Iterator[bytes]]:
-        # NB: two cursors placed alike, one stepping over keys only and one over values
-        # only: py-lmdb then makes no (key, value) tuple per entry, and the caller splits
-        # none (a catch-up scan of the time index took 2% less CPU a value)
-        cursors = [self._txn.cursor(db=self._dbs[db]) for _ in range(2)]
-        placed = [_place(cursor, start, end, reverse) for cursor in cursors]
-        if not all(placed):
-            return iter(()), iter(())
-        keys_cursor, values_cursor = cursors
-        if reverse:
-            keys: Iterator[bytes] = keys_cursor.iterprev(values=False)
-            values: Iterator[bytes] = values_cursor.iterprev(keys=False)
-            return (takewhile(start.__le__, keys) if start else keys), values
-        keys = keys_cursor.iternext(values=False)
-        values = values_cursor.iternext(keys=False)
-        return (keys if end is None else takewhile(end.__gt__, keys)), values
-
     def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
         cursor = self._cursor(db)  # NB: read to the count within this call, as seek is
         if limit < 1 or not cursor.set_range(start):
@@ -209,17 +190,6 @@ class _View:
     def delete_many(self, db: str, keys: Iterable[bytes]) -> None:
         # NB: py-lmdb has no bulk delete; a C-level map calls it with no Python frame
         deque(map(functools.partial(self._txn.delete, db=self._dbs[db]), keys), maxlen=0)
-
-
-def _place(cursor: Any, start: bytes, end: bytes | None, reverse: bool) -> bool:
-    """Put ``cursor`` on the first entry a scan of ``[start, end)`` reads (the last one
-    below ``end``, reversed); ``False`` if there is none at or past ``start`` (forward)
-    or in ``db`` below ``end`` (reversed: the caller stops at ``start``)."""
-    if not reverse:
-        return bool(cursor.set_range(start))
-    if end is not None and cursor.set_range(end):
-        return bool(cursor.prev())
-    return bool(cursor.last())
 
 
 class LMDBSnapshot(_View):

@@ -58,7 +58,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, takewhile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -204,23 +204,24 @@ class LMDBSnapshot(_View):
     def scan(
         self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`_View.scan`; to the end of ``db`` and forward, or from its first key
-        and backward, LMDB's own iterator, its cursor placed now: a snapshot never
-        changes, so this reads what placing it at the first read would, without a
-        generator's resume per entry (a catch-up scan reads the time index to its end, or
-        a span's versions backward, this way)."""
-        if reverse and start:
-            return super().scan(db, start, end, reverse=True)
-        if not reverse and end is not None:
-            return super().scan(db, start, end)
+        """:meth:`_View.scan`, as LMDB's own iterator, its cursor placed now: a snapshot
+        never changes, so this reads what placing it at the first read would, without a
+        generator's resume per entry (a catch-up scan reads the time index, or a span's
+        versions backward, this way). A bound is checked in C too: a pair sorts below
+        ``(end,)`` exactly when its key is below ``end``, and at or above ``(start,)``
+        exactly when its key is at or above ``start``."""
         cursor = self._txn.cursor(db=self._dbs[db])
+        entries: Iterator[tuple[bytes, bytes]]
         if reverse:
             found = cursor.last() if end is None or not cursor.set_range(end) else cursor.prev()
-            return cursor.iterprev() if found else iter(())
+            if not found:
+                return iter(())
+            entries = cursor.iterprev()
+            return takewhile((start,).__le__, entries) if start else entries
         if not cursor.set_range(start):
             return iter(())
-        entries: Iterator[tuple[bytes, bytes]] = cursor.iternext()
-        return entries
+        entries = cursor.iternext()
+        return entries if end is None else takewhile((end,).__gt__, entries)
 
     def close(self) -> None:
         engine, self._engine = self._engine, None

@@ -200,15 +200,18 @@ def _change_page(
             chunk_timestamps = list(compress(chunk_timestamps, inside))
             raw_values = list(compress(raw_values, inside))
             raw_bytes = sum(map(len, raw_values))
-        keys += chunk_keys
-        timestamps += chunk_timestamps
-        if TOMBSTONE in raw_values:
+        if all(raw_values):  # NB: no deletion (a stored deletion is empty)
+            chunk_values: list[bytes | None] = list(_untagged(raw_values))
+            chunk_bytes = raw_bytes - _TAG_BYTES * len(raw_values)
+        else:
             chunk_values, chunk_bytes = _decode_values(raw_values, raw_bytes)
+        value_bytes += chunk_bytes
+        if keys:
+            keys += chunk_keys
+            timestamps += chunk_timestamps
             values += chunk_values
-            value_bytes += chunk_bytes
-        else:  # NB: values decoded straight into the page's column
-            values += _untagged(raw_values)
-            value_bytes += raw_bytes - _TAG_BYTES * len(raw_values)
+        else:  # NB: a page's first chunk (often all of it) is its columns, not copied
+            keys, timestamps, values = chunk_keys, chunk_timestamps, chunk_values
     return (keys, timestamps, values, value_bytes) if read else None
 
 

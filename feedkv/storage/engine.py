@@ -156,16 +156,6 @@ class Reader(Protocol):
         """
         ...
 
-    def scan_columns(
-        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
-    ) -> tuple[Iterator[bytes], Iterator[bytes]]:
-        """:meth:`scan`'s entries as two iterators read in step, one of the keys and one
-        of their values: the n-th value read is the n-th key's. The keys stop where the
-        scan would; read no more values than keys, and write nothing through this reader
-        meanwhile. A reader of many entries (an export) so takes them as columns, with no
-        pair made and split per entry."""
-        ...
-
     def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
         """How many keys ``start <= key < end`` holds (``end=None``: to the last key),
         counting no further than ``limit``: cheaper than scanning them, as no value is

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress, islice, repeat
-from operator import and_
+from operator import and_, itemgetter
 from typing import NamedTuple
 
 from feedkv.errors import InvalidArgumentError
@@ -84,10 +84,13 @@ class ExportResult:
 
 PAGE_ENTRIES = 1024  # index entries read for a page of export_pages, at most
 PAGE_BYTES = 1 << 20  # about this many bytes of them
-# Entries read at once while a page fills: each chunk costs Python steps. Its keys and
-# values are read as columns (Reader.scan_columns), so no pair per entry lives until it
-# is split, and a chunk can be a whole page: with pairs, chunks were kept under the
-# cyclic GC's first threshold of 700 new objects (512 entries).
+# Entries read at once while a page fills: each chunk costs Python steps. A chunk is
+# read as LMDB's pairs and split into columns by two passes of an itemgetter, in C: a
+# pair costs py-lmdb one cursor step, which lets go of the GIL twice (the step and the
+# value's preload), where reading keys and values with two cursors (no pair made) let
+# go of it three times, and zip(*chunk) made an iterator per pair. A chunk of a whole
+# page sets off the cyclic GC once (its pairs pass 700 new objects); half-page chunks
+# measured no faster, the Python steps per chunk paid twice.
 _CHUNK = 1024
 
 
@@ -155,7 +158,7 @@ def export_pages(
             raise InvalidArgumentError(f"export resumes at {start_at[0]}, outside ({lo}, {hi}]")
         index_start = encode_change_key(*start_at)
     index_end = None if hi == MAX_TIMESTAMP else encode_ts(hi.next())
-    chunks = _Chunks(reader.scan_columns(CHANGES, index_start, index_end), page_size, page_bytes)
+    chunks = _Chunks(reader.scan(CHANGES, index_start, index_end), page_size, page_bytes)
     while True:
         page = _change_page(chunks, span)
         if page is None:
@@ -195,17 +198,20 @@ def _change_page(
             )
             chunk_keys = list(compress(chunk_keys, inside))
             chunk_timestamps = list(compress(chunk_timestamps, inside))
-            raw_values = tuple(compress(raw_values, inside))
+            raw_values = list(compress(raw_values, inside))
             raw_bytes = sum(map(len, raw_values))
-        keys += chunk_keys
-        timestamps += chunk_timestamps
-        if TOMBSTONE in raw_values:
+        if all(raw_values):  # NB: no deletion (a stored deletion is empty)
+            chunk_values: list[bytes | None] = list(_untagged(raw_values))
+            chunk_bytes = raw_bytes - _TAG_BYTES * len(raw_values)
+        else:
             chunk_values, chunk_bytes = _decode_values(raw_values, raw_bytes)
+        value_bytes += chunk_bytes
+        if keys:
+            keys += chunk_keys
+            timestamps += chunk_timestamps
             values += chunk_values
-            value_bytes += chunk_bytes
-        else:  # NB: values decoded straight into the page's column
-            values += _untagged(raw_values)
-            value_bytes += raw_bytes - _TAG_BYTES * len(raw_values)
+        else:  # NB: a page's first chunk (often all of it) is its columns, not copied
+            keys, timestamps, values = chunk_keys, chunk_timestamps, chunk_values
     return (keys, timestamps, values, value_bytes) if read else None
 
 
@@ -251,7 +257,7 @@ def span_pages(
     it, with no seek."""
     _check_export(reader, span, lo, hi, page_size, page_bytes)
     first = key_versions_start(span.start)
-    entries = reader.scan_columns(VERSIONS, b"", key_versions_start(span.end), reverse=True)
+    entries = reader.scan(VERSIONS, b"", key_versions_start(span.end), reverse=True)
     chunks = _Chunks(entries, page_size, page_bytes)
     after_lo = version_suffix(lo)  # a version whose suffix sorts below this is above lo
     up_to_hi = None if hi == MAX_TIMESTAMP else version_suffix(hi)
@@ -379,17 +385,17 @@ class _Chunks:
     mean value length seen so far as still fit in the page (one, at the scan's start), so
     a run of big values is read a few at a time, and a run of small ones in full chunks."""
 
-    __slots__ = ("keys", "mean", "page_bytes", "page_size", "values")
+    __slots__ = ("entries", "mean", "page_bytes", "page_size")
 
     def __init__(
-        self, entries: tuple[Iterator[bytes], Iterator[bytes]], page_size: int, page_bytes: int
+        self, entries: Iterator[tuple[bytes, bytes]], page_size: int, page_bytes: int
     ) -> None:
-        self.keys, self.values = entries
+        self.entries = entries
         self.page_size = page_size
         self.page_bytes = page_bytes
         self.mean = 0  # the last chunk's mean value length (at least 1; 0: none read)
 
-    def page(self) -> Iterator[tuple[tuple[bytes, ...], tuple[bytes, ...], int]]:
+    def page(self) -> Iterator[tuple[list[bytes], list[bytes], int]]:
         """The next page's chunks: each a column of keys, one of values, and the values'
         length together (none: the entries ran out)."""
         read = size = 0
@@ -397,10 +403,12 @@ class _Chunks:
         while read < self.page_size and size < self.page_bytes:
             room = self.page_size - read
             room = min(room, _CHUNK, max(1, (self.page_bytes - size) // largest)) if largest else 1
-            keys = tuple(islice(self.keys, room))
-            if not keys:
+            chunk = tuple(islice(self.entries, room))
+            if not chunk:
                 return
-            values = tuple(islice(self.values, len(keys)))
+            keys = list(map(_KEY, chunk))
+            values = list(map(_VALUE, chunk))
+            del chunk  # NB: its pairs go before the next chunk's are read
             chunk_bytes = sum(map(len, values))
             self.mean = max(1, chunk_bytes // len(keys))  # NB: at least 1, for deletions
             largest = max(largest, self.mean)
@@ -420,6 +428,7 @@ def _decode_values(raw_values: Sequence[bytes], raw_bytes: int) -> tuple[list[by
     return values, raw_bytes - _TAG_BYTES * (len(raw_values) - deletions)
 
 
+_KEY, _VALUE = itemgetter(0), itemgetter(1)  # of a scan's pair
 _new_version = partial(tuple.__new__, ExportedVersion)
 
 

@@ -149,25 +149,6 @@ class _View:
                 return
             yield key, value
 
-    def scan_columns(
-        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
-    ) -> tuple[Iterator[bytes], Iterator[bytes]]:
-        # NB: two cursors placed alike, one stepping over keys only and one over values
-        # only: py-lmdb then makes no (key, value) tuple per entry, and the caller splits
-        # none (a catch-up scan of the time index took 2% less CPU a value)
-        cursors = [self._txn.cursor(db=self._dbs[db]) for _ in range(2)]
-        placed = [_place(cursor, start, end, reverse) for cursor in cursors]
-        if not all(placed):
-            return iter(()), iter(())
-        keys_cursor, values_cursor = cursors
-        if reverse:
-            keys: Iterator[bytes] = keys_cursor.iterprev(values=False)
-            values: Iterator[bytes] = values_cursor.iterprev(keys=False)
-            return (takewhile(start.__le__, keys) if start else keys), values
-        keys = keys_cursor.iternext(values=False)
-        values = values_cursor.iternext(keys=False)
-        return (keys if end is None else takewhile(end.__gt__, keys)), values
-
     def count(self, db: str, start: bytes, end: bytes | None, limit: int) -> int:
         cursor = self._cursor(db)  # NB: read to the count within this call, as seek is
         if limit < 1 or not cursor.set_range(start):
@@ -212,17 +193,6 @@ class _View:
         deque(map(functools.partial(self._txn.delete, db=self._dbs[db]), keys), maxlen=0)
 
 
-def _place(cursor: Any, start: bytes, end: bytes | None, reverse: bool) -> bool:
-    """Put ``cursor`` on the first entry a scan of ``[start, end)`` reads (the last one
-    below ``end``, reversed); ``False`` if there is none at or past ``start`` (forward)
-    or in ``db`` below ``end`` (reversed: the caller stops at ``start``)."""
-    if not reverse:
-        return bool(cursor.set_range(start))
-    if end is not None and cursor.set_range(end):
-        return bool(cursor.prev())
-    return bool(cursor.last())
-
-
 class LMDBSnapshot(_View):
     """A read transaction: the state at the moment it was opened."""
 
@@ -235,23 +205,24 @@ class LMDBSnapshot(_View):
     def scan(
         self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`_View.scan`; to the end of ``db`` and forward, or from its first key
-        and backward, LMDB's own iterator, its cursor placed now: a snapshot never
-        changes, so this reads what placing it at the first read would, without a
-        generator's resume per entry (a catch-up scan reads the time index to its end, or
-        a span's versions backward, this way)."""
-        if reverse and start:
-            return super().scan(db, start, end, reverse=True)
-        if not reverse and end is not None:
-            return super().scan(db, start, end)
+        """:meth:`_View.scan`, as LMDB's own iterator, its cursor placed now: a snapshot
+        never changes, so this reads what placing it at the first read would, without a
+        generator's resume per entry (a catch-up scan reads the time index, or a span's
+        versions backward, this way). A bound is checked in C too: a pair sorts below
+        ``(end,)`` exactly when its key is below ``end``, and at or above ``(start,)``
+        exactly when its key is at or above ``start``."""
         cursor = self._txn.cursor(db=self._dbs[db])
+        entries: Iterator[tuple[bytes, bytes]]
         if reverse:
             found = cursor.last() if end is None or not cursor.set_range(end) else cursor.prev()
-            return cursor.iterprev() if found else iter(())
+            if not found:
+                return iter(())
+            entries = cursor.iterprev()
+            return takewhile((start,).__le__, entries) if start else entries
         if not cursor.set_range(start):
             return iter(())
-        entries: Iterator[tuple[bytes, bytes]] = cursor.iternext()
-        return entries
+        entries = cursor.iternext()
+        return entries if end is None else takewhile((end,).__gt__, entries)
 
     def close(self) -> None:
         engine, self._engine = self._engine, None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 
 from feedkv.storage.engine import Reader, WriteBatch
 
@@ -164,12 +163,6 @@ class OverlayView:
         entries = self._overlay.over(db, entries, start, end, reverse)
         return self._mine.over(db, entries, start, end, reverse)
 
-    def scan_columns(
-        self, db: str, start: bytes, end: bytes | None = None, *, reverse: bool = False
-    ) -> tuple[Iterator[bytes], Iterator[bytes]]:
-        entries, same_entries = itertools.tee(self.scan(db, start, end, reverse=reverse))
-        return map(_KEY, entries), map(_VALUE, same_entries)
-
     def seek(self, db: str, key: bytes) -> tuple[bytes, bytes] | None:
         return next(self.scan(db, key), None)
 
@@ -206,6 +199,3 @@ class OverlayView:
         for key in keys:
             self._mine.set(db, key, None)
         self.batch.delete_many(db, keys)
-
-
-_KEY, _VALUE = itemgetter(0), itemgetter(1)

@@ -143,6 +143,7 @@ def test_export_pages_are_the_versions_in_columns_cut_by_size(
     for page in pages:
         assert 0 < len(page.keys) <= page_size
         assert len(page.timestamps) == len(page.values) == len(page.keys)
+        assert page.value_bytes == sum(len(value) for value in page.values if value is not None)
         prev_values = page.prev_values if with_diff else [None] * len(page.keys)
         assert (page.prev_values is None) is not with_diff
         rows += zip(page.timestamps, page.keys, page.values, prev_values, strict=True)

@@ -12,14 +12,13 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from feedkv.errors import InvariantViolation, StorageError, StoreLockedError
-from feedkv.storage.engine import Reader, ReadWriter, WriteBatch
+from feedkv.storage.engine import ReadWriter, WriteBatch
 from feedkv.storage.lmdb_engine import ISOLATED_GROUPS, LMDBEngine
 from feedkv.testing.waiting import wait_until
 
@@ -194,27 +193,12 @@ def test_scan_yields_half_open_range_in_both_directions(
     with engine.snapshot() as snap:
         assert list(snap.scan("a", start, end)) == expected
         assert list(snap.scan("a", start, end, reverse=True)) == expected[::-1]
-        assert columns(snap, "a", start, end) == expected
-        assert columns(snap, "a", start, end, reverse=True) == expected[::-1]
         assert snap.count("a", start, end, 100) == len(expected)
         assert snap.count("a", start, end, 1) == min(1, len(expected))
     in_place = engine.read_now(
-        lambda rw: (
-            list(rw.scan("a", start, end, reverse=True)),
-            columns(rw, "a", start, end),
-            rw.count("a", start, end, 100),
-        )
+        lambda rw: (list(rw.scan("a", start, end, reverse=True)), rw.count("a", start, end, 100))
     )
-    assert in_place == (expected[::-1], expected, len(expected))
-
-
-def columns(
-    reader: Reader, db: str, start: bytes, end: bytes | None, *, reverse: bool = False
-) -> list[tuple[bytes, bytes]]:
-    """A scan read as columns (keys first, then as many values), back into pairs."""
-    keys, values = reader.scan_columns(db, start, end, reverse=reverse)
-    read = list(keys)
-    return list(zip(read, islice(values, len(read)), strict=True))
+    assert in_place == (expected[::-1], len(expected))
 
 
 def test_counts_stop_at_the_limit_or_the_end_across_chunks_and_entries_count_all(
@@ -236,7 +220,6 @@ def test_scan_of_empty_database_yields_nothing(engine: LMDBEngine) -> None:
         assert list(snap.scan("a", b"")) == []
         assert list(snap.scan("a", b"", b"z", reverse=True)) == []
         assert list(snap.scan("a", b"", None, reverse=True)) == []
-        assert columns(snap, "a", b"", None) == columns(snap, "a", b"", b"z", reverse=True) == []
 
 
 # Snapshots.

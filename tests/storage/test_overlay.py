@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 from pathlib import Path
 
@@ -35,10 +34,6 @@ def _everything(reader: object, rng: random.Random) -> list[object]:
         end = None if rng.random() < 0.3 else hi
         out.append(list(reader.scan(db, lo, end)))  # type: ignore[attr-defined]
         out.append(list(reader.scan(db, lo, end, reverse=True)))  # type: ignore[attr-defined]
-        for reverse in (False, True):
-            keys, values = reader.scan_columns(db, lo, end, reverse=reverse)  # type: ignore[attr-defined]
-            read = list(keys)
-            out.append(list(zip(read, itertools.islice(values, len(read)), strict=True)))
         out.append(reader.get(db, lo))  # type: ignore[attr-defined]
         out.append(reader.seek(db, lo))  # type: ignore[attr-defined]
         out.append(reader.seek_before(db, hi))  # type: ignore[attr-defined]

@@ -54,6 +54,7 @@ from feedkv.errors import (
     FeedKVError,
     InvalidArgumentError,
     InvariantViolation,
+    NodeUnavailableError,
     TransactionRetryError,
 )
 from feedkv.kv.api import (
@@ -126,6 +127,7 @@ _DEFAULT_WEIGHTS: Mapping[Op, int] = {
 }
 _DEFAULT_CHAOS_WEIGHTS: Mapping[Op, int] = {Op.SPLIT: 3, Op.MERGE: 2}
 
+RESTART_RIDE_S = 30.0  # how long a split waits out a restarting node, at most
 MAX_COMMIT_ATTEMPTS = 5  # a hand-driven commit re-sent after being pushed, at most
 
 
@@ -500,6 +502,21 @@ class Nemesis:
                     self._unexpected.append((record, error))
                 self._changed.notify_all()
 
+    def _through_restarts(self, call: Callable[[], object]) -> None:
+        """``call()``, asked again while the node is away for a restart (its client
+        reconnecting), until it answers, the nemesis stops or ``RESTART_RIDE_S`` pass: a
+        chaos step drawn in a restart's window still runs. For calls that may be asked
+        twice (a split at a range's start answers the split that made it)."""
+        deadline = time.monotonic() + RESTART_RIDE_S
+        while True:
+            try:
+                call()
+                return
+            except NodeUnavailableError:
+                if time.monotonic() > deadline or self._stop.is_set():
+                    raise
+                self._stop.wait(self.config.error_pause_s)  # wait-ok: the node is away
+
     def _execute(self, step: Step, txn_id: list[bytes]) -> tuple[str, Timestamp | None]:
         op = step.op
         if op in (Op.COMMIT, Op.ROLLBACK, Op.PUSH):
@@ -514,7 +531,8 @@ class Nemesis:
             self.db.scan(min(self.keys), key_next(max(self.keys)))
             return "read", None
         if op is Op.SPLIT and step.key is not None:
-            self.db.split(step.key)
+            key = step.key
+            self._through_restarts(lambda: self.db.split(key))
             return "split", None
         if op is Op.MERGE and step.key is not None:
             self.db.merge(step.key)

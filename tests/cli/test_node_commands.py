@@ -113,3 +113,23 @@ def test_node_drain_leaves_the_node_up_draining_and_not_ready(
         assert answer.status_code == 503
         assert "the node is draining" in answer.json()["error"]
         assert httpx.get(f"{node.http_url}/health").status_code == 200  # still up
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["node", "status", "--insecure"], ["node", "ls"], ["sql", "-e", "SELECT 1"], ["init"]],
+)
+def test_url_without_a_scheme_is_refused_not_opened_as_a_store(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # NB: a bare HOST:PORT was opened as a new store directory of that name, and
+    # `node status` then listed that empty store's one node as if it were the cluster
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--url", "127.0.0.1:26258"])
+    assert exited.value.code == 2
+    assert "did you mean feedkv://127.0.0.1:26258?" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

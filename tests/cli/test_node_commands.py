@@ -7,6 +7,7 @@ and the nodes decommissioned and gone left out unless ``--decommission``."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import httpx
 import pytest
 
 from feedkv.cli.main import main
-from feedkv.cli.node import listed_nodes
+from feedkv.cli.node import clock_offset_ms, listed_nodes
+from feedkv.cli.sql import write_result
 from feedkv.kv.node_status import NodeInfo
 from feedkv.server.node import Node
+from feedkv.sql.session import Result
 
 
 def test_node_status_and_decommission_take_insecure(
@@ -133,3 +136,12 @@ def test_url_without_a_scheme_is_refused_not_opened_as_a_store(
     assert exited.value.code == 2
     assert "did you mean feedkv://127.0.0.1:26258?" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_clock_offset_that_rounds_to_zero_prints_unsigned() -> None:
+    # NB: a clock 40 us behind printed as "-0" in node status's clock_offset_ms
+    offsets = [clock_offset_ms(-40_000), clock_offset_ms(-60_000), clock_offset_ms(1_250_000)]
+    out = io.StringIO()
+    write_result(Result(("clock_offset_ms",), [(o,) for o in offsets], "SELECT 3"), "csv", out)
+    assert out.getvalue().split() == ["clock_offset_ms", "0", "-0.1", "1.2"]
+    assert clock_offset_ms(None) is None

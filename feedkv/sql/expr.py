@@ -1872,7 +1872,8 @@ _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequ
 _JSONB_ARGUMENTS = {
     "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
     "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
-    "json_object_keys": (0,),
+    "json_object_keys": (0,), "jsonb_typeof": (0,), "json_typeof": (0,),
+    "jsonb_array_length": (0,), "json_array_length": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 

@@ -612,7 +612,9 @@ _FUNCTIONS = {
         ColumnType(Kind.ARRAY, element=_STRING),
     ),
     "decode": ColumnType(Kind.BYTES),
-    "bit_length": _INT,
+    **dict.fromkeys(("bit_length", "octet_length"), _INT),
+    **dict.fromkeys(("jsonb_array_length", "json_array_length"), _INT),
+    **dict.fromkeys(("jsonb_typeof", "json_typeof", "to_hex"), _STRING),
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
@@ -705,7 +707,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _BOOL
     if isinstance(node, exp.GroupConcat):
         return _STRING
-    if isinstance(node, exp.Length):
+    if isinstance(node, exp.Length | exp.Ascii | exp.StrPosition):
         return _INT
     if isinstance(node, exp.Lower | exp.Upper):
         return _STRING if _kind(node.this, typer) is Kind.STRING else None
@@ -729,7 +731,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if kind is Kind.INT:
             return _INT
         return ColumnType(Kind.VARBIT) if kind in (Kind.BIT, Kind.VARBIT) else None
-    if isinstance(node, exp.Neg):
+    if isinstance(node, exp.Neg | exp.Abs | exp.Sign):  # NB: an INT's sign is an INT
         kind = _kind(node.this, typer)
         if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
             return None

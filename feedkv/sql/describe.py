@@ -743,6 +743,17 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _INT
     if isinstance(node, exp.Array | exp.ArrayAgg):
         return _array_type(node, typer)
+    if isinstance(node, exp.Extract | exp.Pi):  # extract and date_part: FLOAT, as they run
+        return ColumnType(Kind.FLOAT)
+    if isinstance(node, exp.Uuid):  # gen_random_uuid()
+        return ColumnType(Kind.UUID)
+    if isinstance(node, exp.Case):
+        branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
+        return _one_kind([*branches, node.args.get("default")], typer)
+    if isinstance(node, exp.Greatest | exp.Least):
+        return _one_kind([node.this, *node.expressions], typer)
+    if isinstance(node, exp.Nullif):
+        return _one_kind([node.this], typer)
     if isinstance(node, exp.Coalesce):
         kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
         kinds.discard(None)
@@ -819,6 +830,16 @@ def _argument_type(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         # NB: min and max of a REAL or a CHAR(n) are one (float4, bpchar on the wire)
         return ColumnType(found.kind, width=found.width, fixed=found.fixed)
     return ColumnType(found.kind)
+
+
+def _one_kind(values: Sequence[exp.Expr | None], typer: _Typer) -> ColumnType | None:
+    """The type of an expression that gives one of ``values`` (``None``: a missing ELSE,
+    NULL) when each that may be other than NULL is of one known kind, the same for all."""
+    kinds = {_kind(v, typer) for v in values if v is not None and not isinstance(v, exp.Null)}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    return None if kind is None or kind in (Kind.ARRAY, Kind.ENUM) else ColumnType(kind)
 
 
 def _kind(node: exp.Expr, typer: _Typer) -> Kind | None:

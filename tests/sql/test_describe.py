@@ -111,6 +111,21 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("array", Kind.ARRAY), ("array_agg", Kind.ARRAY)],
             [Kind.ARRAY, Kind.ARRAY],
         ),
+        # a value of one kind whichever branch gives it; of two kinds, known as it runs
+        (
+            "SELECT extract(year FROM now()), CASE WHEN id > $1 THEN id ELSE NULL END, "
+            "greatest(d, 1.5), nullif(s, 'x'), CASE WHEN id > 1 THEN id ELSE f END, "
+            "gen_random_uuid() FROM t",
+            [
+                ("extract", FLOAT),
+                ("case", INT),
+                ("greatest", DECIMAL),
+                ("nullif", STRING),
+                ("f", None),  # NB: named for its ELSE, as PostgreSQL names it
+                ("gen_random_uuid", Kind.UUID),
+            ],
+            [INT],
+        ),
         ("BEGIN", [], []),
     ],
 )

@@ -620,6 +620,43 @@ _FUNCTIONS = {
 }
 
 
+def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
+    """PostgreSQL's date and time arithmetic, as feedkv runs it: (operator, left kind,
+    right kind) -> the kind of its every value."""
+    date, time, interval = Kind.DATE, Kind.TIME, Kind.INTERVAL
+    timestamp, timestamptz = Kind.TIMESTAMP, Kind.TIMESTAMPTZ
+    table: dict[tuple[type, Kind | None, Kind | None], Kind] = {
+        (exp.Add, date, Kind.INT): date,
+        (exp.Add, Kind.INT, date): date,
+        (exp.Sub, date, Kind.INT): date,
+        (exp.Sub, date, date): Kind.INT,
+        (exp.Add, date, interval): timestamp,
+        (exp.Add, interval, date): timestamp,
+        (exp.Sub, date, interval): timestamp,
+        (exp.Add, date, time): timestamp,
+        (exp.Add, time, date): timestamp,
+        (exp.Add, time, interval): time,
+        (exp.Add, interval, time): time,
+        (exp.Sub, time, interval): time,
+        (exp.Sub, time, time): interval,
+        (exp.Add, interval, interval): interval,
+        (exp.Sub, interval, interval): interval,
+    }
+    for moment in (timestamp, timestamptz):
+        table[exp.Add, moment, interval] = moment
+        table[exp.Add, interval, moment] = moment
+        table[exp.Sub, moment, interval] = moment
+        table[exp.Sub, moment, moment] = interval
+    for number in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
+        table[exp.Mul, interval, number] = interval
+        table[exp.Mul, number, interval] = interval
+        table[exp.Div, interval, number] = interval
+    return table
+
+
+_DATETIME_ARITHMETIC = _datetime_arithmetic()
+
+
 def type_of(
     node: exp.Expr, scope: Scope, params: Sequence[ColumnType | None] = ()
 ) -> ColumnType | None:
@@ -721,6 +758,13 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
+    if isinstance(node, exp.Interval):
+        return ColumnType(Kind.INTERVAL)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
+        operands = (_kind(node.this, typer), _kind(node.expression, typer))
+        datetime_kind = _DATETIME_ARITHMETIC.get((type(node), *operands))
+        if datetime_kind is not None:
+            return ColumnType(datetime_kind)
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:

@@ -126,6 +126,21 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [INT],
         ),
+        # date and time arithmetic: of the kinds it gives as it runs
+        (
+            "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "
+            "'1 hour', current_date + INTERVAL '1 day', INTERVAL '1 day' * 2.5, "
+            "localtimestamp - localtimestamp FROM t WHERE id = $1",
+            [
+                ("?column?", Kind.DATE),
+                ("?column?", INT),
+                ("?column?", Kind.TIMESTAMPTZ),
+                ("?column?", Kind.TIMESTAMP),
+                ("?column?", Kind.INTERVAL),
+                ("?column?", Kind.INTERVAL),
+            ],
+            [INT],
+        ),
         ("BEGIN", [], []),
     ],
 )

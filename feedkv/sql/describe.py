@@ -765,11 +765,16 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         datetime_kind = _DATETIME_ARITHMETIC.get((type(node), *operands))
         if datetime_kind is not None:
             return ColumnType(datetime_kind)
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
-        if len(kinds) == 1 and kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
-            return ColumnType(kinds.pop())  # type: ignore[arg-type]
-        return None
+        if not kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
+            return None
+        # NB: as feedkv evaluates numbers of two kinds: a FLOAT wins, then a DECIMAL;
+        # an INT divided by an INT is a DECIMAL (its // an INT), as CockroachDB's
+        for wider in (Kind.FLOAT, Kind.DECIMAL):
+            if wider in kinds:
+                return ColumnType(wider)
+        return _DECIMAL if isinstance(node, exp.Div) else _INT
     if isinstance(node, (*_BITWISE, exp.BitwiseNot)):
         kind = _kind(node.this, typer)  # NB: a shift's count is an INT whatever it shifts
         if kind is Kind.INT:

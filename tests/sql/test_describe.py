@@ -126,6 +126,19 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [INT],
         ),
+        # numbers of two kinds: as they are evaluated
+        (
+            "SELECT id / 2, id // 2, id * d, f - id, d + f, id + $1 FROM t",
+            [
+                ("?column?", DECIMAL),
+                ("?column?", INT),
+                ("?column?", DECIMAL),
+                ("?column?", FLOAT),
+                ("?column?", FLOAT),
+                ("?column?", INT),
+            ],
+            [INT],
+        ),
         # date and time arithmetic: of the kinds it gives as it runs
         (
             "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "

@@ -765,7 +765,12 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         datetime_kind = _DATETIME_ARITHMETIC.get((type(node), *operands))
         if datetime_kind is not None:
             return ColumnType(datetime_kind)
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv):
+    if isinstance(node, exp.Round | exp.Floor | exp.Ceil | exp.Trunc | exp.Sqrt):
+        kind = _kind(node.this, typer)  # NB: a DECIMAL's stays one; an INT's is a FLOAT
+        if kind is Kind.DECIMAL:
+            return _DECIMAL
+        return ColumnType(Kind.FLOAT) if kind in (Kind.INT, Kind.FLOAT) else None
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Pow):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         if not kinds <= {Kind.INT, Kind.FLOAT, Kind.DECIMAL}:
             return None

@@ -139,6 +139,20 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [INT],
         ),
+        (
+            "SELECT round(d, 1), floor(id), sqrt(f), id % 3, id ^ 2, d ^ 2, power(f, 2) FROM t "
+            "WHERE id = $1",
+            [
+                ("round", DECIMAL),
+                ("floor", FLOAT),
+                ("sqrt", FLOAT),
+                ("?column?", INT),
+                ("?column?", INT),
+                ("?column?", DECIMAL),
+                ("power", FLOAT),
+            ],
+            [INT],
+        ),
         # date and time arithmetic: of the kinds it gives as it runs
         (
             "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "

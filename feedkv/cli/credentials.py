@@ -125,6 +125,13 @@ def resolve_login(
     stdin = stdin or sys.stdin
     who = login_user(url, certs_dir=certs_dir, user=user)
     bare, certs, name, password = who.url, who.certs_dir, who.user, who.password
+    if certs is not None and not Path(certs).is_dir():
+        # NB: said first: "no client certificate for 'root' in DIR" sent users looking
+        # for a certificate in a directory that was misspelt
+        raise InvalidArgumentError(
+            f"the certs directory {str(certs)!r} does not exist: give the one `feedkv cert` "
+            "made (it holds ca.crt) or, for nodes started with --insecure, --insecure"
+        )
     if certs is None or password is not None:
         return Login(bare, certs, name, password)
     if CertsDir(Path(certs)).has_identity(name):

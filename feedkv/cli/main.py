@@ -95,6 +95,19 @@ def sql_url(host: str, user: str, database: str, insecure: bool) -> str:
     return f"postgresql://{quote(user, safe='')}@{host_port(name, port)}/{quote(database)}{tail}"
 
 
+def _node_url(text: str) -> str:
+    """An argparse type for ``--url``: a URL, never a path. :func:`feedkv.connect` opens
+    any other text as a store directory, so ``--url 127.0.0.1:26258`` would create an
+    empty store of that name and report on it as if it were the cluster."""
+    if "://" in text:
+        return text
+    hint = f"; did you mean feedkv://{text}?" if split_host_port(text) is not None else ""
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a URL: expected feedkv://HOST:PORT (feedkv sql also takes "
+        f"postgresql://USER@HOST:PORT/DATABASE, and a store directory as --store){hint}"
+    )
+
+
 def _add_security(parser: argparse.ArgumentParser) -> None:
     """``--certs-dir DIR | --insecure`` of a command that dials a node, as ``cockroach``'s
     client commands take them (``--insecure``: the node was started with ``--insecure``,
@@ -260,7 +273,9 @@ def _parser() -> argparse.ArgumentParser:
         "sql", help="run SQL statements, or an interactive SQL shell without -e"
     )
     where = sql.add_mutually_exclusive_group()
-    where.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to talk to")
+    where.add_argument(
+        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="the node to talk to"
+    )
     where.add_argument("--store", help="open this store directory in-process instead")
     where.add_argument(
         "--host",
@@ -300,6 +315,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument(
         "--url",
+        type=_node_url,
         default="feedkv://127.0.0.1:26258",
         help="the node to bootstrap it on: any waiting node (it first takes a claim at a "
         "majority of its --join list, so that only one node bootstraps)",
@@ -314,7 +330,9 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument(
         "node_ids", type=int, nargs="*", metavar="NODE_ID", help="these nodes only (default: all)"
     )
-    status.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    status.add_argument(
+        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
+    )
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
     status.add_argument(
         "--decommission",
@@ -325,7 +343,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = node_commands.add_parser(
         "ls", help="the id of each node (not those decommissioned and gone)"
     )
-    ls.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    ls.add_argument("--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node")
     ls.add_argument("--format", choices=("table", "csv", "json"), default="table")
     _add_security(ls)
     decommission = node_commands.add_parser(
@@ -333,7 +351,9 @@ def _parser() -> argparse.ArgumentParser:
         help="move every replica off the nodes, then remove them from the cluster for good",
     )
     decommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
-    decommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    decommission.add_argument(
+        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
+    )
     decommission.add_argument(
         "--wait",
         choices=("all", "none"),
@@ -351,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument(
         "node_id", type=int, nargs="?", metavar="NODE_ID", help="default: the node at --url"
     )
-    drain.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    drain.add_argument("--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node")
     drain.add_argument("--shutdown", action="store_true", help="stop the node once it is drained")
     drain.add_argument(
         "--drain-wait",
@@ -363,7 +383,9 @@ def _parser() -> argparse.ArgumentParser:
         "recommission", help="take back nodes that are decommissioning (not decommissioned)"
     )
     recommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
-    recommission.add_argument("--url", default="feedkv://127.0.0.1:26258", help="any node")
+    recommission.add_argument(
+        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
+    )
     _add_security(recommission)
 
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
@@ -371,7 +393,9 @@ def _parser() -> argparse.ArgumentParser:
     feed = debug_commands.add_parser(
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
-    feed.add_argument("--url", default="feedkv://127.0.0.1:26258", help="the node to watch")
+    feed.add_argument(
+        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="the node to watch"
+    )
     _add_security(feed)
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")

@@ -33,6 +33,7 @@ from feedkv.sql.crdb_internal import wall_time
 from feedkv.sql.session import Result
 
 __all__ = [
+    "clock_offset_ms",
     "listed_nodes",
     "run_node_decommission",
     "run_node_drain",
@@ -86,6 +87,15 @@ def listed_nodes(
     ]
 
 
+def clock_offset_ms(offset_ns: int | None) -> float | None:
+    """A node's clock offset as ``node status`` prints it: milliseconds to one decimal
+    (``None``: not measured)."""
+    if offset_ns is None:
+        return None
+    # NB: a clock a few microseconds behind rounds to -0.0, which printed as "-0"
+    return round(offset_ns / 1e6, 1) or 0.0
+
+
 def run_node_ls(
     url: str, output: str = "table", stdout: TextIO | None = None, login: Login | None = None
 ) -> int:
@@ -128,7 +138,7 @@ def run_node_status(
                 node.live,
                 node.epoch,
                 node.ranges,
-                round(node.offset_ns / 1e6, 1) if node.offset_ns is not None else None,
+                clock_offset_ms(node.offset_ns),
                 node.membership,
                 *((node.membership != Membership.ACTIVE.value,) if decommission else ()),
                 node.draining,

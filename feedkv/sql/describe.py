@@ -622,10 +622,49 @@ _FUNCTIONS = {
         ColumnType(Kind.ARRAY, element=_STRING),
     ),
     "decode": ColumnType(Kind.BYTES),
-    "bit_length": _INT,
+    **dict.fromkeys(("bit_length", "octet_length"), _INT),
+    **dict.fromkeys(("jsonb_array_length", "json_array_length"), _INT),
+    **dict.fromkeys(("jsonb_typeof", "json_typeof", "to_hex"), _STRING),
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
+
+
+def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
+    """PostgreSQL's date and time arithmetic, as feedkv runs it: (operator, left kind,
+    right kind) -> the kind of its every value."""
+    date, time, interval = Kind.DATE, Kind.TIME, Kind.INTERVAL
+    timestamp, timestamptz = Kind.TIMESTAMP, Kind.TIMESTAMPTZ
+    table: dict[tuple[type, Kind | None, Kind | None], Kind] = {
+        (exp.Add, date, Kind.INT): date,
+        (exp.Add, Kind.INT, date): date,
+        (exp.Sub, date, Kind.INT): date,
+        (exp.Sub, date, date): Kind.INT,
+        (exp.Add, date, interval): timestamp,
+        (exp.Add, interval, date): timestamp,
+        (exp.Sub, date, interval): timestamp,
+        (exp.Add, date, time): timestamp,
+        (exp.Add, time, date): timestamp,
+        (exp.Add, time, interval): time,
+        (exp.Add, interval, time): time,
+        (exp.Sub, time, interval): time,
+        (exp.Sub, time, time): interval,
+        (exp.Add, interval, interval): interval,
+        (exp.Sub, interval, interval): interval,
+    }
+    for moment in (timestamp, timestamptz):
+        table[exp.Add, moment, interval] = moment
+        table[exp.Add, interval, moment] = moment
+        table[exp.Sub, moment, interval] = moment
+        table[exp.Sub, moment, moment] = interval
+    for number in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
+        table[exp.Mul, interval, number] = interval
+        table[exp.Mul, number, interval] = interval
+        table[exp.Div, interval, number] = interval
+    return table
+
+
+_DATETIME_ARITHMETIC = _datetime_arithmetic()
 
 
 def type_of(
@@ -715,7 +754,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _BOOL
     if isinstance(node, exp.GroupConcat):
         return _STRING
-    if isinstance(node, exp.Length):
+    if isinstance(node, exp.Length | exp.Ascii | exp.StrPosition):
         return _INT
     if isinstance(node, exp.Lower | exp.Upper):
         return _STRING if _kind(node.this, typer) is Kind.STRING else None
@@ -729,7 +768,19 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.DPipe):
         kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
         return _STRING if kinds == {Kind.STRING} else None
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.IntDiv):
+    if isinstance(node, exp.Interval):
+        return ColumnType(Kind.INTERVAL)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
+        operands = (_kind(node.this, typer), _kind(node.expression, typer))
+        datetime_kind = _DATETIME_ARITHMETIC.get((type(node), *operands))
+        if datetime_kind is not None:
+            return ColumnType(datetime_kind)
+    if isinstance(node, exp.Round | exp.Floor | exp.Ceil | exp.Trunc | exp.Sqrt):
+        kind = _kind(node.this, typer)  # NB: a DECIMAL's stays one; an INT's is a FLOAT
+        if kind is Kind.DECIMAL:
+            return _DECIMAL
+        return ColumnType(Kind.FLOAT) if kind in (Kind.INT, Kind.FLOAT) else None
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Pow):
         left, right = _kind(node.this, typer), _kind(node.expression, typer)
         # NB: a string constant beside a number is of its type (expr.untyped_operand_kind)
         if _is_string_constant(node.this) and right in _NUMBER_KINDS:
@@ -737,15 +788,20 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         elif _is_string_constant(node.expression) and left in _NUMBER_KINDS:
             right = left
         kinds = {left, right}
-        if len(kinds) == 1 and kinds <= _NUMBER_KINDS:
-            return ColumnType(kinds.pop())  # type: ignore[arg-type]
-        return None
+        if not kinds <= _NUMBER_KINDS:
+            return None
+        # NB: as feedkv evaluates numbers of two kinds: a FLOAT wins, then a DECIMAL;
+        # an INT divided by an INT is a DECIMAL (its // an INT), as CockroachDB's
+        for wider in (Kind.FLOAT, Kind.DECIMAL):
+            if wider in kinds:
+                return ColumnType(wider)
+        return _DECIMAL if isinstance(node, exp.Div) else _INT
     if isinstance(node, (*_BITWISE, exp.BitwiseNot)):
         kind = _kind(node.this, typer)  # NB: a shift's count is an INT whatever it shifts
         if kind is Kind.INT:
             return _INT
         return ColumnType(Kind.VARBIT) if kind in (Kind.BIT, Kind.VARBIT) else None
-    if isinstance(node, exp.Neg):
+    if isinstance(node, exp.Neg | exp.Abs | exp.Sign):  # NB: an INT's sign is an INT
         kind = _kind(node.this, typer)
         if kind is None or kind not in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
             return None
@@ -757,6 +813,17 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _INT
     if isinstance(node, exp.Array | exp.ArrayAgg):
         return _array_type(node, typer)
+    if isinstance(node, exp.Extract | exp.Pi):  # extract and date_part: FLOAT, as they run
+        return ColumnType(Kind.FLOAT)
+    if isinstance(node, exp.Uuid):  # gen_random_uuid()
+        return ColumnType(Kind.UUID)
+    if isinstance(node, exp.Case):
+        branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
+        return _one_kind([*branches, node.args.get("default")], typer)
+    if isinstance(node, exp.Greatest | exp.Least):
+        return _one_kind([node.this, *node.expressions], typer)
+    if isinstance(node, exp.Nullif):
+        return _one_kind([node.this], typer)
     if isinstance(node, exp.Coalesce):
         kinds = {_kind(n, typer) for n in [node.this, *node.expressions]}
         kinds.discard(None)
@@ -840,6 +907,16 @@ def _argument_type(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         # NB: min and max of a REAL or a CHAR(n) are one (float4, bpchar on the wire)
         return ColumnType(found.kind, width=found.width, fixed=found.fixed)
     return ColumnType(found.kind)
+
+
+def _one_kind(values: Sequence[exp.Expr | None], typer: _Typer) -> ColumnType | None:
+    """The type of an expression that gives one of ``values`` (``None``: a missing ELSE,
+    NULL) when each that may be other than NULL is of one known kind, the same for all."""
+    kinds = {_kind(v, typer) for v in values if v is not None and not isinstance(v, exp.Null)}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    return None if kind is None or kind in (Kind.ARRAY, Kind.ENUM) else ColumnType(kind)
 
 
 def _kind(node: exp.Expr, typer: _Typer) -> Kind | None:

@@ -405,6 +405,16 @@ def condition(node: exp.Expr, scope: Scope, clause: str = "WHERE") -> exp.Expr:
     return node
 
 
+# The operators whose left operand is `j -> 'k'` in `j -> 'k' <op> ...` (JSON's own, of
+# one precedence, left to right; and those binding looser: comparisons, LIKE, IS, AND, OR,
+# containment), as PostgreSQL's and CockroachDB's grammars rank them.
+_NO_TIGHTER_THAN_ARROW = (
+    exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
+    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ,
+    exp.And, exp.Or, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike, exp.JSONBContains,
+    exp.ArrayContainsAll, exp.ArrayContainedBy,
+)  # fmt: skip
+
 _BOOLEAN_NODES = (
     exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
     exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
@@ -1692,7 +1702,29 @@ class _Compiler:
         if len(params) != 1 or not isinstance(params[0], exp.Identifier):
             raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
         column = exp.Column(this=params[0].copy())
-        return self.json_extract(exp.JSONExtract(this=column, expression=node.this.copy()))
+        # NB: the lambda's body is all that follows the arrow: `f(j -> 'a' -> 'b' = x)`
+        # reads as `j -> ('a' -> 'b' = x)`. The operators that bind no tighter than `->`
+        # take `j -> 'a'` as their left operand, so the column is grafted onto the body's
+        # leftmost operand below them: `((j -> 'a') -> 'b') = x`. In the body, sqlglot
+        # names the column again as the lambda's bare parameter (`AND j ->> 'c' = y`).
+        body = node.this.transform(
+            lambda n: (
+                exp.Column(this=n.copy())
+                if isinstance(n, exp.Identifier)
+                and n.this == params[0].this
+                and not isinstance(n.parent, exp.Column)
+                else n
+            )
+        )
+        parent: exp.Expr | None = None
+        operand = body
+        while isinstance(operand, _NO_TIGHTER_THAN_ARROW):
+            parent, operand = operand, operand.this
+        grafted = exp.JSONExtract(this=column, expression=operand.copy())
+        if parent is None:
+            return self.json_extract(grafted)
+        parent.set("this", grafted)
+        return self.compile(body)
 
     def _json_build_object(self, node: exp.Anonymous) -> Compiled:
         args = [self.compile(a) for a in node.expressions]
@@ -1888,7 +1920,8 @@ _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequ
 _JSONB_ARGUMENTS = {
     "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
     "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
-    "json_object_keys": (0,),
+    "json_object_keys": (0,), "jsonb_typeof": (0,), "json_typeof": (0,),
+    "jsonb_array_length": (0,), "json_array_length": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 

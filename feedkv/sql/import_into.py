@@ -10,8 +10,9 @@ The import runs in four steps, none inside a transaction of the caller's (inside
    (or, for what that does not handle, and to find a bad row, row by row). A value
    that does not convert, a missing NOT NULL value, a row with the wrong number of
    fields or a key twice in the files is refused with its file and line, and nothing
-   changes. Files are ``file://`` URIs; a node reads them only below
-   its external I/O directory (``--external-io-dir``, as its ``file://`` sinks write).
+   changes. Files are ``file://`` URIs, or ``nodelocal://`` ones of the node that
+   runs the statement; a node reads them only below its external I/O directory
+   (``--external-io-dir``, as its ``file://`` sinks write).
 2. **Offline**: the table's next descriptor version is written with ``offline`` set (a
    schema change, which waits for the leases on the current version like any other).
    Statements then refuse the table (55000), and a changefeed watching it ends at that
@@ -61,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from feedkv.errors import ConditionFailedError, InvalidArgumentError, SQLError
-from feedkv.security.external_io import confine
+from feedkv.security.external_io import NODELOCAL, confine, nodelocal_parts, nodelocal_to_file
 from feedkv.sql import statements as st
 from feedkv.sql.columnar import rows_before, rows_committed, rows_imported
 from feedkv.sql.computed import fill_computed, refuse_writes
@@ -94,7 +95,7 @@ def import_into(
     ``plain`` is an execution outside any transaction (for DEFAULT expressions);
     ``external_io_dir``: files only below it (``None``: anywhere)."""
     delimiter, nullif, skip = _options(s.options)
-    paths = [_path(uri, external_io_dir) for uri in s.uris]
+    paths = [_path(uri, external_io_dir, db.gateway_node) for uri in s.uris]
     desc: TableDescriptor = in_transaction(lambda ex: _check_table(ex, s))
     if desc.constrained:
         raise SQLError(
@@ -210,14 +211,20 @@ def _options(options: tuple[tuple[str, str | None], ...]) -> tuple[str, str | No
     return delimiter, nullif, skip
 
 
-def _path(uri: str, root: Path | None) -> Path:
+def _path(uri: str, root: Path | None, gateway: Callable[[], int]) -> Path:
     """The file ``uri`` names: ``file:///absolute/path`` (or a path relative to
-    ``root``, ``file://relative``... as the sinks take them), below ``root`` if given."""
+    ``root``, ``file://relative``... as the sinks take them), below ``root`` if given;
+    or ``nodelocal://<node>/path``, as CockroachDB's examples name an import's files,
+    below ``root`` of the gateway node, the one that reads them."""
     parts = urlsplit(uri)
+    if parts.scheme == NODELOCAL:
+        uri = _nodelocal_file(uri, root, gateway)
+        parts = urlsplit(uri)
     if parts.scheme != "file":
         raise SQLError(
             "0A000",
-            f"IMPORT INTO reads file:// URIs only, not {parts.scheme or 'a bare path'} ({uri!r})",
+            "IMPORT INTO reads file:// and nodelocal:// URIs only, not "
+            f"{parts.scheme or 'a bare path'} ({uri!r})",
         )
     text = unquote(parts.netloc + parts.path)
     if not text:
@@ -228,6 +235,34 @@ def _path(uri: str, root: Path | None) -> Path:
         except InvalidArgumentError as exc:
             raise SQLError("42501", f"IMPORT INTO {uri!r}: {exc}") from None
     return Path(text)
+
+
+def _nodelocal_file(uri: str, root: Path | None, gateway: Callable[[], int]) -> str:
+    """The ``file://`` URI of ``nodelocal://<node>/path`` on the gateway node. NB: the
+    gateway reads the files itself (an import has no blob service to read another
+    node's, as a changefeed's sink has to write them), so the node named must be it."""
+    if root is None:
+        raise SQLError(
+            "0A000",
+            f"IMPORT INTO {uri!r}: nodelocal:// names a file below a node's external I/O "
+            "directory, which a session outside `feedkv start` has none of: use file://",
+        )
+    try:
+        node, _relative = nodelocal_parts(uri)
+    except InvalidArgumentError as exc:
+        raise SQLError("22023", str(exc)) from None
+    here = gateway()
+    if node is not None and node != here:
+        raise SQLError(
+            "0A000",
+            f"IMPORT INTO {uri!r}: node n{here} runs this import and reads its files "
+            f"from its own external I/O directory only: copy the file there and name "
+            f"it nodelocal://{here}/... or nodelocal://self/..., or connect to n{node}",
+        )
+    try:
+        return nodelocal_to_file(uri, root)
+    except InvalidArgumentError as exc:
+        raise SQLError("42501", f"IMPORT INTO {uri!r}: {exc}") from None
 
 
 def _lines(path: Path, skip: int, at: list[int]) -> Iterator[str]:

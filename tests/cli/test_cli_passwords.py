@@ -265,6 +265,15 @@ def test_the_url_user_and_password_are_percent_decoded_and_taken_out_of_the_url(
     assert PASSWORD not in str(refused.value)
 
 
+def test_a_certs_dir_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:
+    # NB: it was "no client certificate for 'root' in DIR ... and no password"
+    url = f"feedkv://pam:{quote(PASSWORD, safe='')}@127.0.0.1:26258"
+    for given in ("feedkv://127.0.0.1:26258", url):
+        with pytest.raises(InvalidArgumentError, match="does not exist") as refused:
+            resolve_login(given, certs_dir=tmp_path / "certz", env={PASSWORD_ENV: PASSWORD})
+        assert "certz" in str(refused.value) and PASSWORD not in str(refused.value)
+
+
 def test_a_client_certificate_is_used_before_the_password_variable(cluster: Cluster) -> None:
     env = {PASSWORD_ENV: "from-env"}
     url = f"feedkv://{cluster.address}"

@@ -7,6 +7,7 @@ and the nodes decommissioned and gone left out unless ``--decommission``."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -14,9 +15,11 @@ import httpx
 import pytest
 
 from feedkv.cli.main import main
-from feedkv.cli.node import listed_nodes
+from feedkv.cli.node import clock_offset_ms, listed_nodes
+from feedkv.cli.sql import write_result
 from feedkv.kv.node_status import NodeInfo
 from feedkv.server.node import Node
+from feedkv.sql.session import Result
 
 
 def test_node_status_and_decommission_take_insecure(
@@ -113,3 +116,32 @@ def test_node_drain_leaves_the_node_up_draining_and_not_ready(
         assert answer.status_code == 503
         assert "the node is draining" in answer.json()["error"]
         assert httpx.get(f"{node.http_url}/health").status_code == 200  # still up
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["node", "status", "--insecure"], ["node", "ls"], ["sql", "-e", "SELECT 1"], ["init"]],
+)
+def test_url_without_a_scheme_is_refused_not_opened_as_a_store(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # NB: a bare HOST:PORT was opened as a new store directory of that name, and
+    # `node status` then listed that empty store's one node as if it were the cluster
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--url", "127.0.0.1:26258"])
+    assert exited.value.code == 2
+    assert "did you mean feedkv://127.0.0.1:26258?" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clock_offset_that_rounds_to_zero_prints_unsigned() -> None:
+    # NB: a clock 40 us behind printed as "-0" in node status's clock_offset_ms
+    offsets = [clock_offset_ms(-40_000), clock_offset_ms(-60_000), clock_offset_ms(1_250_000)]
+    out = io.StringIO()
+    write_result(Result(("clock_offset_ms",), [(o,) for o in offsets], "SELECT 3"), "csv", out)
+    assert out.getvalue().split() == ["clock_offset_ms", "0", "-0.1", "1.2"]
+    assert clock_offset_ms(None) is None

@@ -5,13 +5,14 @@ agree), so psycopg reads each value as that type."""
 from __future__ import annotations
 
 import datetime
+import decimal
 
 import psycopg
 import pytest
 
 # NB: PostgreSQL's type OIDs, as pg_type has them
-_TEXT, _TEXT_ARRAY, _BYTEA, _INT8, _INTERVAL, _TIMESTAMPTZ, _JSONB = (
-    25, 1009, 17, 20, 1186, 1184, 3802,
+_TEXT, _TEXT_ARRAY, _BYTEA, _INT8, _INTERVAL, _TIMESTAMPTZ, _JSONB, _NUMERIC = (
+    25, 1009, 17, 20, 1186, 1184, 3802, 1700,
 )  # fmt: skip
 
 _QUERY = (
@@ -68,3 +69,23 @@ def test_a_lateral_unnest_reads_each_rows_array(pg_url: str, prepare: bool) -> N
         assert cur.fetchall() == [(1, "a"), (1, "b")]
         assert cur.description is not None
         assert [c.type_code for c in cur.description] == [_INT8, _TEXT]
+
+
+@pytest.mark.parametrize("prepare", [False, True], ids=["simple", "prepared"])
+def test_integer_builtins_of_a_statement_with_placeholders_are_integers(
+    pg_url: str, prepare: bool
+) -> None:
+    """With a placeholder the columns are typed at Describe, before any row: these were
+    described as text, so psycopg handed back '2' for jsonb_array_length('[1, 2]')."""
+    query = (
+        "SELECT jsonb_array_length(%s::JSONB), json_array_length('[1]'), octet_length(%s), "
+        "ascii('a'), strpos('abc', 'c'), abs(%s::INT), sign(-5), abs(-1.5), "
+        "jsonb_typeof('{}'), to_hex(255)"
+    )
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        cur = conn.execute(query, ["[1, 2]", "héllo", -3], prepare=prepare)
+        row = cur.fetchone()
+        assert cur.description is not None
+        types = [column.type_code for column in cur.description]
+    assert types == [_INT8] * 7 + [_NUMERIC, _TEXT, _TEXT]
+    assert row == (2, 1, 6, 97, 3, 3, -1, decimal.Decimal("1.5"), "object", "ff")

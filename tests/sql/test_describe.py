@@ -122,6 +122,63 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("n", INT), ("s", STRING)],
             [],
         ),
+        # a value of one kind whichever branch gives it; of two kinds, known as it runs
+        (
+            "SELECT extract(year FROM now()), CASE WHEN id > $1 THEN id ELSE NULL END, "
+            "greatest(d, 1.5), nullif(s, 'x'), CASE WHEN id > 1 THEN id ELSE f END, "
+            "gen_random_uuid() FROM t",
+            [
+                ("extract", FLOAT),
+                ("case", INT),
+                ("greatest", DECIMAL),
+                ("nullif", STRING),
+                ("f", None),  # NB: named for its ELSE, as PostgreSQL names it
+                ("gen_random_uuid", Kind.UUID),
+            ],
+            [INT],
+        ),
+        # numbers of two kinds: as they are evaluated
+        (
+            "SELECT id / 2, id // 2, id * d, f - id, d + f, id + $1 FROM t",
+            [
+                ("?column?", DECIMAL),
+                ("?column?", INT),
+                ("?column?", DECIMAL),
+                ("?column?", FLOAT),
+                ("?column?", FLOAT),
+                ("?column?", INT),
+            ],
+            [INT],
+        ),
+        (
+            "SELECT round(d, 1), floor(id), sqrt(f), id % 3, id ^ 2, d ^ 2, power(f, 2) FROM t "
+            "WHERE id = $1",
+            [
+                ("round", DECIMAL),
+                ("floor", FLOAT),
+                ("sqrt", FLOAT),
+                ("?column?", INT),
+                ("?column?", INT),
+                ("?column?", DECIMAL),
+                ("power", FLOAT),
+            ],
+            [INT],
+        ),
+        # date and time arithmetic: of the kinds it gives as it runs
+        (
+            "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "
+            "'1 hour', current_date + INTERVAL '1 day', INTERVAL '1 day' * 2.5, "
+            "localtimestamp - localtimestamp FROM t WHERE id = $1",
+            [
+                ("?column?", Kind.DATE),
+                ("?column?", INT),
+                ("?column?", Kind.TIMESTAMPTZ),
+                ("?column?", Kind.TIMESTAMP),
+                ("?column?", Kind.INTERVAL),
+                ("?column?", Kind.INTERVAL),
+            ],
+            [INT],
+        ),
         ("BEGIN", [], []),
     ],
 )

@@ -173,7 +173,8 @@ def test_a_table_with_an_index_is_refused(table: DB, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("statement", "code", "message"),
     [
-        ("IMPORT INTO t CSV DATA ('s3://bucket/a.csv')", "0A000", "file:// URIs only"),
+        ("IMPORT INTO t CSV DATA ('s3://bucket/a.csv')", "0A000", "nodelocal:// URIs only"),
+        ("IMPORT INTO t CSV DATA ('nodelocal://1/a.csv')", "0A000", "use file://"),
         ("IMPORT INTO t CSV DATA ('file:///nonexistent/a.csv')", "58P01", "no such file"),
         (
             "IMPORT INTO t CSV DATA ('file:///x') WITH quote = '\"'",
@@ -239,6 +240,22 @@ def test_a_server_reads_files_only_below_its_external_io_dir(
         assert "external I/O directory" in str(caught.value)
         with pytest.raises(errors.InsufficientPrivilege):
             conn.execute(f"IMPORT INTO t CSV DATA ('file://{tmp_path}/extern/../a.csv')")
+        assert conn.execute("SELECT k, v FROM t ORDER BY k").fetchall() == [(1, "a"), (2, "b")]
+
+
+def test_a_server_reads_nodelocal_files_of_its_own_node(node: NodeProcess, tmp_path: Path) -> None:
+    """As CockroachDB's examples name an import's files: nodelocal://1/... was refused
+    with "IMPORT INTO reads file:// URIs only"."""
+    write(tmp_path / "extern" / "a.csv", "1,a\n")
+    write(tmp_path / "extern" / "b.csv", "2,b\n")
+    with psycopg.connect(node.sql_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+        conn.execute("IMPORT INTO t CSV DATA ('nodelocal://1/a.csv', 'nodelocal://self/b.csv')")
+        with pytest.raises(errors.FeatureNotSupported) as caught:
+            conn.execute("IMPORT INTO t CSV DATA ('nodelocal://2/a.csv')")
+        assert "copy the file there and name it nodelocal://1/..." in str(caught.value)
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("IMPORT INTO t CSV DATA ('nodelocal://1/../a.csv')")
         assert conn.execute("SELECT k, v FROM t ORDER BY k").fetchall() == [(1, "a"), (2, "b")]
 
 

@@ -1545,7 +1545,8 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
         return _show_role_grants(ex, s)
     reader = ex.read_source
     database = ex.database(s.table.database if s.table is not None else None)
-    table_id = ex._table(s.table).id if s.table is not None else None
+    table = ex._table(s.table) if s.table is not None else None
+    table_id = table.id if table is not None else None
     user = s.user
     if not ex.is_admin():
         if user not in (None, ex.session.user):
@@ -1572,6 +1573,17 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
         rows.extend(
             (database.name, *names, grantee, privilege, False) for privilege in sorted(privileges)
         )
+    # NB: as CockroachDB's, every object's own: admin and root hold ALL on it, and may
+    # grant it, whatever was granted
+    owners = [u for u in (catalog.ADMIN_ROLE, catalog.ROOT) if holders is None or u in holders]
+    if owners:
+        if table is not None:
+            objects: list[tuple[Any, ...]] = [("public", table.name)]
+        else:
+            objects = [(None, None, "database")] + [
+                ("public", t.name, "table") for t in catalog.list_tables(reader, database)
+            ]
+        rows.extend((database.name, *o, u, "ALL", True) for o in objects for u in owners)
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
     if table_id is not None:
         columns: tuple[str, ...] = ("database_name", "schema_name", "table_name")

@@ -213,10 +213,12 @@ def test_psql_dp_and_l_show_the_grants_show_grants_lists(url: str) -> None:
             conn.execute(statement)
         shown = conn.execute("SHOW GRANTS ON t").fetchall()
         assert [(row[3], row[4]) for row in shown] == [
+            ("admin", "ALL"),
             ("alice", "INSERT"),
             ("alice", "SELECT"),
             ("bob", "CHANGEFEED"),
             ("bob", "UPDATE"),
+            ("root", "ALL"),
         ]
         assert conn.execute(
             "SELECT relacl FROM pg_catalog.pg_class WHERE relname = 'two'"

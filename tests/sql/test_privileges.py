@@ -3,6 +3,8 @@ granted (GRANT/REVOKE ... ON TABLE), checked on every statement; denials are 425
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from feedkv import DB
@@ -121,6 +123,28 @@ def test_changefeeds_need_the_changefeed_privilege(shop: DB) -> None:
     assert e.value.code == "42501"
 
 
+def _granted(rows: list[tuple[Any, ...]], grantee: int) -> list[tuple[Any, ...]]:
+    """SHOW GRANTS' rows but those of admin and root, which hold ALL on every object."""
+    return [row for row in rows if row[grantee] not in ("admin", "root")]
+
+
+def test_show_grants_lists_admin_and_root_holding_all_on_every_object(shop: DB) -> None:
+    """As CockroachDB's: ALL, with the grant option, on the database and each table."""
+    on_items = shop.sql("SHOW GRANTS ON TABLE items").rows
+    assert [r[2:] for r in on_items] == [
+        ("items", "admin", "ALL", True),
+        ("items", "root", "ALL", True),
+    ]
+    owned = {(r[2], r[3], r[4]) for r in shop.sql("SHOW GRANTS").rows if r[5] == "ALL"}
+    assert owned >= {
+        (None, "database", "admin"),
+        (None, "database", "root"),
+        ("items", "table", "admin"),
+        ("secrets", "table", "root"),
+    }
+    assert shop.session(user="alice").execute("SHOW GRANTS ON TABLE items").rows == []
+
+
 def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> None:
     shop.sql("CREATE USER bob")
     shop.sql("GRANT SELECT, INSERT ON items TO alice")
@@ -128,12 +152,12 @@ def test_show_grants_lists_grants_and_a_user_sees_only_their_own(shop: DB) -> No
     shown = shop.sql("SHOW GRANTS")
     assert shown.columns[-3:] == ("grantee", "privilege_type", "is_grantable")
     assert shown.columns[:4] == ("database_name", "schema_name", "object_name", "object_type")
-    assert [r[2:6] for r in shown.rows] == [
+    assert [r[2:6] for r in _granted(shown.rows, 4)] == [
         ("items", "table", "alice", "INSERT"),
         ("items", "table", "alice", "SELECT"),
         ("secrets", "table", "bob", "DELETE"),
     ]
-    assert [r[2:5] for r in shop.sql("SHOW GRANTS ON TABLE secrets").rows] == [
+    assert [r[2:5] for r in _granted(shop.sql("SHOW GRANTS ON TABLE secrets").rows, 3)] == [
         ("secrets", "bob", "DELETE")
     ]
     assert [r[4] for r in shop.sql("SHOW GRANTS ON items FOR alice").rows] == [

@@ -9,6 +9,9 @@ import pytest
 from feedkv import DB
 from feedkv.errors import SQLError
 
+# what admin and root hold on every object, as CockroachDB's SHOW GRANTS lists
+OWNERS = {("admin", "ALL"), ("root", "ALL")}
+
 
 @pytest.fixture
 def shop(db: DB) -> DB:
@@ -43,7 +46,7 @@ def test_a_grant_to_a_member_adds_only_what_it_names(shop: DB) -> None:
     shop.sql("GRANT readers TO alice")
     shop.sql("GRANT INSERT ON items TO alice")
     grants = {tuple(r[3:5]) for r in shop.sql("SHOW GRANTS ON items").rows}
-    assert grants == {("alice", "INSERT"), ("readers", "SELECT")}
+    assert grants == {("alice", "INSERT"), ("readers", "SELECT"), *OWNERS}
     shop.sql("REVOKE readers FROM alice")
     assert _code(shop, "SELECT qty FROM items", user="alice") == "42501"
 
@@ -143,10 +146,12 @@ def test_show_grants_for_a_user_lists_what_it_holds_through_its_roles(shop: DB) 
     on_items = shop.sql("SHOW GRANTS ON items FOR alice")
     assert on_items.columns[:3] == ("database_name", "schema_name", "table_name")
     assert [r[3:5] for r in on_items.rows] == [("alice", "INSERT"), ("readers", "SELECT")]
-    # ON without FOR: only what was granted on the table itself, to whom
+    # ON without FOR: only what was granted on the table itself, to whom (and what
+    # admin and root hold on every object)
     assert {tuple(r[3:5]) for r in shop.sql("SHOW GRANTS ON items").rows} == {
         ("alice", "INSERT"),
         ("readers", "SELECT"),
+        *OWNERS,
     }
     assert [r[4:6] for r in shop.session(user="alice").execute("SHOW GRANTS").rows] == [
         ("alice", "INSERT"),

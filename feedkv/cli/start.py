@@ -16,7 +16,8 @@ from types import FrameType
 
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.db import connect
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.kv.address import parse_listen
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.txn import HEARTBEAT_INTERVAL_S
 from feedkv.server.cluster import ClusterConfig
@@ -131,6 +132,32 @@ def _testing_clock() -> Clock | None:
     return Clock(lambda: time.time_ns() + shift_ns)
 
 
+def _check_ports_free(addresses: dict[str, str | None]) -> None:
+    """Refuse a port given by number that another process listens on, before the store
+    is opened (or made): the server's own refusal comes once a new store's directory
+    exists, after a log line of gRPC's. NB: a port taken after this check is still
+    refused, by the server."""
+    for flag, address in addresses.items():
+        if address is None:
+            continue
+        host, port = parse_listen(address)
+        if port == 0:
+            continue
+        try:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError:
+            continue  # NB: the server says what is wrong with the host
+        for family, kind, proto, _, where in found:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+                try:
+                    probe.bind(where)
+                except OSError as exc:
+                    raise NodeUnavailableError(
+                        f"cannot listen on {address} (--{flag}): {exc.strerror or exc}"
+                    ) from None
+
+
 def run_node(
     store: Path,
     listen: str,
@@ -154,6 +181,7 @@ def run_node(
     up, once the store is open (:mod:`feedkv.server.logs`). ``certs_dir``: every port
     with TLS from there; ``None``: plaintext, which ``feedkv start`` does only when
     asked (``--insecure``) and says so on stderr and in the log."""
+    _check_ports_free({"listen": listen, "sql-addr": sql_addr, "http-addr": http_addr})
     stop = threading.Event()
     opened = threading.Event()
 

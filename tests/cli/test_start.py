@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,27 @@ def test_start_without_certs_dir_or_insecure_refuses(
     assert main(["start", "--store", str(tmp_path / "store")]) == 1
     err = capsys.readouterr().err
     assert "secure by default: give --certs-dir DIR" in err and "--insecure" in err
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as other:  # another process's listener
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield other.getsockname()[1]
+
+
+@pytest.mark.parametrize("flag", ["--listen", "--sql-addr", "--http-addr"])
+def test_start_on_a_port_in_use_says_which_and_makes_no_store(
+    flag: str, taken_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ports = {"--listen": "127.0.0.1:0", "--sql-addr": "127.0.0.1:0", "--http-addr": "127.0.0.1:0"}
+    ports[flag] = f"127.0.0.1:{taken_port}"
+    args = [arg for pair in ports.items() for arg in pair]
+    assert main(["start", "--store", str(tmp_path / "store"), "--insecure", *args]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{taken_port} ({flag}): Address already in use" in err
     assert not (tmp_path / "store").exists()
 
 

@@ -811,6 +811,7 @@ def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
         ex.table(s.table)
     handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
         st.AddColumn: add_column,
+        st.AddConstraint: ddl_constraints.add_constraint,
         st.DropColumn: drop_column,
         st.AlterColumn: alter_column,
         st.RenameColumn: rename_column,

@@ -3552,10 +3552,8 @@ class _Converter:
         if isinstance(action, exp.AlterColumn):
             return self._alter_column(table, action)
         if isinstance(action, exp.ColumnDef):
-            column = self._column(action)
-            if column.primary_key:
-                raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
-            return st.AddColumn(self.text, table, column, bool(action.args.get("exists")))
+            added = self._added_column(table, action)
+            return added[0] if len(added) == 1 else st.AlterTableActions(self.text, table, added)
         if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
             dropped = action.args.get("tables") or [action.this]
             if len(dropped) != 1:
@@ -3573,13 +3571,12 @@ class _Converter:
     ) -> st.AlterTableActions:
         """Several changes to columns in one ALTER TABLE, as CockroachDB runs them: one
         after the other, in one transaction."""
-        out: list[st.AddColumn | st.DropColumn | st.AlterColumn | st.RenameColumn] = []
+        out: list[
+            st.AddColumn | st.AddConstraint | st.DropColumn | st.AlterColumn | st.RenameColumn
+        ] = []
         for action in actions:
             if isinstance(action, exp.ColumnDef):
-                column = self._column(action)
-                if column.primary_key:
-                    raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
-                out.append(st.AddColumn(self.text, table, column, bool(action.args.get("exists"))))
+                out.extend(self._added_column(table, action))
             elif isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
                 dropped = action.args.get("tables") or [action.this]
                 if_exists = bool(action.args.get("exists"))
@@ -3604,6 +3601,31 @@ class _Converter:
                     "COLUMN; run the others as statements of their own",
                 )
         return st.AlterTableActions(self.text, table, tuple(out))
+
+    def _added_column(
+        self, table: st.TableName, action: exp.ColumnDef
+    ) -> tuple[st.AddColumn] | tuple[st.AddColumn, st.AddConstraint]:
+        """``ADD COLUMN``, then its UNIQUE, CHECK and REFERENCES as an ``ADD CONSTRAINT``
+        (as CockroachDB adds them: in the statement's transaction, the rows there
+        checked against them)."""
+        before = len(self.indexes), len(self.checks), len(self.foreign_keys)
+        column = self._column(action, in_create=True)
+        if column.primary_key:
+            raise SQLError("0A000", "cannot add a PRIMARY KEY column to an existing table")
+        if_not_exists = bool(action.args.get("exists"))
+        added = st.AddColumn(self.text, table, column, if_not_exists)
+        indexes = tuple(self.indexes[before[0] :])
+        checks = tuple(self.checks[before[1] :])
+        foreign_keys = tuple(self.foreign_keys[before[2] :])
+        if not (indexes or checks or foreign_keys):
+            return (added,)
+        if if_not_exists:  # NB: the column there may not be this one: which would it bind?
+            raise SQLError(
+                "0A000",
+                "ADD COLUMN IF NOT EXISTS takes no UNIQUE, CHECK or REFERENCES; add the "
+                "constraint with ALTER TABLE ... ADD CONSTRAINT",
+            )
+        return added, st.AddConstraint(self.text, table, indexes, checks, foreign_keys)
 
     def _alter_column(self, table: st.TableName, action: exp.AlterColumn) -> st.AlterColumn:
         """``ALTER COLUMN c SET DEFAULT e | DROP DEFAULT | SET NOT NULL | DROP NOT NULL |

@@ -341,11 +341,12 @@ class AddColumn(Statement):
 @dataclass(frozen=True, slots=True)
 class AlterTableActions(Statement):
     """``ALTER TABLE t action, action, ...``: each of ``actions`` (ADD, DROP and ALTER
-    COLUMN, RENAME COLUMN) in order, in the statement's transaction. None: ``ALTER
-    TABLE t SET (schema_locked = false)``, what every feedkv table is."""
+    COLUMN, RENAME COLUMN; an added column's UNIQUE, CHECK and REFERENCES as the ADD
+    CONSTRAINT after it) in order, in the statement's transaction. None: ``ALTER TABLE
+    t SET (schema_locked = false)``, what every feedkv table is."""
 
     table: TableName
-    actions: tuple[AddColumn | DropColumn | AlterColumn | RenameColumn, ...]
+    actions: tuple[AddColumn | AddConstraint | DropColumn | AlterColumn | RenameColumn, ...]
 
 
 @dataclass(frozen=True, slots=True)

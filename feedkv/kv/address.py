@@ -83,7 +83,13 @@ def parse_node_url(text: str) -> tuple[str, int]:
             "which `feedkv sql --url` takes; this command calls the node's gRPC port "
             "(feedkv start --listen, 127.0.0.1:26258 by default): --url feedkv://HOST:PORT"
         )
-    address = split_host_port(text.removeprefix(SCHEME).rstrip("/"))
+    hostport = text.removeprefix(SCHEME).rstrip("/")
+    address = split_host_port(hostport)
+    match = _HOST_PORT.match(hostport)
+    if text.startswith(SCHEME) and match is not None and int(match["port"]) > 65535:
+        raise InvalidURLError(
+            f"cannot connect to {text!r}: port {match['port']} is out of range (0 to 65535)"
+        )
     if not text.startswith(SCHEME) or address is None or not address[0]:
         raise InvalidURLError(
             f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"

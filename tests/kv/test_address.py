@@ -42,3 +42,9 @@ def test_a_node_url_may_list_several_nodes_to_try_in_order() -> None:
     assert parse_node_urls("feedkv://h:4") == [("h", 4)]
     with pytest.raises(InvalidURLError, match="expected feedkv://host:port"):
         parse_node_urls("feedkv://h:1,,h:2")
+
+
+@pytest.mark.parametrize("url", ["feedkv://127.0.0.1:99999", "feedkv://h:65536/"])
+def test_a_node_url_whose_port_is_out_of_range_says_so(url: str) -> None:
+    with pytest.raises(InvalidURLError, match="is out of range"):
+        parse_node_url(url)

@@ -157,21 +157,18 @@ RowLocking = Literal["wait", "nowait", "skip"]
 
 class _StatementContext(Context):
     """The context of one statement's expressions. The functions bound to its session
-    (``logical_timestamp``, ``sequence``, ``enum_type``, ...) are made at their first
-    read, by :meth:`__getattr__`: most statements call none, and making the seven (three
-    of them partials) cost each statement more than the rest of its context."""
+    (``logical_timestamp``, ``sequence``, ``enum_type``, ...) and the state of its
+    subqueries are made at their first read, by :meth:`__getattr__`: most statements use
+    none, and making the seven functions (three of them partials) and three containers
+    cost each statement more than the rest of its context."""
 
     __slots__ = ("_session", "_txn")
 
     def __init__(self, session: SessionContext, txn: Txn | None, params: Sequence[Any]) -> None:
-        # NB: not Context.__init__, which sets every function: a slot left unset here is
-        # read through __getattr__, which makes its function then (and it may still be
-        # assigned first: AS OF SYSTEM TIME sets its own logical_timestamp)
+        # NB: not Context.__init__, which sets every slot: a slot left unset here is read
+        # through __getattr__, which makes its value then (and it may still be assigned
+        # first: AS OF SYSTEM TIME sets its own logical_timestamp)
         self.params = params
-        self._now = None
-        self.subqueries = {}
-        self.outer = []
-        self.value_sets = {}
         self._session = session
         self._txn = txn
 
@@ -180,8 +177,14 @@ class _StatementContext(Context):
         # context would hold the execution in a cycle, and every statement would leave
         # its garbage to the cyclic GC
         session, txn = self._session, self._txn
-        made: Callable[..., Any]
-        if name == "logical_timestamp":
+        made: object
+        if name == "_now":
+            made = None  # read from the clock at its first use (see Context.now)
+        elif name == "subqueries" or name == "value_sets":
+            made = {}
+        elif name == "outer":
+            made = []
+        elif name == "logical_timestamp":
             made = partial(_logical_timestamp, txn, session.db)
         elif name == "unique_rowid":
             made = ROW_IDS.next

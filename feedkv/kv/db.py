@@ -366,8 +366,7 @@ class KVClient:
             txn = self.transaction(priority=priority)
             try:
                 result = fn(txn)
-                txn.commit()
-                self.txn_metrics.restarts.observe(attempt - 1)
+                txn.commit(restarts=attempt - 1)
                 return result
             except RetryableError as exc:
                 txn.rollback()

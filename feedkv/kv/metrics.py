@@ -14,15 +14,47 @@ __all__ = ["TxnMetrics", "unregistered_txn_metrics"]
 RESTART_BUCKETS = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 25.0, 100.0)
 
 
+_COMMITS, _ABORTS = 0, 1  # places in TxnMetrics' tally
+
+
 class TxnMetrics:
+    """A KV client's transaction metrics. A transaction's end is counted under the
+    restarts histogram's one lock, the counts in a list (``_tally``) that the two
+    counters read at scrape time: so a commit by ``run_transaction`` is counted and its
+    restarts observed in one call (:meth:`committed_after`), where a counter would take
+    a lock of its own."""
+
     def __init__(self, registry: Registry | None = None) -> None:
         r = registry or Registry()
-        self.commits = r.counter("txn_commits", "Number of committed KV transactions")
-        self.aborts = r.counter("txn_aborts", "Number of aborted KV transactions")
+        self._tally = tally = [0, 0]
+        r.sampled(
+            "txn_commits",
+            "Number of committed KV transactions",
+            lambda: tally[_COMMITS],
+            kind="counter",
+        )
+        r.sampled(
+            "txn_aborts",
+            "Number of aborted KV transactions",
+            lambda: tally[_ABORTS],
+            kind="counter",
+        )
         # NB: observed for each transaction: a lean histogram (see feedkv.util.metrics)
         self.restarts = r.lean_histogram(
             "txn_restarts", "Number of restarted KV transactions", buckets=RESTART_BUCKETS
         )
+
+    def committed(self) -> None:
+        """A transaction committed."""
+        self.restarts.add_to_tally(self._tally, _COMMITS)
+
+    def committed_after(self, restarts: int) -> None:
+        """A transaction committed after ``restarts`` retries (``run_transaction``'s)."""
+        self.restarts.observe_tallied(restarts, self._tally, _COMMITS)
+
+    def aborted(self) -> None:
+        """A transaction was rolled back."""
+        self.restarts.add_to_tally(self._tally, _ABORTS)
 
 
 @cache

@@ -9,7 +9,6 @@ sends again, so callers never see one unless routing keeps failing.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -420,14 +419,15 @@ class Router:
 
     def _get(self, key: bytes) -> RangeDescriptor:
         """The range holding ``key``, waiting while no node reports it (it is moving)."""
-        for attempt in itertools.count():
+        retries = 0  # NB: a count, not a loop over itertools.count(), whose setup each request paid
+        while True:
             try:
                 return self.ranges.get(key)
             except RangeUnavailableError:
-                if attempt + 1 >= self.max_attempts:
+                if retries + 1 >= self.max_attempts:
                     raise
-                self._back_off(attempt)
-        raise InvariantViolation("unreachable")
+                self._back_off(retries)
+                retries += 1
 
     def divide(self, span: Span) -> list[tuple[RangeDescriptor, Span]]:
         """The cached ranges ``span`` touches and the part of it in each, in key order."""

@@ -97,6 +97,8 @@ from feedkv.kv.api import (
     Put,
     RangeLookup,
     RefreshRange,
+    Relocate,
+    RelocateResponse,
     ResolveIntent,
     Scan,
     Split,
@@ -497,6 +499,9 @@ class Store:
         # Set by a node of a cluster: requests the node answers itself (range lookups
         # from its directory, relocations), and how pushes and resolves reach other nodes.
         self.intercept: Callable[[BatchRequest], BatchResponse | None] | None = None
+        # Set by a node in no cluster: how it answers a relocation, a batch's only
+        # request. NB: not an intercept: that would be asked about every batch
+        self.relocate: Callable[[Relocate], RelocateResponse] | None = None
         self.cluster: ClusterSender | None = None
         # Set by a node: the id of a split's right-hand range, from the cluster's counter
         # (feedkv.kv.range_id_alloc; a KV round trip at times); None: the store's own.
@@ -1260,18 +1265,26 @@ class Store:
         try:
             ctx = self._ctx
             # NB: a store that replicates no range asks nothing more
-            range_id = self._replicated_range(batch) if self._ctx.replicated else None
+            range_id = self._replicated_range(batch) if ctx.replicated else None
             kinds = set(map(type, batch.requests))  # NB: one C call, not a generator a kind
+            if Relocate in kinds and self.relocate is not None:
+                request = batch.requests[0]
+                if len(batch.requests) == 1 and isinstance(request, Relocate):
+                    answer = BatchResponse((self.relocate(request),), self.clock.now(), None)
+                    return Completion.of(Applied(answer, batch.header.range_id))
             if Split in kinds:
                 ctx = self._split_context(replicated=range_id is not None)
-            if self.replicas is not None and range_id:
+            if range_id and self.replicas is not None:
                 if Merge in kinds:
                     return Completion.of(self._merge_replicated(self.replicas, range_id, batch))
                 return self._attempt_replicated(self.replicas, range_id, batch, ctx)
-            if _READ_ONLY.issuperset(kinds) or (PushTxn in kinds and _is_query(batch)):
+            if _READ_ONLY.issuperset(kinds):
                 return self._read(batch, batch_spans(batch))
-            if PushTxn in kinds and (probed := self._probe_push(batch)) is not None:
-                return probed
+            if PushTxn in kinds:
+                if _is_query(batch):
+                    return self._read(batch, batch_spans(batch))
+                if (probed := self._probe_push(batch)) is not None:
+                    return probed
             in_flight = self._in_flight
 
             def command(rw: ReadWriter) -> Applied:

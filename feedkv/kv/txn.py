@@ -180,6 +180,22 @@ class TxnState(enum.Enum):
 class Txn:
     """One transaction. Use it from one thread; ``db.transaction()`` makes one."""
 
+    # NB: the state that starts the same in every transaction starts here, in the
+    # class, and a transaction sets its own when it changes: one is made per statement
+    # outside BEGIN, and __init__ setting each cost it more than the rest of its making.
+    state = TxnState.OPEN
+    commit_ts: Timestamp | None = None
+    deadline: Timestamp | None = None
+    # The written keys in order, made by the first read of a span and kept up to date
+    # after (``None``: not made, or dropped by a bulk change): see _written_in
+    _ordered: list[bytes] | None = None
+    # A bulk load's new keys (ascending) and values, kept as the caller's two lists while
+    # they are the only writes: see _writes
+    _bulk: tuple[list[bytes], list[bytes]] | None = None
+    _savepoints = 0  # held; while any is, writes are journaled
+    _heartbeat_thread: TxnHeartbeat | None = None
+    _recorded = False  # whether the record was written (not only its heartbeats)
+
     def __init__(
         self,
         router: Router,
@@ -205,24 +221,12 @@ class Txn:
             priority=priority if priority is not None else _random_priority(),
         )
         self._writes_map: dict[bytes, bytes | None] = {}
-        # The written keys in order, made by the first read of a span and kept up to
-        # date after (``None``: not made, or dropped by a bulk change): see _written_in
-        self._ordered: list[bytes] | None = None
         self._present: set[bytes] = set()  # written keys that must hold a value before
         self._absent_set: set[bytes] = set()  # written keys that must hold nothing before
-        # A bulk load's new keys (ascending) and values, kept as the caller's two lists
-        # while they are the only writes: see _writes
-        self._bulk: tuple[list[bytes], list[bytes]] | None = None
         self._reads: list[Span] = []
         self._locked: list[Span] = []
         self._lock_reads: list[Span] = []  # spans read with locks (see scan's ``lock``)
-        self._savepoints = 0  # held; while any is, writes are journaled
         self._journal: list[_Undo] = []
-        self._heartbeat_thread: TxnHeartbeat | None = None
-        self._recorded = False  # whether the record was written (not only its heartbeats)
-        self.state = TxnState.OPEN
-        self.commit_ts: Timestamp | None = None
-        self.deadline: Timestamp | None = None
 
     @property
     def id(self) -> bytes:
@@ -662,9 +666,11 @@ class Txn:
 
     # Ending.
 
-    def commit(self) -> Timestamp:
+    def commit(self, *, restarts: int | None = None) -> Timestamp:
         """Commit; returns the commit timestamp. Raises a :class:`RetryableError` if the
-        transaction must be retried (it is then rolled back)."""
+        transaction must be retried (it is then rolled back). ``restarts``: the retries
+        ``run_transaction`` made before this attempt, observed with the commit's count
+        (in one call: see :class:`TxnMetrics`)."""
         self._check_open()
         try:
             if self._bulk is not None or self._writes_map:
@@ -687,7 +693,10 @@ class Txn:
             raise
         self._stop_heartbeat()  # NB: a one-phase commit of one that held locks beats too
         self.state = TxnState.COMMITTED
-        self._metrics.commits.inc()
+        if restarts is None:
+            self._metrics.committed()
+        else:
+            self._metrics.committed_after(restarts)
         return self.commit_ts or self._txn.write_ts
 
     def rollback(self) -> None:
@@ -698,7 +707,7 @@ class Txn:
 
     def _rollback_quietly(self) -> None:
         self.state = TxnState.ROLLED_BACK
-        self._metrics.aborts.inc()
+        self._metrics.aborted()
         self._stop_heartbeat()
         self._end_quietly()
 
@@ -716,14 +725,15 @@ class Txn:
 
     def _puts(self) -> list[Put | ConditionalPut]:
         """The buffered writes as requests, with their checks."""
-        absent, present = self._absent, self._present
+        writes = self._writes  # NB: first: it moves a bulk load's batch into the sets
+        absent, present = self._absent_set, self._present
         return [
             ConditionalPut(k, v, None)
             if k in absent
             else ConditionalPut(k, v, None, exists=True)
             if k in present
             else Put(k, v)
-            for k, v in self._writes.items()
+            for k, v in writes.items()
         ]
 
     def _commit_writes(self) -> None:

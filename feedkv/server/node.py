@@ -48,7 +48,7 @@ from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.errors import InvalidArgumentError, InvariantViolation, NodeUnavailableError
 from feedkv.kv.access import Read
 from feedkv.kv.address import host_port, parse_listen
-from feedkv.kv.api import BatchRequest, BatchResponse, Relocate, RelocateResponse
+from feedkv.kv.api import Relocate, RelocateResponse
 from feedkv.kv.db import LocalTransport
 from feedkv.kv.node_status import NodeInfo, node_of_its_own
 from feedkv.kv.server import NodeServer
@@ -188,7 +188,7 @@ class Node:
             if http_addr is not None:
                 self.serve_http(http_addr)
             if ident is None:
-                self.store.intercept = self._alone_intercept
+                self.store.relocate = self._relocate_alone
             else:
                 self.cluster = cluster = self._member(ident, join or (), cluster_config)
                 self.feed_transport = ClusterFeedTransport(
@@ -289,20 +289,16 @@ class Node:
                 self.server = server
         return self.internal_url
 
-    def _alone_intercept(self, batch: BatchRequest) -> BatchResponse | None:
+    def _relocate_alone(self, request: Relocate) -> RelocateResponse:
         """A node in no cluster answers a relocation itself: to itself, the range stays;
         to any other node, there is none."""
-        requests = batch.requests
-        if len(requests) != 1 or not isinstance(requests[0], Relocate):
-            return None
-        request = requests[0]
         if request.node_id != self.store.node_id:
             raise InvalidArgumentError(
                 f"there is no node n{request.node_id}: this node is in no cluster "
                 f"(start nodes with --join to move ranges between them)"
             )
         desc = next(d for d in self.store.descriptors() if d.contains_key(request.key))
-        return BatchResponse((RelocateResponse(desc),), self.store.clock.now(), None)
+        return RelocateResponse(desc)
 
     def _alone(self) -> NodeInfo:
         """This node while it is in no cluster (it may be listening)."""

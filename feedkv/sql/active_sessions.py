@@ -30,11 +30,11 @@ from feedkv.errors import SQLError
 __all__ = ["ActiveQuery", "ActiveSession", "SessionRegistry"]
 
 
-@dataclass(slots=True)  # NB: not frozen: one is made per statement, a frozen one in 3x the time
+@dataclass(frozen=True, slots=True)
 class ActiveQuery:
     """A query a session runs now: its text, when it started (wall ns) and the low half
-    of its id (a counter and the node id). The id is spelled out when it is asked for:
-    most queries end unseen. Not changed once made."""
+    of its id (a counter and the node id). Made when it is asked for (most queries end
+    unseen), as is its id."""
 
     text: str
     started_ns: int
@@ -77,7 +77,10 @@ class ActiveSession:
         self.cancel = cancel
         self.terminate: Callable[[], None] | None = None
         self.application_name = application_name
-        self.query: ActiveQuery | None = None
+        # The running query's text, start (wall ns) and low half of its id. NB: a tuple,
+        # set and cleared in one step, so another thread reads one query's three; and
+        # not an ActiveQuery, whose making cost every statement a call
+        self._running: tuple[str, int, int] | None = None
         self.last_query = ""
         self.terminated = False
         self.cancelled_by_statement = False  # CANCEL QUERY stopped the last query
@@ -93,15 +96,21 @@ class ActiveSession:
         manager: a statement takes tens of microseconds, a generator's a few of them.)"""
         if self.terminated:
             raise SQLError("57P01", "terminating connection due to administrator command")
-        now = self.registry.wall_ns()
+        registry = self.registry
         self.cancelled_by_statement = False
-        self.query = ActiveQuery(text, now, self.registry.new_low())
+        self._running = (text, registry.wall_ns(), registry.new_low())
 
     def finish(self) -> None:
         """The active query ended."""
-        query, self.query = self.query, None
-        if query is not None:
-            self.last_query = query.text
+        running, self._running = self._running, None
+        if running is not None:
+            self.last_query = running[0]
+
+    @property
+    def query(self) -> ActiveQuery | None:
+        """The query the session runs now (``None``: it runs none)."""
+        running = self._running
+        return None if running is None else ActiveQuery(*running)
 
     def end(self) -> None:
         """CANCEL SESSION: stop its query and close its connection."""

@@ -47,7 +47,7 @@ def add_value(ex: Execution, s: st.AlterTypeAddValue) -> Result:
     else:
         # NB: as CockroachDB's: the rest of the transaction cannot use it; its commit
         # makes it public (publish_added_labels)
-        ex.added_labels.add(found.id)
+        ex.added_labels |= {found.id}
     _publish(ex, database, added)
     return Result(tag=_TAG)
 

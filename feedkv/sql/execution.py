@@ -17,9 +17,10 @@ import decimal
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from sqlglot import exp
@@ -154,6 +155,55 @@ _P = TypeVar("_P")
 RowLocking = Literal["wait", "nowait", "skip"]
 
 
+class _StatementContext(Context):
+    """The context of one statement's expressions. The functions bound to its session
+    (``logical_timestamp``, ``sequence``, ``enum_type``, ...) and the state of its
+    subqueries are made at their first read, by :meth:`__getattr__`: most statements use
+    none, and making the seven functions (three of them partials) and three containers
+    cost each statement more than the rest of its context."""
+
+    __slots__ = ("_session", "_txn")
+
+    def __init__(self, session: SessionContext, txn: Txn | None, params: Sequence[Any]) -> None:
+        # NB: not Context.__init__, which sets every slot: a slot left unset here is read
+        # through __getattr__, which makes its value then (and it may still be assigned
+        # first: AS OF SYSTEM TIME sets its own logical_timestamp)
+        self.params = params
+        self._session = session
+        self._txn = txn
+
+    def __getattr__(self, name: str) -> Any:
+        # NB: partials of the session and the transaction, never of the execution: the
+        # context would hold the execution in a cycle, and every statement would leave
+        # its garbage to the cyclic GC
+        session, txn = self._session, self._txn
+        made: object
+        if name == "_now":
+            made = None  # read from the clock at its first use (see Context.now)
+        elif name == "subqueries" or name == "value_sets":
+            made = {}
+        elif name == "outer":
+            made = []
+        elif name == "logical_timestamp":
+            made = partial(_logical_timestamp, txn, session.db)
+        elif name == "unique_rowid":
+            made = ROW_IDS.next
+        elif name == "variable":
+            made = session.variable
+        elif name == "sequence":
+            made = partial(sequences.call, session, txn)
+        elif name == "sleep":
+            made = session.interrupt.sleep
+        elif name == "node_id":
+            made = session.db.gateway_node
+        elif name == "enum_type":
+            made = partial(_user_type, session, txn, {})
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        setattr(self, name, made)
+        return made
+
+
 # KV pairs a table scan reads in its first page, and at most in one (see _scan_pages).
 _FIRST_PAGE = 1024
 _LAST_PAGE = 65536
@@ -161,6 +211,30 @@ _LAST_PAGE = 65536
 
 class Execution:
     """One statement's run (see the module docstring)."""
+
+    # NB: what most statements never fill starts as a shared, empty, immutable value
+    # here, and a statement that adds to one makes its own (``ex.adding |= {id}``): one
+    # execution is made per statement, and building each container for each cost more
+    # than the rest of its making.
+    after_commit: tuple[Callable[[], object], ...] = ()  # run once the transaction commits
+    # Tables this statement added columns to that its transaction's commit makes public
+    # (see Column.adding and publish_added_columns).
+    adding: frozenset[int] = frozenset()
+    # The ids of the enum types whose labels it added in an explicit transaction: public
+    # once it commits (TypeDescriptor.adding, publish_added_labels).
+    added_labels: frozenset[int] = frozenset()
+    leasing = False
+    ctes: Mapping[str, Relation] = MappingProxyType({})  # the rows of the CTEs in scope
+    # Runs a statement in an execution: the executor's, which sets it (a write read as a
+    # source, ``FROM [INSERT ... RETURNING ...]``, runs in the reader's).
+    run_nested: Callable[[Execution, st.Statement], Result] | None = None
+    # The scopes of the queries around the subquery being planned, innermost last.
+    outer_scopes: tuple[Scope, ...] = ()
+    _admin: bool | None = None  # whether the user has the admin role, once asked
+    _lease_keys: Mapping[int, list[bytes]] = MappingProxyType({})  # table id -> keys to delete
+    _changed: frozenset[int] = frozenset()  # tables whose leases :meth:`changing` waited for
+    # Rows written blind in bulk (a COPY's): each batch's lowest and highest key.
+    inserted_batches: tuple[tuple[bytes, bytes, TableDescriptor], ...] = ()
 
     def __init__(
         self,
@@ -176,46 +250,16 @@ class Execution:
         self.autocommit = autocommit
         self.lease_in_txn = lease_in_txn
         self.reader: catalog.Reader | None = txn
-        self.after_commit: list[Callable[[], object]] = []
-        # Tables this statement added columns to that its transaction's commit makes
-        # public (see Column.adding and publish_added_columns).
-        self.adding: set[int] = set()
-        # The ids of the enum types whose labels it added in an explicit transaction:
-        # public once it commits (TypeDescriptor.adding, publish_added_labels).
-        self.added_labels: set[int] = set()
         self.leases: list[Lease] = []  # held until the transaction ends
-        self.leasing = False
-        self.ctes: dict[str, Relation] = {}  # the rows of the CTEs in scope, by name
-        # Runs a statement in an execution: the executor's, which sets it (a write read
-        # as a source, ``FROM [INSERT ... RETURNING ...]``, runs in the reader's).
-        self.run_nested: Callable[[Execution, st.Statement], Result] | None = None
-        # The scopes of the queries around the subquery being planned, innermost last.
-        self.outer_scopes: list[Scope] = []
-        self._admin: bool | None = None  # whether the user has the admin role, once asked
-        self._lease_keys: dict[int, list[bytes]] = {}  # table id -> keys to delete
-        self._changed: set[int] = set()  # tables whose leases :meth:`_changing` waited for
         # Rows written blind, by their first key: a failed check at commit is a duplicate
         # (the key tells its values). NB: the table alone, not the row: a bulk load's
         # million rows would otherwise stay alive as a million dicts until the commit,
         # and every full garbage collection would walk them.
         self.inserted: dict[bytes, TableDescriptor] = {}
-        # Rows written blind in bulk (a COPY's): each batch's lowest and highest key.
-        self.inserted_batches: list[tuple[bytes, bytes, TableDescriptor]] = []
         # Rows updated blind, by key: the tag of the result had the row been missing at
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}
-        self.context = Context(
-            params=params,
-            # NB: not a bound method: the context would hold this execution in a cycle,
-            # and every statement would leave its garbage to the cyclic GC.
-            logical_timestamp=partial(_logical_timestamp, txn, session.db),
-            unique_rowid=ROW_IDS.next,
-            variable=session.variable,
-            sequence=partial(sequences.call, session, txn),
-            sleep=session.interrupt.sleep,
-            node_id=session.db.gateway_node,
-            enum_type=partial(_user_type, session, txn, {}),
-        )
+        self.context: Context = _StatementContext(session, txn, params)
 
     def inserted_table(self, key: bytes) -> TableDescriptor | None:
         """The table of the row written blind whose first key is ``key`` (``None``: no
@@ -327,18 +371,19 @@ class Execution:
         """A new version of ``desc`` will be written: wait for the leases on this one
         (before the rows it rewrites are read, so they are read above every statement
         that used it)."""
-        self._changed.add(desc.id)
-        self._lease_keys[desc.id] = prepare_change(
+        self._changed |= {desc.id}
+        keys = prepare_change(
             self.session.db,
             self.write_txn,
             desc.id,
             local=self.session.leases,
             own=self.session.transaction_leases(),
         )
+        self._lease_keys = {**self._lease_keys, desc.id: keys}
 
     def withdraw_changes(self) -> None:
         """The statement's transaction did not commit: take back its pending markers."""
-        changed, self._changed = self._changed, set()
+        changed, self._changed = self._changed, frozenset()
         for table_id in changed:
             withdraw_change(self.session.db, table_id)
 
@@ -356,8 +401,10 @@ class Execution:
         # NB: the record goes with the rows, which then resolve with the commit: a
         # changefeed sees the rewrite before the writes that follow it.
         catalog.put_table(txn, new, name_entry=False, anchor=table_span(new.id).start)
-        for key in self._lease_keys.pop(new.id):
+        lease_keys = dict(self._lease_keys)
+        for key in lease_keys.pop(new.id):
             txn.delete(key)
+        self._lease_keys = lease_keys
         txn.advance_to(self.session.db.now())
 
     def require_admin(self, what: str) -> None:

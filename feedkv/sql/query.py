@@ -110,14 +110,14 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
     if not q.ctes:
         return _query(ex, q)
     outer = ex.ctes
-    ex.ctes = dict(outer)
+    ex.ctes = ctes = dict(outer)
     try:
         for cte in q.ctes:
             if cte.recursive:
-                ex.ctes[cte.name] = _recursive(ex, cte)
+                ctes[cte.name] = _recursive(ex, ctes, cte)
                 continue
             result = query(ex, cte.query)
-            ex.ctes[cte.name] = Relation.of(
+            ctes[cte.name] = Relation.of(
                 cte.name, result.columns, result.types, result.rows, cte.columns
             )
         return _query(ex, q)
@@ -125,12 +125,13 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
         ex.ctes = outer
 
 
-def _recursive(ex: Execution, cte: st.Cte) -> Relation:
+def _recursive(ex: Execution, ctes: dict[str, Relation], cte: st.Cte) -> Relation:
     """A recursive CTE's rows: its non-recursive term's, then the recursive term run
     over the rows the last run added (the CTE's name reads those), until a run adds
     none. UNION keeps a row only the first time it comes (NULLs equal), UNION ALL
     every row. Each run costs the recursive term over the rows added; a term that
-    never stops adding never stops (as in PostgreSQL)."""
+    never stops adding never stops (as in PostgreSQL). Each run reads the rows added
+    last as the CTE's, in ``ctes`` (the statement's CTEs in scope)."""
     body = cte.query
     if not isinstance(body, st.SetOperation):
         raise InvariantViolation(f"recursive CTE {cte.name!r} is no UNION")
@@ -141,7 +142,7 @@ def _recursive(ex: Execution, cte: st.Cte) -> Relation:
     rows = list(added.rows)
     types = added.types
     while added.rows:
-        ex.ctes[cte.name] = Relation.of(cte.name, seed.columns, types, added.rows, cte.columns)
+        ctes[cte.name] = Relation.of(cte.name, seed.columns, types, added.rows, cte.columns)
         step = query(ex, body.right)
         fresh = combine("union", True, SetResult(seed.columns, types, []), _side(step))
         new_rows = fresh.rows
@@ -530,7 +531,7 @@ def read_view(ex: Execution, view: ViewDescriptor) -> Relation:
         raise InvariantViolation(f"view {view.name!r} has no database {view.database_id}")
     body = view_query(view.query, database.name)
     ctes, scopes = ex.ctes, ex.outer_scopes
-    ex.ctes, ex.outer_scopes = {}, []
+    ex.ctes, ex.outer_scopes = {}, ()
     try:
         result = query(ex, body)
     finally:
@@ -617,12 +618,13 @@ def lateral_subquery(
 
     def run(row: tuple[Any, ...], context: Context) -> Result:
         context.outer.append(row)
-        ex.outer_scopes.append(left)
+        scopes = ex.outer_scopes
+        ex.outer_scopes = (*scopes, left)
         try:
             return query(ex, source.query)
         finally:
             context.outer.pop()
-            ex.outer_scopes.pop()
+            ex.outer_scopes = scopes
 
     hits = left.hits
     width = 1 + max((index for index, _type in left.columns.values()), default=-1)

@@ -84,12 +84,13 @@ class _Subquery:
         if not self.probed:
             scope.referenced = set()
         ex.context.outer.append(outer)
-        ex.outer_scopes.append(scope)
+        scopes = ex.outer_scopes
+        ex.outer_scopes = (*scopes, scope)
         try:
             rows = _subquery_rows(ex, self.run, self.node, self.inner)
         finally:
             ex.context.outer.pop()
-            ex.outer_scopes.pop()
+            ex.outer_scopes = scopes
         if not self.probed:
             self.probed = True
             if scope.hits == hits:

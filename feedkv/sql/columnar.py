@@ -796,7 +796,7 @@ def note_written(ex: Execution, desc: TableDescriptor, rows: int) -> None:
     :func:`rows_committed`."""
     if rows >= BULK_ROWS:
         db = ex.session.db
-        ex.after_commit += (lambda: rows_committed(db, desc.id, rows),)
+        ex.on_commit(lambda: rows_committed(db, desc.id, rows))
 
 
 def rows_committed(db: KVClient, table_id: int, rows: int) -> None:

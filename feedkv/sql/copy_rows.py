@@ -91,7 +91,7 @@ def copy_rows(ex: Execution, s: st.CopyRows) -> Result:
         raise CopyDeclined("the transaction wrote some of the keys already")
     if keys:
         low, high = (keys[0], keys[-1]) if ascending else (min(keys), max(keys))
-        ex.inserted_batches += ((low, high, desc),)
+        ex.inserted_batch(low, high, desc)
     note_written(ex, desc, count)
     return Result(tag=f"COPY {count}")
 

@@ -51,7 +51,7 @@ def declare(ex: Execution, s: st.DeclareCursor) -> Result:
     else:
         cursor.hold()
         cursor.committed = True
-        ex.after_commit += (partial(session.cursors.add, cursor),)
+        ex.on_commit(partial(session.cursors.add, cursor))
     return Result(tag="DECLARE CURSOR")
 
 

@@ -182,7 +182,7 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
     desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
-    ex.after_commit += (lambda: ex.session.db.split(table_prefix(desc.id)),)
+    ex.on_commit(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE", notices=notices)
 
 
@@ -1198,7 +1198,7 @@ def configure_zone(ex: Execution, s: st.ConfigureZone) -> Result:
         # to apply to them
         span = table_span(desc.id)
         for boundary in (span.start, span.end):
-            ex.after_commit += (lambda key=boundary: ex.session.db.split(key),)  # type: ignore[misc]
+            ex.on_commit(lambda key=boundary: ex.session.db.split(key))  # type: ignore[misc]
     return Result(tag="CONFIGURE ZONE 1")
 
 
@@ -1375,7 +1375,7 @@ def split_at(ex: Execution, s: st.SplitAt) -> Result:
         if any(v is None for v in coerced):
             raise SQLError("22004", "SPLIT AT values cannot be NULL")
         key = check_key(row_prefix(desc, coerced))  # too long: 54000 now, not at commit
-        ex.after_commit += (lambda key=key: ex.session.db.split(key),)  # type: ignore[misc]
+        ex.on_commit(lambda key=key: ex.session.db.split(key))  # type: ignore[misc]
         rows.append((key, "/" + "/".join(str(v) for v in coerced), None))
     return Result(("key", "pretty", "split_enforced_until"), rows, f"SPLIT {len(rows)}")
 
@@ -1409,7 +1409,7 @@ def relocate(ex: Execution, s: st.Relocate) -> Result:
         if any(v is None for v in coerced):
             raise SQLError("22004", f"{what} values cannot be NULL")
         key = check_key(row_prefix(desc, coerced))
-        ex.after_commit += (
+        ex.on_commit(
             lambda key=key, node=node: ex.session.db.relocate(key, node),  # type: ignore[misc]
         )
         rows.append((key, "/" + "/".join(str(v) for v in coerced)))
@@ -1761,7 +1761,7 @@ def create_table_as(ex: Execution, s: st.CreateTableAs) -> Result:
         for k, value in row_kvs(desc, row).items():
             if value is not None:
                 txn.put(k, value)
-    ex.after_commit += (lambda: ex.session.db.split(table_prefix(desc.id)),)
+    ex.on_commit(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE AS")
 
 

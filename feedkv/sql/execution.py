@@ -216,7 +216,7 @@ class Execution:
     # here, and a statement that adds to one makes its own (``ex.adding |= {id}``): one
     # execution is made per statement, and building each container for each cost more
     # than the rest of its making.
-    after_commit: tuple[Callable[[], object], ...] = ()  # run once the transaction commits
+    after_commit: Sequence[Callable[[], object]] = ()  # run once the transaction commits
     # Tables this statement added columns to that its transaction's commit makes public
     # (see Column.adding and publish_added_columns).
     adding: frozenset[int] = frozenset()
@@ -234,7 +234,7 @@ class Execution:
     _lease_keys: Mapping[int, list[bytes]] = MappingProxyType({})  # table id -> keys to delete
     _changed: frozenset[int] = frozenset()  # tables whose leases :meth:`changing` waited for
     # Rows written blind in bulk (a COPY's): each batch's lowest and highest key.
-    inserted_batches: tuple[tuple[bytes, bytes, TableDescriptor], ...] = ()
+    inserted_batches: Sequence[tuple[bytes, bytes, TableDescriptor]] = ()
 
     def __init__(
         self,
@@ -260,6 +260,21 @@ class Execution:
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}
         self.context: Context = _StatementContext(session, txn, params)
+
+    def on_commit(self, hook: Callable[[], object]) -> None:
+        """Run ``hook`` once the statement's transaction commits."""
+        hooks = self.after_commit
+        if not isinstance(hooks, list):
+            hooks = self.after_commit = []  # NB: its own, in place of the shared empty one
+        hooks.append(hook)
+
+    def inserted_batch(self, low: bytes, high: bytes, desc: TableDescriptor) -> None:
+        """Rows of ``desc`` were written blind in bulk, their keys from ``low`` to
+        ``high`` (see :meth:`inserted_table`)."""
+        batches = self.inserted_batches
+        if not isinstance(batches, list):
+            batches = self.inserted_batches = []
+        batches.append((low, high, desc))
 
     def inserted_table(self, key: bytes) -> TableDescriptor | None:
         """The table of the row written blind whose first key is ``key`` (``None``: no

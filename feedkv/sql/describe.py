@@ -813,7 +813,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _INT
     if isinstance(node, exp.Array | exp.ArrayAgg):
         return _array_type(node, typer)
-    if isinstance(node, exp.Extract | exp.Pi):  # extract and date_part: FLOAT, as they run
+    if isinstance(node, exp.Extract | exp.Pi | exp.Rand):  # extract, date_part: as they run
         return ColumnType(Kind.FLOAT)
     if isinstance(node, exp.Uuid):  # gen_random_uuid()
         return ColumnType(Kind.UUID)

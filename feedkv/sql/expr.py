@@ -23,6 +23,7 @@ import decimal
 import functools
 import math
 import operator
+import random
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -1322,6 +1323,12 @@ class _Compiler:
         _no_arguments(node)
         return lambda row, ctx: uuid.uuid4()
 
+    def random(self, node: exp.Rand) -> Compiled:
+        """random(): a FLOAT in [0, 1), drawn anew for each row (volatile, as
+        :mod:`feedkv.sql.volatility` says)."""
+        _no_arguments(node)
+        return lambda row, ctx: random.random()
+
     def unary_function(self, node: exp.Func) -> Compiled:
         inner = self.compile(node.this)
         function = _UNARY[type(node)]
@@ -1983,6 +1990,7 @@ _SPELLED: dict[type[exp.Expr], str] = {
     exp.CurrentTimestamp: "now() (or current_timestamp)",
     exp.CurrentDate: "current_date",
     exp.Uuid: "gen_random_uuid()",
+    exp.Rand: "random()",
 }
 
 
@@ -2981,6 +2989,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.CurrentTime: _Compiler.current_time,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,
+    exp.Rand: _Compiler.random,
     exp.Lower: _Compiler.unary_function,
     exp.Upper: _Compiler.unary_function,
     exp.Length: _Compiler.unary_function,

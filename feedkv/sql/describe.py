@@ -621,6 +621,14 @@ _FUNCTIONS = {
         ("regexp_split_to_array", "jsonb_object_keys", "json_object_keys"),
         ColumnType(Kind.ARRAY, element=_STRING),
     ),
+    "array_to_string": _STRING,
+    "array_position": _INT,
+    "array_positions": ColumnType(Kind.ARRAY, element=_INT),
+    "string_to_array": ColumnType(Kind.ARRAY, element=_STRING),
+    # NB: the array the parser unnests (parser._ARRAY_SRFS): its elements are JSONB
+    **dict.fromkeys(
+        ("jsonb_array_elements", "json_array_elements"), ColumnType(Kind.ARRAY, element=_JSONB)
+    ),
     "decode": ColumnType(Kind.BYTES),
     **dict.fromkeys(("bit_length", "octet_length"), _INT),
     **dict.fromkeys(("jsonb_array_length", "json_array_length"), _INT),
@@ -628,6 +636,9 @@ _FUNCTIONS = {
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
+
+# The functions that give an array of the type of one of their arguments (its position)
+_SAME_ARRAY = {"array_append": 0, "array_cat": 0, "array_remove": 0, "array_prepend": 1}
 
 
 def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
@@ -737,7 +748,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.Anonymous):
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
             return _JSONB
-        return _FUNCTIONS.get(str(node.this).lower())
+        name = str(node.this).lower()
+        if name in _SAME_ARRAY and len(node.expressions) == 2:
+            found = typer.type_of(node.expressions[_SAME_ARRAY[name]])
+            return found if found is not None and found.kind is Kind.ARRAY else None
+        return _FUNCTIONS.get(name)
     if isinstance(node, exp.JSONArrayAgg | exp.JSONExtract | exp.JSONBExtract):  # jsonb_agg, ->
         return _JSONB
     if isinstance(node, exp.JSONExtractScalar | exp.JSONBExtractScalar):  # ->>, #>>

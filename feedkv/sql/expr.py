@@ -33,7 +33,14 @@ from typing import Any, NoReturn
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import datetime_functions, jsonb, jsonb_functions, regexp, scalar_functions
+from feedkv.sql import (
+    array_functions,
+    datetime_functions,
+    jsonb,
+    jsonb_functions,
+    regexp,
+    scalar_functions,
+)
 from feedkv.sql.aggregate_nodes import (
     AGGREGATES,
     aggregate_name,
@@ -1781,6 +1788,8 @@ class _Compiler:
             return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
         if name in scalar_functions.FUNCTIONS:
             return self.call(name, _json_constants(name, node.expressions))
+        if name in array_functions.FUNCTIONS:
+            return self._array_function(name, node)
         if name == "pg_sleep":
             return self._pg_sleep(node)
         if name == "pg_typeof":
@@ -1812,6 +1821,21 @@ class _Compiler:
         if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
             return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")
+
+    def _array_function(self, name: str, node: exp.Anonymous) -> Compiled:
+        """A function of :data:`~feedkv.sql.array_functions.FUNCTIONS`: called with its
+        NULL arguments too (they are not strict)."""
+        function, fewest, most = array_functions.FUNCTIONS[name]
+        if not fewest <= len(node.expressions) <= most:
+            raise SQLError(
+                "42883", f"unknown signature: {name}() with {len(node.expressions)} argument(s)"
+            )
+        arguments = [self.compile(a) for a in node.expressions]
+        if name == "array_to_string":  # NB: its elements' text is the session's (floats)
+            return lambda row, ctx: function(
+                functools.partial(_text, ctx=ctx), *[a(row, ctx) for a in arguments]
+            )
+        return lambda row, ctx: function(*[a(row, ctx) for a in arguments])
 
     def _pg_typeof(self, node: exp.Anonymous) -> Compiled:
         """pg_typeof(x): the SQL standard name of the type of x's value (``bigint``,

@@ -91,7 +91,9 @@ class _PlaceholderTokenizerCore(TokenizerCore):
 # Functions sqlglot reads into nodes of its own, which feedkv reads as they are written.
 _PLAIN_FUNCTIONS = (
     "regexp_replace", "regexp_extract", "sha1", "sha224", "sha256", "sha384", "sha512",
-    "encode", "decode", "bit_length", "to_char", "to_timestamp",
+    "encode", "decode", "bit_length", "to_char", "to_timestamp", "array_append",
+    "array_prepend", "array_cat", "array_remove", "array_position", "array_to_string",
+    "string_to_array",
 )  # fmt: skip
 
 

@@ -180,6 +180,21 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [INT],
         ),
+        # the array functions: of their array's type, or the one they make
+        (
+            "SELECT array_append(ARRAY[id], $1), array_prepend(f, ARRAY[f]), array_position("
+            "ARRAY[s], 'a'), array_positions(ARRAY[s], 'a'), array_to_string(ARRAY[s], ','), "
+            "string_to_array(s, ',') FROM t",
+            [
+                ("array_append", Kind.ARRAY),
+                ("array_prepend", Kind.ARRAY),
+                ("array_position", INT),
+                ("array_positions", Kind.ARRAY),
+                ("array_to_string", STRING),
+                ("string_to_array", Kind.ARRAY),
+            ],
+            [None],
+        ),
         ("BEGIN", [], []),
     ],
 )

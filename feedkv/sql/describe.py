@@ -668,6 +668,9 @@ def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
         table[exp.Add, interval, moment] = moment
         table[exp.Sub, moment, interval] = moment
         table[exp.Sub, moment, moment] = interval
+        # NB: a DATE beside a moment is its midnight (expr._datetime_arithmetic)
+        table[exp.Sub, moment, date] = interval
+        table[exp.Sub, date, moment] = interval
     for number in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
         table[exp.Mul, interval, number] = interval
         table[exp.Mul, number, interval] = interval

@@ -168,7 +168,8 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
         (
             "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "
             "'1 hour', current_date + INTERVAL '1 day', INTERVAL '1 day' * 2.5, "
-            "localtimestamp - localtimestamp, random() FROM t WHERE id = $1",
+            "localtimestamp - localtimestamp, random(), now() - current_date, current_date - "
+            "localtimestamp FROM t WHERE id = $1",
             [
                 ("?column?", Kind.DATE),
                 ("?column?", INT),
@@ -177,6 +178,8 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
                 ("?column?", Kind.INTERVAL),
                 ("?column?", Kind.INTERVAL),
                 ("random", FLOAT),
+                ("?column?", Kind.INTERVAL),
+                ("?column?", Kind.INTERVAL),
             ],
             [INT],
         ),

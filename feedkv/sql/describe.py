@@ -798,6 +798,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if kind is Kind.DECIMAL:
             return _DECIMAL
         return ColumnType(Kind.FLOAT) if kind in (Kind.INT, Kind.FLOAT) else None
+    if isinstance(node, exp.Ln | exp.Exp | exp.Log):  # NB: DECIMALs (an INT beside one) stay
+        kinds = {_kind(n, typer) for n in (node.this, node.args.get("expression")) if n}
+        if kinds <= {Kind.INT, Kind.FLOAT}:
+            return ColumnType(Kind.FLOAT)
+        return _DECIMAL if kinds <= {Kind.INT, Kind.DECIMAL} else None
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Pow):
         left, right = _kind(node.this, typer), _kind(node.expression, typer)
         # NB: a string constant beside a number is of its type (expr.untyped_operand_kind)

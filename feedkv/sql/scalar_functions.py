@@ -166,36 +166,67 @@ def _int_power(base: int, exponent: int) -> int:
 
 
 def _float(value: Any) -> float:
-    """A FLOAT argument (an INT is taken as one; a DECIMAL is not: its logarithms have
-    CockroachDB's DECIMAL precision, which feedkv does not compute)."""
+    """A FLOAT argument (an INT is taken as one)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(value)
     return float(value)
 
 
-def _ln(value: Any) -> float:
-    number = _float(value)
+def _logarithm_operand(number: float | decimal.Decimal, what: str = "") -> None:
+    if isinstance(number, decimal.Decimal) and number.is_nan():
+        return  # NB: NaN's logarithm is NaN; a Decimal NaN does not compare with <=
     if number <= 0:
-        raise SQLError(
-            "2201E", "cannot take logarithm of " + ("zero" if number == 0 else "a negative number")
-        )
+        shown = what or ("zero" if number == 0 else "a negative number")
+        raise SQLError("2201E", f"cannot take logarithm of {shown}")
+
+
+# NB: a DECIMAL's logarithm is taken to twice CockroachDB's 20 digits before a quotient
+# of two of them (log(b, x)) is rounded to 20: log(2.0, 8.0) is then 3, not 2.99...
+_DECIMAL_LOGARITHM = DECIMAL_QUOTIENT.copy()
+_DECIMAL_LOGARITHM.prec = 2 * DECIMAL_QUOTIENT.prec
+
+
+def _ln(value: Any) -> float | decimal.Decimal:
+    """ln(x): a DECIMAL's to 20 significant digits (as CockroachDB's), else a FLOAT."""
+    if isinstance(value, decimal.Decimal):
+        _logarithm_operand(value)
+        return DECIMAL_QUOTIENT.ln(value)
+    number = _float(value)
+    _logarithm_operand(number)
     return math.log(number)
 
 
-def _log(first: Any, second: Any = None) -> float:
-    """log(x): base 10; log(b, x): base b."""
+def _log(first: Any, second: Any = None) -> float | decimal.Decimal:
+    """log(x): base 10; log(b, x): base b. DECIMALs give a DECIMAL, as :func:`_ln`."""
+    if second is None and isinstance(first, decimal.Decimal):
+        _logarithm_operand(first)
+        return DECIMAL_QUOTIENT.log10(first)
+    # NB: an INT beside a DECIMAL is one, as log(2.0, 8)'s constant 8 is typed
+    if isinstance(first, decimal.Decimal) and is_int(second):
+        second = decimal.Decimal(second)
+    elif is_int(first) and isinstance(second, decimal.Decimal):
+        first = decimal.Decimal(first)
+    if isinstance(first, decimal.Decimal) and isinstance(second, decimal.Decimal):
+        _logarithm_operand(first, "zero or a negative number")
+        _logarithm_operand(second, "zero or a negative number")
+        if first == 1:
+            raise SQLError("22012", "division by zero")
+        return DECIMAL_QUOTIENT.divide(_DECIMAL_LOGARITHM.ln(second), _DECIMAL_LOGARITHM.ln(first))
     base, number = (10.0, _float(first)) if second is None else (_float(first), _float(second))
-    if number <= 0 or base <= 0:
-        raise SQLError("2201E", "cannot take logarithm of zero or a negative number")
+    _logarithm_operand(base, "zero or a negative number")
+    _logarithm_operand(number, "zero or a negative number")
     if base == 1:
         raise SQLError("22012", "division by zero")
     return math.log(number, base) if second is not None else math.log10(number)
 
 
-def _exp(value: Any) -> float:
+def _exp(value: Any) -> float | decimal.Decimal:
+    """exp(x): a DECIMAL's to 20 significant digits, as :func:`_ln`."""
     try:
+        if isinstance(value, decimal.Decimal):
+            return DECIMAL_QUOTIENT.exp(value)
         return math.exp(_float(value))
-    except OverflowError:
+    except (OverflowError, decimal.Overflow):
         raise SQLError("22003", "value out of range: overflow") from None
 
 

@@ -183,6 +183,19 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [INT],
         ),
+        # logarithms: of DECIMALs a DECIMAL, else a FLOAT
+        (
+            "SELECT ln(d), exp(2.0), log(d), log(2, d), ln(id), log(f, 2) FROM t",
+            [
+                ("ln", DECIMAL),
+                ("exp", DECIMAL),
+                ("log", DECIMAL),
+                ("log", DECIMAL),
+                ("ln", FLOAT),
+                ("log", FLOAT),
+            ],
+            [],
+        ),
         # the array functions: of their array's type, or the one they make
         (
             "SELECT array_append(ARRAY[id], $1), array_prepend(f, ARRAY[f]), array_position("

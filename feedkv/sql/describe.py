@@ -592,7 +592,7 @@ def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
 
 _BOOLEAN = (
     *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike,
+    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike, exp.JSONBContainsTopKey,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _JSONB = ColumnType(Kind.JSONB)
@@ -618,7 +618,13 @@ _FUNCTIONS = {
     ),
     **dict.fromkeys(("sha1", "sha224", "sha256", "sha384", "sha512"), _STRING),
     **dict.fromkeys(
-        ("regexp_split_to_array", "jsonb_object_keys", "json_object_keys"),
+        (
+            "regexp_split_to_array",
+            "jsonb_object_keys",
+            "json_object_keys",
+            "jsonb_array_elements_text",
+            "json_array_elements_text",
+        ),
         ColumnType(Kind.ARRAY, element=_STRING),
     ),
     "array_to_string": _STRING,

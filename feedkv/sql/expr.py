@@ -426,7 +426,7 @@ _NO_TIGHTER_THAN_ARROW = (
 _BOOLEAN_NODES = (
     exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
     exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
-    exp.ILike, exp.Escape,
+    exp.ILike, exp.Escape, exp.JSONBContainsTopKey,
 )  # fmt: skip
 
 
@@ -1621,7 +1621,7 @@ class _Compiler:
                 if step is not None and not isinstance(step, str | int):
                     raise SQLError("42883", f"unsupported JSON key or index: {step!r}")
                 value = None if step is None else _json_step(inner(row, ctx), step)
-                return _json_text(value) if as_text else value
+                return jsonb.as_text(value) if as_text else value
 
             return extract_by
         steps: list[str | int] = []
@@ -1637,7 +1637,7 @@ class _Compiler:
             value = inner(row, ctx)
             for step in steps:
                 value = _json_step(value, step)
-            return _json_text(value) if as_text else value
+            return jsonb.as_text(value) if as_text else value
 
         return extract
 
@@ -1665,7 +1665,7 @@ class _Compiler:
                         value = None
                 else:
                     value = _json_step(value, step)
-            return _json_text(value) if as_text else value
+            return jsonb.as_text(value) if as_text else value
 
         return extract
 
@@ -1687,6 +1687,29 @@ class _Compiler:
             return jsonb.contains(b, a) if flipped else jsonb.contains(a, b)
 
         return contains
+
+    def json_has_key(self, node: exp.JSONBContainsTopKey) -> Compiled:
+        """``j ? 'k'``: whether ``k`` is a key of the object ``j``, a string element of
+        the array ``j``, or the string ``j`` itself (as PostgreSQL's)."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+        # NB: a JSONB string is a Python str, as a string constant is: JSON text
+        json = static_kind(node.this, self.scope) is Kind.JSONB
+
+        def has_key(row: Env, ctx: Context) -> Any:
+            a, key = left(row, ctx), right(row, ctx)
+            if a is None or key is None:
+                return None
+            if not isinstance(key, str):
+                raise SQLError(
+                    "42883",
+                    f"unsupported binary operator: <jsonb> ? <{type_of_value(key)}>",
+                )
+            document = jsonb.document(a if json else _as_json(a, "?", key))
+            if isinstance(document, dict | list):
+                return key in document  # NB: a list's elements: only a string equals key
+            return document == key
+
+        return has_key
 
     def dot(self, node: exp.Dot) -> Compiled:
         """``crdb_internal.node_id()``, the one schema-qualified function: the session's
@@ -1755,7 +1778,7 @@ class _Compiler:
                 key = key_of(row, ctx)
                 if key is None:
                     raise SQLError("22004", f"{node.name}(): a key is null")
-                name = key if isinstance(key, str) else _json_text(key)
+                name = key if isinstance(key, str) else jsonb.as_text(key)
                 built[str(name)] = as_json(value_of(row, ctx))
             return built
 
@@ -1952,7 +1975,9 @@ _JSONB_ARGUMENTS = {
     "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
     "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
     "json_object_keys": (0,), "jsonb_typeof": (0,), "json_typeof": (0,),
-    "jsonb_array_length": (0,), "json_array_length": (0,),
+    "jsonb_array_length": (0,), "json_array_length": (0,), "jsonb_array_elements": (0,),
+    "json_array_elements": (0,), "jsonb_array_elements_text": (0,),
+    "json_array_elements_text": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 
@@ -2105,16 +2130,6 @@ def _as_json(value: Any, symbol: str, other: Any) -> Any:
     if isinstance(value, str):
         return coerce(value, ColumnType(Kind.JSONB), None)
     raise _incomparable(symbol, value, other)
-
-
-def _json_text(value: Any) -> str | None:
-    """A JSON value as ``->>`` gives it: a string as its text, a JSON null as SQL NULL,
-    anything else as JSON text."""
-    if value is None or value is JSON_NULL or isinstance(value, str):
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return jsonb.dumps(value, spaced=True)
 
 
 def _time_precision(node: exp.Expr) -> int | None:
@@ -3027,6 +3042,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.JSONBExtractScalar: _Compiler.json_path_extract,
     exp.ArrayContainsAll: _Compiler.json_contains,
     exp.ArrayContainedBy: _Compiler.json_contains,
+    exp.JSONBContainsTopKey: _Compiler.json_has_key,
     exp.Window: _Compiler.window,
     exp.Explode: _Compiler.set_returning,
     exp.ExplodingGenerateSeries: _Compiler.set_returning,

@@ -103,7 +103,19 @@ def _plain_function(name: str, args: list[exp.Expr]) -> exp.Anonymous:
 
 # Set-returning functions read as unnest() of the array a scalar function of that name
 # gives (feedkv.sql.jsonb_functions): their rows are that array's elements.
-_ARRAY_SRFS = ("jsonb_object_keys", "json_object_keys")
+_ARRAY_SRFS = (
+    "jsonb_object_keys", "json_object_keys", "jsonb_array_elements", "json_array_elements",
+    "jsonb_array_elements_text", "json_array_elements_text",
+)  # fmt: skip
+# The column such a function gives in FROM when its alias names none: its OUT
+# parameter's name where it has one (else the alias's, as a scalar function's)
+_SRF_COLUMNS = dict.fromkeys(
+    (
+        "jsonb_array_elements", "json_array_elements", "jsonb_array_elements_text",
+        "json_array_elements_text",
+    ),
+    "value",
+)  # fmt: skip
 
 
 def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
@@ -3942,9 +3954,11 @@ class _Converter:
             and isinstance(node.this, exp.Explode)
             and not node.this.expressions
         ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS)
-            alias = node.args.get("alias") or exp.TableAlias(
-                this=exp.to_identifier(_srf_name(node.this))
-            )
+            name = _srf_name(node.this)
+            alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
+            if name in _SRF_COLUMNS and not alias.columns:
+                alias = alias.copy()
+                alias.set("columns", [exp.to_identifier(_SRF_COLUMNS[name])])
             return self._source(exp.Unnest(expressions=[node.this.this.copy()], alias=alias))
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)

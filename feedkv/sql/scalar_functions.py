@@ -463,6 +463,16 @@ def _object_keys(value: Any) -> Array:
     return Array(tuple(jsonb_functions.object_keys(value)), ColumnType(Kind.STRING))
 
 
+def _array_elements(value: Any) -> Array:
+    return Array(tuple(jsonb_functions.array_elements(value)), ColumnType(Kind.JSONB))
+
+
+def _array_elements_text(value: Any) -> Array:
+    """jsonb_array_elements_text(j)'s rows: the elements as ``->>`` gives them."""
+    elements = jsonb_functions.array_elements(value)
+    return Array(tuple(jsonb.as_text(v) for v in elements), ColumnType(Kind.STRING))
+
+
 def _to_jsonb(value: Any) -> Any:
     """to_jsonb(v) and to_json(v): ``v`` as JSON (:func:`as_json`)."""
     return jsonb.from_document(as_json(value))
@@ -519,8 +529,12 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "jsonb_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "json_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "jsonb_pretty": (jsonb_functions.jsonb_pretty, 1, 1),
-    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads the function
+    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads these functions
     **dict.fromkeys(("jsonb_object_keys", "json_object_keys"), (_object_keys, 1, 1)),
+    **dict.fromkeys(("jsonb_array_elements", "json_array_elements"), (_array_elements, 1, 1)),
+    **dict.fromkeys(
+        ("jsonb_array_elements_text", "json_array_elements_text"), (_array_elements_text, 1, 1)
+    ),
     "to_char": (datetime_format.to_char, 2, 2),
     "age": (datetime_functions.age, 2, 2),
     "to_timestamp": (datetime_functions.to_timestamp, 1, 1),

@@ -211,6 +211,17 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [None],
         ),
+        # JSONB's set-returning functions: JSONB or STRING rows; j ? k is a BOOL
+        (
+            "SELECT jsonb_array_elements(j), id, j ? 'a' FROM t",
+            [("jsonb_array_elements", Kind.JSONB), ("id", INT), ("?column?", Kind.BOOL)],
+            [],
+        ),
+        (
+            "SELECT * FROM jsonb_array_elements_text('[1]')",
+            [("value", STRING)],
+            [],
+        ),
         ("BEGIN", [], []),
     ],
 )

@@ -624,6 +624,8 @@ _FUNCTIONS = {
             "json_object_keys",
             "jsonb_array_elements_text",
             "json_array_elements_text",
+            "jsonb_each_text",
+            "json_each_text",
         ),
         ColumnType(Kind.ARRAY, element=_STRING),
     ),
@@ -633,7 +635,8 @@ _FUNCTIONS = {
     "string_to_array": ColumnType(Kind.ARRAY, element=_STRING),
     # NB: the array the parser unnests (parser._ARRAY_SRFS): its elements are JSONB
     **dict.fromkeys(
-        ("jsonb_array_elements", "json_array_elements"), ColumnType(Kind.ARRAY, element=_JSONB)
+        ("jsonb_array_elements", "json_array_elements", "jsonb_each", "json_each"),
+        ColumnType(Kind.ARRAY, element=_JSONB),
     ),
     "decode": ColumnType(Kind.BYTES),
     **dict.fromkeys(("bit_length", "octet_length"), _INT),

@@ -1933,6 +1933,12 @@ class _Compiler:
 
     def set_returning(self, node: exp.Explode | exp.ExplodingGenerateSeries) -> Compiled:
         name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
+        if node.meta.get("srf"):  # jsonb_each(j): rows of two columns (parser._EACH_SRFS)
+            raise SQLError(
+                "0A000",
+                f"{node.meta['srf']}() is read in FROM only (SELECT * FROM "
+                f"{node.meta['srf']}(...)): its rows have a key and a value",
+            )
         raise SQLError(
             "0A000",
             f"{name}() is not supported here: a set-returning function is read in FROM, or in "
@@ -1977,7 +1983,8 @@ _JSONB_ARGUMENTS = {
     "json_object_keys": (0,), "jsonb_typeof": (0,), "json_typeof": (0,),
     "jsonb_array_length": (0,), "json_array_length": (0,), "jsonb_array_elements": (0,),
     "json_array_elements": (0,), "jsonb_array_elements_text": (0,),
-    "json_array_elements_text": (0,),
+    "json_array_elements_text": (0,), "jsonb_each": (0,), "json_each": (0,),
+    "jsonb_each_text": (0,), "json_each_text": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 

@@ -24,6 +24,7 @@ from feedkv.sql.as_json import as_json
 __all__ = [
     "array_elements",
     "build_array",
+    "each",
     "jsonb_insert",
     "jsonb_pretty",
     "jsonb_set",
@@ -178,3 +179,12 @@ def array_elements(target: Any) -> list[Any]:
         what = "an object" if isinstance(document, dict) else "a scalar"
         raise SQLError("22023", f"cannot extract elements from {what}")
     return [jsonb.from_document(v) for v in document]
+
+
+def each(target: Any) -> list[tuple[str, Any]]:
+    """``jsonb_each(j)``'s rows: an object's keys and values, in :func:`object_keys`'s
+    order (22023 for an array or a scalar)."""
+    document = _json(target)
+    if not isinstance(document, dict):
+        raise SQLError("22023", "cannot call jsonb_each on a non-object")
+    return [(key, jsonb.from_document(document[key])) for key in sorted(document)]

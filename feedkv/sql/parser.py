@@ -109,17 +109,34 @@ _ARRAY_SRFS = (
 )  # fmt: skip
 # The column such a function gives in FROM when its alias names none: its OUT
 # parameter's name where it has one (else the alias's, as a scalar function's)
-_SRF_COLUMNS = dict.fromkeys(
-    (
-        "jsonb_array_elements", "json_array_elements", "jsonb_array_elements_text",
-        "json_array_elements_text",
+# jsonb_each(j) and its kin: an unnest of the object's keys (jsonb_object_keys) beside
+# the array of its values in their order (a scalar function of the set-returning one's
+# name); read in FROM only, as a SELECT list's item would be a record
+_EACH_SRFS = ("jsonb_each", "json_each", "jsonb_each_text", "json_each_text")
+# The columns such a function gives in FROM when its alias names none: its OUT
+# parameters' names where it has them (else the alias's, as a scalar function's)
+_SRF_COLUMNS = {
+    **dict.fromkeys(
+        (
+            "jsonb_array_elements", "json_array_elements", "jsonb_array_elements_text",
+            "json_array_elements_text",
+        ),
+        ("value",),
     ),
-    "value",
-)  # fmt: skip
+    **dict.fromkeys(_EACH_SRFS, ("key", "value")),
+}  # fmt: skip
 
 
 def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
     return exp.Explode(this=exp.Anonymous(this=name, expressions=args))
+
+
+def _each_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
+    keys = exp.Anonymous(this="jsonb_object_keys", expressions=args)
+    values = exp.Anonymous(this=name, expressions=[a.copy() for a in args])
+    node = exp.Explode(this=keys, expressions=[values])
+    node.meta["srf"] = name
+    return node
 
 
 class _Cockroach(Postgres):
@@ -165,6 +182,7 @@ class _Cockroach(Postgres):
             # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
             "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
             **{name.upper(): functools.partial(_array_srf, name) for name in _ARRAY_SRFS},
+            **{name.upper(): functools.partial(_each_srf, name) for name in _EACH_SRFS},
             # NB: sqlglot's nodes for these are other dialects' functions (its TO_CHAR
             # rewrites the template to strftime's); each is a plain function here
             **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
@@ -3952,14 +3970,20 @@ class _Converter:
         if (
             isinstance(node, exp.Table)
             and isinstance(node.this, exp.Explode)
-            and not node.this.expressions
-        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS)
+            and (not node.this.expressions or node.this.meta.get("srf"))
+        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS, _EACH_SRFS)
             name = _srf_name(node.this)
             alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
             if name in _SRF_COLUMNS and not alias.columns:
                 alias = alias.copy()
-                alias.set("columns", [exp.to_identifier(_SRF_COLUMNS[name])])
-            return self._source(exp.Unnest(expressions=[node.this.this.copy()], alias=alias))
+                alias.set("columns", [exp.to_identifier(c) for c in _SRF_COLUMNS[name]])
+            arrays = [node.this.this.copy(), *(e.copy() for e in node.this.expressions)]
+            # NB: Unnest holds the ordinality's column as its offset, out of the list
+            ordinality = node.args.get("ordinality") or None
+            if ordinality and len(alias.columns) > len(arrays):
+                alias = alias.copy()
+                ordinality = alias.columns[len(arrays)].pop()
+            return self._source(exp.Unnest(expressions=arrays, alias=alias, offset=ordinality))
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)
         if not isinstance(node, exp.Table):
@@ -4545,6 +4569,8 @@ def _query_of(node: exp.Expr) -> exp.Expr | None:
 def _srf_name(call: exp.Explode) -> str:
     """The column an ``unnest`` node gives, unaliased: ``unnest``, or the name of the
     set-returning function read as an unnest of an array (``jsonb_object_keys``)."""
+    if call.meta.get("srf"):
+        return str(call.meta["srf"])
     inner = call.this
     if isinstance(inner, exp.Anonymous) and str(inner.this).lower() in _ARRAY_SRFS:
         return str(inner.this).lower()

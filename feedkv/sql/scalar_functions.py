@@ -473,6 +473,18 @@ def _array_elements_text(value: Any) -> Array:
     return Array(tuple(jsonb.as_text(v) for v in elements), ColumnType(Kind.STRING))
 
 
+def _each_values(value: Any) -> Array:
+    """jsonb_each(j)'s values column: an object's values in its keys' order (as
+    jsonb_object_keys gives them), each a JSONB value."""
+    return Array(tuple(v for _k, v in jsonb_functions.each(value)), ColumnType(Kind.JSONB))
+
+
+def _each_text_values(value: Any) -> Array:
+    """jsonb_each_text(j)'s values column: as :func:`_each_values`, as ``->>`` gives them."""
+    pairs = jsonb_functions.each(value)
+    return Array(tuple(jsonb.as_text(v) for _k, v in pairs), ColumnType(Kind.STRING))
+
+
 def _to_jsonb(value: Any) -> Any:
     """to_jsonb(v) and to_json(v): ``v`` as JSON (:func:`as_json`)."""
     return jsonb.from_document(as_json(value))
@@ -532,6 +544,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads these functions
     **dict.fromkeys(("jsonb_object_keys", "json_object_keys"), (_object_keys, 1, 1)),
     **dict.fromkeys(("jsonb_array_elements", "json_array_elements"), (_array_elements, 1, 1)),
+    **dict.fromkeys(("jsonb_each", "json_each"), (_each_values, 1, 1)),
+    **dict.fromkeys(("jsonb_each_text", "json_each_text"), (_each_text_values, 1, 1)),
     **dict.fromkeys(
         ("jsonb_array_elements_text", "json_array_elements_text"), (_array_elements_text, 1, 1)
     ),

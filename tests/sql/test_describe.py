@@ -222,6 +222,11 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("value", STRING)],
             [],
         ),
+        (
+            "SELECT * FROM jsonb_each('{}'), jsonb_each_text('{}') AS t",
+            [("key", STRING), ("value", Kind.JSONB), ("key", STRING), ("value", STRING)],
+            [],
+        ),
         ("BEGIN", [], []),
     ],
 )

@@ -107,8 +107,6 @@ _ARRAY_SRFS = (
     "jsonb_object_keys", "json_object_keys", "jsonb_array_elements", "json_array_elements",
     "jsonb_array_elements_text", "json_array_elements_text",
 )  # fmt: skip
-# The column such a function gives in FROM when its alias names none: its OUT
-# parameter's name where it has one (else the alias's, as a scalar function's)
 # jsonb_each(j) and its kin: an unnest of the object's keys (jsonb_object_keys) beside
 # the array of its values in their order (a scalar function of the set-returning one's
 # name); read in FROM only, as a SELECT list's item would be a record

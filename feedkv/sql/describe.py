@@ -592,7 +592,7 @@ def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
 
 _BOOLEAN = (
     *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike,
+    exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike, exp.JSONBContainsTopKey,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
 _JSONB = ColumnType(Kind.JSONB)
@@ -618,8 +618,25 @@ _FUNCTIONS = {
     ),
     **dict.fromkeys(("sha1", "sha224", "sha256", "sha384", "sha512"), _STRING),
     **dict.fromkeys(
-        ("regexp_split_to_array", "jsonb_object_keys", "json_object_keys"),
+        (
+            "regexp_split_to_array",
+            "jsonb_object_keys",
+            "json_object_keys",
+            "jsonb_array_elements_text",
+            "json_array_elements_text",
+            "jsonb_each_text",
+            "json_each_text",
+        ),
         ColumnType(Kind.ARRAY, element=_STRING),
+    ),
+    "array_to_string": _STRING,
+    "array_position": _INT,
+    "array_positions": ColumnType(Kind.ARRAY, element=_INT),
+    "string_to_array": ColumnType(Kind.ARRAY, element=_STRING),
+    # NB: the array the parser unnests (parser._ARRAY_SRFS): its elements are JSONB
+    **dict.fromkeys(
+        ("jsonb_array_elements", "json_array_elements", "jsonb_each", "json_each"),
+        ColumnType(Kind.ARRAY, element=_JSONB),
     ),
     "decode": ColumnType(Kind.BYTES),
     **dict.fromkeys(("bit_length", "octet_length"), _INT),
@@ -628,6 +645,9 @@ _FUNCTIONS = {
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }
+
+# The functions that give an array of the type of one of their arguments (its position)
+_SAME_ARRAY = {"array_append": 0, "array_cat": 0, "array_remove": 0, "array_prepend": 1}
 
 
 def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
@@ -657,6 +677,9 @@ def _datetime_arithmetic() -> dict[tuple[type, Kind | None, Kind | None], Kind]:
         table[exp.Add, interval, moment] = moment
         table[exp.Sub, moment, interval] = moment
         table[exp.Sub, moment, moment] = interval
+        # NB: a DATE beside a moment is its midnight (expr._datetime_arithmetic)
+        table[exp.Sub, moment, date] = interval
+        table[exp.Sub, date, moment] = interval
     for number in (Kind.INT, Kind.FLOAT, Kind.DECIMAL):
         table[exp.Mul, interval, number] = interval
         table[exp.Mul, number, interval] = interval
@@ -737,7 +760,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
     if isinstance(node, exp.Anonymous):
         if static_kind(node, scope) is Kind.JSONB:  # to_jsonb(), jsonb_build_object(), ...
             return _JSONB
-        return _FUNCTIONS.get(str(node.this).lower())
+        name = str(node.this).lower()
+        if name in _SAME_ARRAY and len(node.expressions) == 2:
+            found = typer.type_of(node.expressions[_SAME_ARRAY[name]])
+            return found if found is not None and found.kind is Kind.ARRAY else None
+        return _FUNCTIONS.get(name)
     if isinstance(node, exp.JSONArrayAgg | exp.JSONExtract | exp.JSONBExtract):  # jsonb_agg, ->
         return _JSONB
     if isinstance(node, exp.JSONExtractScalar | exp.JSONBExtractScalar):  # ->>, #>>
@@ -780,6 +807,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if kind is Kind.DECIMAL:
             return _DECIMAL
         return ColumnType(Kind.FLOAT) if kind in (Kind.INT, Kind.FLOAT) else None
+    if isinstance(node, exp.Ln | exp.Exp | exp.Log):  # NB: DECIMALs (an INT beside one) stay
+        kinds = {_kind(n, typer) for n in (node.this, node.args.get("expression")) if n}
+        if kinds <= {Kind.INT, Kind.FLOAT}:
+            return ColumnType(Kind.FLOAT)
+        return _DECIMAL if kinds <= {Kind.INT, Kind.DECIMAL} else None
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Pow):
         left, right = _kind(node.this, typer), _kind(node.expression, typer)
         # NB: a string constant beside a number is of its type (expr.untyped_operand_kind)
@@ -813,7 +845,7 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return _INT
     if isinstance(node, exp.Array | exp.ArrayAgg):
         return _array_type(node, typer)
-    if isinstance(node, exp.Extract | exp.Pi):  # extract and date_part: FLOAT, as they run
+    if isinstance(node, exp.Extract | exp.Pi | exp.Rand):  # extract, date_part: as they run
         return ColumnType(Kind.FLOAT)
     if isinstance(node, exp.Uuid):  # gen_random_uuid()
         return ColumnType(Kind.UUID)

@@ -23,6 +23,7 @@ import decimal
 import functools
 import math
 import operator
+import random
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +33,14 @@ from typing import Any, NoReturn
 from sqlglot import exp
 
 from feedkv.errors import SQLError
-from feedkv.sql import datetime_functions, jsonb, jsonb_functions, regexp, scalar_functions
+from feedkv.sql import (
+    array_functions,
+    datetime_functions,
+    jsonb,
+    jsonb_functions,
+    regexp,
+    scalar_functions,
+)
 from feedkv.sql.aggregate_nodes import (
     AGGREGATES,
     aggregate_name,
@@ -418,7 +426,7 @@ _NO_TIGHTER_THAN_ARROW = (
 _BOOLEAN_NODES = (
     exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
     exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
-    exp.ILike, exp.Escape,
+    exp.ILike, exp.Escape, exp.JSONBContainsTopKey,
 )  # fmt: skip
 
 
@@ -1322,6 +1330,12 @@ class _Compiler:
         _no_arguments(node)
         return lambda row, ctx: uuid.uuid4()
 
+    def random(self, node: exp.Rand) -> Compiled:
+        """random(): a FLOAT in [0, 1), drawn anew for each row (volatile, as
+        :mod:`feedkv.sql.volatility` says)."""
+        _no_arguments(node)
+        return lambda row, ctx: random.random()
+
     def unary_function(self, node: exp.Func) -> Compiled:
         inner = self.compile(node.this)
         function = _UNARY[type(node)]
@@ -1607,7 +1621,7 @@ class _Compiler:
                 if step is not None and not isinstance(step, str | int):
                     raise SQLError("42883", f"unsupported JSON key or index: {step!r}")
                 value = None if step is None else _json_step(inner(row, ctx), step)
-                return _json_text(value) if as_text else value
+                return jsonb.as_text(value) if as_text else value
 
             return extract_by
         steps: list[str | int] = []
@@ -1623,7 +1637,7 @@ class _Compiler:
             value = inner(row, ctx)
             for step in steps:
                 value = _json_step(value, step)
-            return _json_text(value) if as_text else value
+            return jsonb.as_text(value) if as_text else value
 
         return extract
 
@@ -1651,7 +1665,7 @@ class _Compiler:
                         value = None
                 else:
                     value = _json_step(value, step)
-            return _json_text(value) if as_text else value
+            return jsonb.as_text(value) if as_text else value
 
         return extract
 
@@ -1673,6 +1687,29 @@ class _Compiler:
             return jsonb.contains(b, a) if flipped else jsonb.contains(a, b)
 
         return contains
+
+    def json_has_key(self, node: exp.JSONBContainsTopKey) -> Compiled:
+        """``j ? 'k'``: whether ``k`` is a key of the object ``j``, a string element of
+        the array ``j``, or the string ``j`` itself (as PostgreSQL's)."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+        # NB: a JSONB string is a Python str, as a string constant is: JSON text
+        json = static_kind(node.this, self.scope) is Kind.JSONB
+
+        def has_key(row: Env, ctx: Context) -> Any:
+            a, key = left(row, ctx), right(row, ctx)
+            if a is None or key is None:
+                return None
+            if not isinstance(key, str):
+                raise SQLError(
+                    "42883",
+                    f"unsupported binary operator: <jsonb> ? <{type_of_value(key)}>",
+                )
+            document = jsonb.document(a if json else _as_json(a, "?", key))
+            if isinstance(document, dict | list):
+                return key in document  # NB: a list's elements: only a string equals key
+            return document == key
+
+        return has_key
 
     def dot(self, node: exp.Dot) -> Compiled:
         """``crdb_internal.node_id()``, the one schema-qualified function: the session's
@@ -1741,7 +1778,7 @@ class _Compiler:
                 key = key_of(row, ctx)
                 if key is None:
                     raise SQLError("22004", f"{node.name}(): a key is null")
-                name = key if isinstance(key, str) else _json_text(key)
+                name = key if isinstance(key, str) else jsonb.as_text(key)
                 built[str(name)] = as_json(value_of(row, ctx))
             return built
 
@@ -1774,6 +1811,8 @@ class _Compiler:
             return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
         if name in scalar_functions.FUNCTIONS:
             return self.call(name, _json_constants(name, node.expressions))
+        if name in array_functions.FUNCTIONS:
+            return self._array_function(name, node)
         if name == "pg_sleep":
             return self._pg_sleep(node)
         if name == "pg_typeof":
@@ -1805,6 +1844,21 @@ class _Compiler:
         if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
             return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")
+
+    def _array_function(self, name: str, node: exp.Anonymous) -> Compiled:
+        """A function of :data:`~feedkv.sql.array_functions.FUNCTIONS`: called with its
+        NULL arguments too (they are not strict)."""
+        function, fewest, most = array_functions.FUNCTIONS[name]
+        if not fewest <= len(node.expressions) <= most:
+            raise SQLError(
+                "42883", f"unknown signature: {name}() with {len(node.expressions)} argument(s)"
+            )
+        arguments = [self.compile(a) for a in node.expressions]
+        if name == "array_to_string":  # NB: its elements' text is the session's (floats)
+            return lambda row, ctx: function(
+                functools.partial(_text, ctx=ctx), *[a(row, ctx) for a in arguments]
+            )
+        return lambda row, ctx: function(*[a(row, ctx) for a in arguments])
 
     def _pg_typeof(self, node: exp.Anonymous) -> Compiled:
         """pg_typeof(x): the SQL standard name of the type of x's value (``bigint``,
@@ -1879,6 +1933,12 @@ class _Compiler:
 
     def set_returning(self, node: exp.Explode | exp.ExplodingGenerateSeries) -> Compiled:
         name = "unnest" if isinstance(node, exp.Explode) else "generate_series"
+        if node.meta.get("srf"):  # jsonb_each(j): rows of two columns (parser._EACH_SRFS)
+            raise SQLError(
+                "0A000",
+                f"{node.meta['srf']}() is read in FROM only (SELECT * FROM "
+                f"{node.meta['srf']}(...)): its rows have a key and a value",
+            )
         raise SQLError(
             "0A000",
             f"{name}() is not supported here: a set-returning function is read in FROM, or in "
@@ -1921,7 +1981,10 @@ _JSONB_ARGUMENTS = {
     "jsonb_set": (0, 2), "jsonb_insert": (0, 2), "jsonb_strip_nulls": (0,),
     "json_strip_nulls": (0,), "jsonb_pretty": (0,), "jsonb_object_keys": (0,),
     "json_object_keys": (0,), "jsonb_typeof": (0,), "json_typeof": (0,),
-    "jsonb_array_length": (0,), "json_array_length": (0,),
+    "jsonb_array_length": (0,), "json_array_length": (0,), "jsonb_array_elements": (0,),
+    "json_array_elements": (0,), "jsonb_array_elements_text": (0,),
+    "json_array_elements_text": (0,), "jsonb_each": (0,), "json_each": (0,),
+    "jsonb_each_text": (0,), "json_each_text": (0,),
 }  # fmt: skip
 _JSONB_TYPE = exp.DataType.build("JSONB")
 
@@ -1983,6 +2046,7 @@ _SPELLED: dict[type[exp.Expr], str] = {
     exp.CurrentTimestamp: "now() (or current_timestamp)",
     exp.CurrentDate: "current_date",
     exp.Uuid: "gen_random_uuid()",
+    exp.Rand: "random()",
 }
 
 
@@ -2073,16 +2137,6 @@ def _as_json(value: Any, symbol: str, other: Any) -> Any:
     if isinstance(value, str):
         return coerce(value, ColumnType(Kind.JSONB), None)
     raise _incomparable(symbol, value, other)
-
-
-def _json_text(value: Any) -> str | None:
-    """A JSON value as ``->>`` gives it: a string as its text, a JSON null as SQL NULL,
-    anything else as JSON text."""
-    if value is None or value is JSON_NULL or isinstance(value, str):
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return jsonb.dumps(value, spaced=True)
 
 
 def _time_precision(node: exp.Expr) -> int | None:
@@ -2981,6 +3035,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.CurrentTime: _Compiler.current_time,
     exp.CurrentDate: _Compiler.current_date,
     exp.Uuid: _Compiler.uuid,
+    exp.Rand: _Compiler.random,
     exp.Lower: _Compiler.unary_function,
     exp.Upper: _Compiler.unary_function,
     exp.Length: _Compiler.unary_function,
@@ -2994,6 +3049,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.JSONBExtractScalar: _Compiler.json_path_extract,
     exp.ArrayContainsAll: _Compiler.json_contains,
     exp.ArrayContainedBy: _Compiler.json_contains,
+    exp.JSONBContainsTopKey: _Compiler.json_has_key,
     exp.Window: _Compiler.window,
     exp.Explode: _Compiler.set_returning,
     exp.ExplodingGenerateSeries: _Compiler.set_returning,

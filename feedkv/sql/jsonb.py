@@ -27,6 +27,7 @@ from typing import Any, Final
 __all__ = [
     "JSON_NULL",
     "JsonNull",
+    "as_text",
     "contains",
     "document",
     "dumps",
@@ -78,6 +79,16 @@ def from_document(value: Any) -> Any:
 def is_json(value: Any) -> bool:
     """Whether ``value`` can only be a JSONB value (a document or ``JSON_NULL``)."""
     return value is JSON_NULL or isinstance(value, dict | list)
+
+
+def as_text(value: Any) -> str | None:
+    """A JSON value as ``->>`` gives it: a string as its text, a JSON null as SQL NULL,
+    anything else as JSON text."""
+    if value is None or value is JSON_NULL or isinstance(value, str):
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return dumps(value, spaced=True)
 
 
 def loads(text: str) -> Any:

@@ -21,7 +21,16 @@ from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.as_json import as_json
 
-__all__ = ["build_array", "jsonb_insert", "jsonb_pretty", "jsonb_set", "object_keys", "strip_nulls"]
+__all__ = [
+    "array_elements",
+    "build_array",
+    "each",
+    "jsonb_insert",
+    "jsonb_pretty",
+    "jsonb_set",
+    "object_keys",
+    "strip_nulls",
+]
 
 _SCALARS = (str, int, float, decimal.Decimal)
 
@@ -160,3 +169,22 @@ def object_keys(target: Any) -> list[str]:
         what = "an array" if isinstance(document, list) else "a scalar"
         raise SQLError("22023", f"cannot call jsonb_object_keys on {what}")
     return sorted(document)
+
+
+def array_elements(target: Any) -> list[Any]:
+    """``jsonb_array_elements(j)``'s rows: an array's elements, each a JSONB value
+    (22023 for an object or a scalar)."""
+    document = _json(target)
+    if not isinstance(document, list):
+        what = "an object" if isinstance(document, dict) else "a scalar"
+        raise SQLError("22023", f"cannot extract elements from {what}")
+    return [jsonb.from_document(v) for v in document]
+
+
+def each(target: Any) -> list[tuple[str, Any]]:
+    """``jsonb_each(j)``'s rows: an object's keys and values, in :func:`object_keys`'s
+    order (22023 for an array or a scalar)."""
+    document = _json(target)
+    if not isinstance(document, dict):
+        raise SQLError("22023", "cannot call jsonb_each on a non-object")
+    return [(key, jsonb.from_document(document[key])) for key in sorted(document)]

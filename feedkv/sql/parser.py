@@ -91,7 +91,9 @@ class _PlaceholderTokenizerCore(TokenizerCore):
 # Functions sqlglot reads into nodes of its own, which feedkv reads as they are written.
 _PLAIN_FUNCTIONS = (
     "regexp_replace", "regexp_extract", "sha1", "sha224", "sha256", "sha384", "sha512",
-    "encode", "decode", "bit_length", "to_char", "to_timestamp",
+    "encode", "decode", "bit_length", "to_char", "to_timestamp", "array_append",
+    "array_prepend", "array_cat", "array_remove", "array_position", "array_to_string",
+    "string_to_array",
 )  # fmt: skip
 
 
@@ -101,11 +103,38 @@ def _plain_function(name: str, args: list[exp.Expr]) -> exp.Anonymous:
 
 # Set-returning functions read as unnest() of the array a scalar function of that name
 # gives (feedkv.sql.jsonb_functions): their rows are that array's elements.
-_ARRAY_SRFS = ("jsonb_object_keys", "json_object_keys")
+_ARRAY_SRFS = (
+    "jsonb_object_keys", "json_object_keys", "jsonb_array_elements", "json_array_elements",
+    "jsonb_array_elements_text", "json_array_elements_text",
+)  # fmt: skip
+# jsonb_each(j) and its kin: an unnest of the object's keys (jsonb_object_keys) beside
+# the array of its values in their order (a scalar function of the set-returning one's
+# name); read in FROM only, as a SELECT list's item would be a record
+_EACH_SRFS = ("jsonb_each", "json_each", "jsonb_each_text", "json_each_text")
+# The columns such a function gives in FROM when its alias names none: its OUT
+# parameters' names where it has them (else the alias's, as a scalar function's)
+_SRF_COLUMNS = {
+    **dict.fromkeys(
+        (
+            "jsonb_array_elements", "json_array_elements", "jsonb_array_elements_text",
+            "json_array_elements_text",
+        ),
+        ("value",),
+    ),
+    **dict.fromkeys(_EACH_SRFS, ("key", "value")),
+}  # fmt: skip
 
 
 def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
     return exp.Explode(this=exp.Anonymous(this=name, expressions=args))
+
+
+def _each_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
+    keys = exp.Anonymous(this="jsonb_object_keys", expressions=args)
+    values = exp.Anonymous(this=name, expressions=[a.copy() for a in args])
+    node = exp.Explode(this=keys, expressions=[values])
+    node.meta["srf"] = name
+    return node
 
 
 class _Cockroach(Postgres):
@@ -151,6 +180,7 @@ class _Cockroach(Postgres):
             # NB: sqlglot's Hex node is another dialect's HEX(); to_hex is a plain function
             "TO_HEX": lambda args: exp.Anonymous(this="to_hex", expressions=args),
             **{name.upper(): functools.partial(_array_srf, name) for name in _ARRAY_SRFS},
+            **{name.upper(): functools.partial(_each_srf, name) for name in _EACH_SRFS},
             # NB: sqlglot's nodes for these are other dialects' functions (its TO_CHAR
             # rewrites the template to strftime's); each is a plain function here
             **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
@@ -3960,12 +3990,20 @@ class _Converter:
         if (
             isinstance(node, exp.Table)
             and isinstance(node.this, exp.Explode)
-            and not node.this.expressions
-        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS)
-            alias = node.args.get("alias") or exp.TableAlias(
-                this=exp.to_identifier(_srf_name(node.this))
-            )
-            return self._source(exp.Unnest(expressions=[node.this.this.copy()], alias=alias))
+            and (not node.this.expressions or node.this.meta.get("srf"))
+        ):  # NB: jsonb_object_keys(j) in FROM, an unnest of its keys (_ARRAY_SRFS, _EACH_SRFS)
+            name = _srf_name(node.this)
+            alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
+            if name in _SRF_COLUMNS and not alias.columns:
+                alias = alias.copy()
+                alias.set("columns", [exp.to_identifier(c) for c in _SRF_COLUMNS[name]])
+            arrays = [node.this.this.copy(), *(e.copy() for e in node.this.expressions)]
+            # NB: Unnest holds the ordinality's column as its offset, out of the list
+            ordinality = node.args.get("ordinality") or None
+            if ordinality and len(alias.columns) > len(arrays):
+                alias = alias.copy()
+                ordinality = alias.columns[len(arrays)].pop()
+            return self._source(exp.Unnest(expressions=arrays, alias=alias, offset=ordinality))
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Window):
             return self._scalar_source(node)
         if not isinstance(node, exp.Table):
@@ -4551,6 +4589,8 @@ def _query_of(node: exp.Expr) -> exp.Expr | None:
 def _srf_name(call: exp.Explode) -> str:
     """The column an ``unnest`` node gives, unaliased: ``unnest``, or the name of the
     set-returning function read as an unnest of an array (``jsonb_object_keys``)."""
+    if call.meta.get("srf"):
+        return str(call.meta["srf"])
     inner = call.this
     if isinstance(inner, exp.Anonymous) and str(inner.this).lower() in _ARRAY_SRFS:
         return str(inner.this).lower()

@@ -166,36 +166,67 @@ def _int_power(base: int, exponent: int) -> int:
 
 
 def _float(value: Any) -> float:
-    """A FLOAT argument (an INT is taken as one; a DECIMAL is not: its logarithms have
-    CockroachDB's DECIMAL precision, which feedkv does not compute)."""
+    """A FLOAT argument (an INT is taken as one)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(value)
     return float(value)
 
 
-def _ln(value: Any) -> float:
-    number = _float(value)
+def _logarithm_operand(number: float | decimal.Decimal, what: str = "") -> None:
+    if isinstance(number, decimal.Decimal) and number.is_nan():
+        return  # NB: NaN's logarithm is NaN; a Decimal NaN does not compare with <=
     if number <= 0:
-        raise SQLError(
-            "2201E", "cannot take logarithm of " + ("zero" if number == 0 else "a negative number")
-        )
+        shown = what or ("zero" if number == 0 else "a negative number")
+        raise SQLError("2201E", f"cannot take logarithm of {shown}")
+
+
+# NB: a DECIMAL's logarithm is taken to twice CockroachDB's 20 digits before a quotient
+# of two of them (log(b, x)) is rounded to 20: log(2.0, 8.0) is then 3, not 2.99...
+_DECIMAL_LOGARITHM = DECIMAL_QUOTIENT.copy()
+_DECIMAL_LOGARITHM.prec = 2 * DECIMAL_QUOTIENT.prec
+
+
+def _ln(value: Any) -> float | decimal.Decimal:
+    """ln(x): a DECIMAL's to 20 significant digits (as CockroachDB's), else a FLOAT."""
+    if isinstance(value, decimal.Decimal):
+        _logarithm_operand(value)
+        return DECIMAL_QUOTIENT.ln(value)
+    number = _float(value)
+    _logarithm_operand(number)
     return math.log(number)
 
 
-def _log(first: Any, second: Any = None) -> float:
-    """log(x): base 10; log(b, x): base b."""
+def _log(first: Any, second: Any = None) -> float | decimal.Decimal:
+    """log(x): base 10; log(b, x): base b. DECIMALs give a DECIMAL, as :func:`_ln`."""
+    if second is None and isinstance(first, decimal.Decimal):
+        _logarithm_operand(first)
+        return DECIMAL_QUOTIENT.log10(first)
+    # NB: an INT beside a DECIMAL is one, as log(2.0, 8)'s constant 8 is typed
+    if isinstance(first, decimal.Decimal) and is_int(second):
+        second = decimal.Decimal(second)
+    elif is_int(first) and isinstance(second, decimal.Decimal):
+        first = decimal.Decimal(first)
+    if isinstance(first, decimal.Decimal) and isinstance(second, decimal.Decimal):
+        _logarithm_operand(first, "zero or a negative number")
+        _logarithm_operand(second, "zero or a negative number")
+        if first == 1:
+            raise SQLError("22012", "division by zero")
+        return DECIMAL_QUOTIENT.divide(_DECIMAL_LOGARITHM.ln(second), _DECIMAL_LOGARITHM.ln(first))
     base, number = (10.0, _float(first)) if second is None else (_float(first), _float(second))
-    if number <= 0 or base <= 0:
-        raise SQLError("2201E", "cannot take logarithm of zero or a negative number")
+    _logarithm_operand(base, "zero or a negative number")
+    _logarithm_operand(number, "zero or a negative number")
     if base == 1:
         raise SQLError("22012", "division by zero")
     return math.log(number, base) if second is not None else math.log10(number)
 
 
-def _exp(value: Any) -> float:
+def _exp(value: Any) -> float | decimal.Decimal:
+    """exp(x): a DECIMAL's to 20 significant digits, as :func:`_ln`."""
     try:
+        if isinstance(value, decimal.Decimal):
+            return DECIMAL_QUOTIENT.exp(value)
         return math.exp(_float(value))
-    except OverflowError:
+    except (OverflowError, decimal.Overflow):
         raise SQLError("22003", "value out of range: overflow") from None
 
 
@@ -432,6 +463,28 @@ def _object_keys(value: Any) -> Array:
     return Array(tuple(jsonb_functions.object_keys(value)), ColumnType(Kind.STRING))
 
 
+def _array_elements(value: Any) -> Array:
+    return Array(tuple(jsonb_functions.array_elements(value)), ColumnType(Kind.JSONB))
+
+
+def _array_elements_text(value: Any) -> Array:
+    """jsonb_array_elements_text(j)'s rows: the elements as ``->>`` gives them."""
+    elements = jsonb_functions.array_elements(value)
+    return Array(tuple(jsonb.as_text(v) for v in elements), ColumnType(Kind.STRING))
+
+
+def _each_values(value: Any) -> Array:
+    """jsonb_each(j)'s values column: an object's values in its keys' order (as
+    jsonb_object_keys gives them), each a JSONB value."""
+    return Array(tuple(v for _k, v in jsonb_functions.each(value)), ColumnType(Kind.JSONB))
+
+
+def _each_text_values(value: Any) -> Array:
+    """jsonb_each_text(j)'s values column: as :func:`_each_values`, as ``->>`` gives them."""
+    pairs = jsonb_functions.each(value)
+    return Array(tuple(jsonb.as_text(v) for _k, v in pairs), ColumnType(Kind.STRING))
+
+
 def _to_jsonb(value: Any) -> Any:
     """to_jsonb(v) and to_json(v): ``v`` as JSON (:func:`as_json`)."""
     return jsonb.from_document(as_json(value))
@@ -488,8 +541,14 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "jsonb_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "json_strip_nulls": (jsonb_functions.strip_nulls, 1, 1),
     "jsonb_pretty": (jsonb_functions.jsonb_pretty, 1, 1),
-    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads the function
+    # NB: reached only as unnest(jsonb_object_keys(j)), as the parser reads these functions
     **dict.fromkeys(("jsonb_object_keys", "json_object_keys"), (_object_keys, 1, 1)),
+    **dict.fromkeys(("jsonb_array_elements", "json_array_elements"), (_array_elements, 1, 1)),
+    **dict.fromkeys(("jsonb_each", "json_each"), (_each_values, 1, 1)),
+    **dict.fromkeys(("jsonb_each_text", "json_each_text"), (_each_text_values, 1, 1)),
+    **dict.fromkeys(
+        ("jsonb_array_elements_text", "json_array_elements_text"), (_array_elements_text, 1, 1)
+    ),
     "to_char": (datetime_format.to_char, 2, 2),
     "age": (datetime_functions.age, 2, 2),
     "to_timestamp": (datetime_functions.to_timestamp, 1, 1),

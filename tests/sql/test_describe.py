@@ -168,7 +168,8 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
         (
             "SELECT current_date + 1, current_date - DATE '2020-01-01', now() - INTERVAL "
             "'1 hour', current_date + INTERVAL '1 day', INTERVAL '1 day' * 2.5, "
-            "localtimestamp - localtimestamp FROM t WHERE id = $1",
+            "localtimestamp - localtimestamp, random(), now() - current_date, current_date - "
+            "localtimestamp FROM t WHERE id = $1",
             [
                 ("?column?", Kind.DATE),
                 ("?column?", INT),
@@ -176,8 +177,55 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
                 ("?column?", Kind.TIMESTAMP),
                 ("?column?", Kind.INTERVAL),
                 ("?column?", Kind.INTERVAL),
+                ("random", FLOAT),
+                ("?column?", Kind.INTERVAL),
+                ("?column?", Kind.INTERVAL),
             ],
             [INT],
+        ),
+        # logarithms: of DECIMALs a DECIMAL, else a FLOAT
+        (
+            "SELECT ln(d), exp(2.0), log(d), log(2, d), ln(id), log(f, 2) FROM t",
+            [
+                ("ln", DECIMAL),
+                ("exp", DECIMAL),
+                ("log", DECIMAL),
+                ("log", DECIMAL),
+                ("ln", FLOAT),
+                ("log", FLOAT),
+            ],
+            [],
+        ),
+        # the array functions: of their array's type, or the one they make
+        (
+            "SELECT array_append(ARRAY[id], $1), array_prepend(f, ARRAY[f]), array_position("
+            "ARRAY[s], 'a'), array_positions(ARRAY[s], 'a'), array_to_string(ARRAY[s], ','), "
+            "string_to_array(s, ',') FROM t",
+            [
+                ("array_append", Kind.ARRAY),
+                ("array_prepend", Kind.ARRAY),
+                ("array_position", INT),
+                ("array_positions", Kind.ARRAY),
+                ("array_to_string", STRING),
+                ("string_to_array", Kind.ARRAY),
+            ],
+            [None],
+        ),
+        # JSONB's set-returning functions: JSONB or STRING rows; j ? k is a BOOL
+        (
+            "SELECT jsonb_array_elements(j), id, j ? 'a' FROM t",
+            [("jsonb_array_elements", Kind.JSONB), ("id", INT), ("?column?", Kind.BOOL)],
+            [],
+        ),
+        (
+            "SELECT * FROM jsonb_array_elements_text('[1]')",
+            [("value", STRING)],
+            [],
+        ),
+        (
+            "SELECT * FROM jsonb_each('{}'), jsonb_each_text('{}') AS t",
+            [("key", STRING), ("value", Kind.JSONB), ("key", STRING), ("value", STRING)],
+            [],
         ),
         ("BEGIN", [], []),
     ],

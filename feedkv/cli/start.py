@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import faulthandler
 import logging
 import os
@@ -148,13 +149,16 @@ def _check_ports_free(addresses: dict[str, str | None]) -> None:
         except OSError:
             continue  # NB: the server says what is wrong with the host
         for family, kind, proto, _, where in found:
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
-                try:
+            try:
+                with socket.socket(family, kind, proto) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do
                     probe.bind(where)
-                except OSError as exc:
+            except OSError as exc:
+                # NB: in use only: an address of the host this machine cannot take (::1
+                # without IPv6) is the server's to skip, as it does when another one binds
+                if exc.errno == errno.EADDRINUSE:
                     raise NodeUnavailableError(
-                        f"cannot listen on {address} (--{flag}): {exc.strerror or exc}"
+                        f"cannot listen on {address} (--{flag}): {exc.strerror}"
                     ) from None
 
 

@@ -237,6 +237,32 @@ def test_proposals_waiting_together_are_evaluated_in_order_in_one_read(cluster: 
     assert engine.reads_now - reads_before <= 3
 
 
+def _holding(held: threading.Event, release: threading.Event) -> Callable[[None], None]:
+    """An engine job's on_applied that holds the commit thread until ``release``, after
+    its commit (eval_lock is free then: reads go on)."""
+
+    def hold(_: None) -> None:
+        held.set()
+        release.wait(DEADLINE_S)
+
+    return hold
+
+
+def _recording_put(
+    evaluated: list[bytes],
+) -> Callable[[bytes], Callable[[ReadWriter], tuple[None, Effects]]]:
+    """Proposals that write ``key``, recording the order they were evaluated in."""
+
+    def put(key: bytes) -> Callable[[ReadWriter], tuple[None, Effects]]:
+        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
+            evaluated.append(key)
+            return None, Effects(tuple(mvcc.put(rw, key, Timestamp(500), b"v")))
+
+        return evaluate
+
+    return put
+
+
 def test_appends_made_while_a_write_is_in_flight_leave_together_when_it_ends(
     cluster: Cluster,
 ) -> None:
@@ -245,17 +271,7 @@ def test_appends_made_while_a_write_is_in_flight_leave_together_when_it_ends(
     followers = sorted(n for n in NODES if n != leader)
     held, release = threading.Event(), threading.Event()
     evaluated: list[bytes] = []
-
-    def hold(_: None) -> None:  # NB: after its commit: eval_lock is free, reads go on
-        held.set()
-        release.wait(DEADLINE_S)
-
-    def put(key: bytes) -> Callable[[ReadWriter], tuple[None, Effects]]:
-        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
-            evaluated.append(key)
-            return None, Effects(tuple(mvcc.put(rw, key, Timestamp(500), b"v")))
-
-        return evaluate
+    hold, put = _holding(held, release), _recording_put(evaluated)
 
     def turn_ended() -> None:
         """Wait for a heartbeat of the range sent from now: the leader's turn that
@@ -300,17 +316,7 @@ def test_a_proposal_made_while_a_write_is_in_flight_waits_for_the_next_turn(
     loop, engine = cluster.loops[leader], cluster.engines[leader]
     held, release, entered, unblock = (threading.Event() for _ in range(4))
     evaluated: list[bytes] = []
-
-    def hold(_: None) -> None:  # NB: after its commit: eval_lock is free, reads go on
-        held.set()
-        release.wait(DEADLINE_S)
-
-    def put(key: bytes) -> Callable[[ReadWriter], tuple[None, Effects]]:
-        def evaluate(rw: ReadWriter) -> tuple[None, Effects]:
-            evaluated.append(key)
-            return None, Effects(tuple(mvcc.put(rw, key, Timestamp(500), b"v")))
-
-        return evaluate
+    hold, put = _holding(held, release), _recording_put(evaluated)
 
     def blocker(rw: ReadWriter) -> tuple[None, Effects]:
         entered.set()

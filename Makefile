@@ -33,6 +33,7 @@ $(STAMP): pyproject.toml
 	@command -v pgbench >/dev/null 2>&1 || $(call apt_install,postgresql)
 	@command -v prometheus >/dev/null 2>&1 || $(call apt_install,prometheus)
 	@command -v chromium >/dev/null 2>&1 || $(call apt_install,chromium)
+	@command -v etcd >/dev/null 2>&1 || $(call apt_install,etcd-server)
 	@test -x $(PUBSUB_EMULATOR) || $(call apt_install,google-cloud-cli-pubsub-emulator)
 	@touch $(STAMP)
 

@@ -16,6 +16,8 @@ connects as root; with ``insecure=True`` they run ``--insecure``.
 
 from __future__ import annotations
 
+import itertools
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +32,8 @@ from feedkv.testing.node_process import NodeProcess, free_port
 from feedkv.testing.waiting import wait_until
 
 __all__ = ["LocalCluster"]
+
+PORT_ATTEMPTS = 3  # init mode: sets of ports tried before a start that lost one fails
 
 
 class LocalCluster:
@@ -74,10 +78,10 @@ class LocalCluster:
         )
         self.processes: list[NodeProcess | None] = []
         # init mode: each node's gRPC port, fixed at its every start, and so the join list
-        self.ports = [free_port() for _ in range(nodes)] if init else []
+        self.ports = [self._free_port() for _ in range(nodes)] if init else []
         try:
             if init:
-                self._start_and_init(start_timeout_s)
+                self._start_on_free_ports(start_timeout_s)
             else:
                 for index in range(nodes):
                     self.processes.append(None)
@@ -117,6 +121,38 @@ class LocalCluster:
             node.address = f"127.0.0.1:{self.ports[index]}"
         return node
 
+    @staticmethod
+    def _free_port() -> int:
+        """A port for a node of init mode (a test's subclass may hand out a taken one)."""
+        return free_port()
+
+    def _start_on_free_ports(self, timeout_s: float) -> None:
+        """:meth:`_start_and_init` on the ports chosen, or on new ones while a node finds
+        its port taken: :func:`free_port` only saw it free, and another process may bind
+        it before the node does. Nothing was initialized then: the stores start anew."""
+        for attempt in itertools.count(1):
+            try:
+                self._start_and_init(timeout_s)
+                return
+            except RuntimeError:
+                if attempt == PORT_ATTEMPTS or not self._lost_a_port():
+                    raise
+            self.close()
+            self.processes = []
+            for index in range(len(self.ports)):
+                shutil.rmtree(self.base / f"n{index + 1}", ignore_errors=True)
+                (self.base / f"n{index + 1}.stderr").unlink(missing_ok=True)
+            self.ports = [self._free_port() for _ in self.ports]
+
+    def _lost_a_port(self) -> bool:
+        """Whether a node exited because another process took its port."""
+        return any(
+            process is not None
+            and process.process.poll() is not None
+            and "cannot listen on" in process.log.read_text(errors="replace")
+            for process in self.processes
+        )
+
     def _start_and_init(self, timeout_s: float) -> None:
         """Start every node waiting for ``feedkv init``, run it on node 1 (again while
         the nodes are still starting: it needs a majority of them), and wait for each to
@@ -139,6 +175,8 @@ class LocalCluster:
         outputs: list[str] = []
 
         def initialized() -> bool:
+            if self._lost_a_port():
+                raise RuntimeError("a node found its port taken")
             done = subprocess.run(command, capture_output=True, text=True, timeout=60)
             outputs.append(done.stderr.strip())
             # NB: an attempt whose answer was lost may have bootstrapped it

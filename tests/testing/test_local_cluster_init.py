@@ -4,6 +4,7 @@ port with that list and finds its cluster."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,37 @@ def test_an_init_mode_cluster_is_one_cluster_and_a_node_restarts_on_its_port(
         with cluster.connect(2) as again:
             assert again.get(b"before") == b"1"
         db.close()
+
+
+class _FirstPortTaken(LocalCluster):
+    """Hands its first node a port another process listens on, as when a port
+    :func:`~feedkv.testing.node_process.free_port` saw free is taken before the node
+    binds it."""
+
+    held: socket.socket | None = None
+
+    @classmethod
+    def _free_port(cls) -> int:
+        if cls.held is None:
+            cls.held = socket.create_server(("127.0.0.1", 0))
+            port: int = cls.held.getsockname()[1]
+            return port
+        return LocalCluster._free_port()
+
+
+@pytest.mark.slow(15)
+def test_an_init_mode_cluster_whose_port_was_taken_starts_on_other_ports(
+    tmp_path: Path,
+) -> None:
+    try:
+        with _FirstPortTaken(tmp_path, 1, rebalance_interval="0s", insecure=True, init=True) as c:
+            assert _FirstPortTaken.held is not None
+            taken = _FirstPortTaken.held.getsockname()[1]
+            assert c.ports[0] != taken
+            assert c.address(0) == f"127.0.0.1:{c.ports[0]}"
+            with c.connect(0) as db:
+                db.put(b"k", b"v")
+                assert db.get(b"k") == b"v"
+    finally:
+        if _FirstPortTaken.held is not None:
+            _FirstPortTaken.held.close()

@@ -71,3 +71,4 @@ def test_an_init_mode_cluster_whose_port_was_taken_starts_on_other_ports(
     finally:
         if _FirstPortTaken.held is not None:
             _FirstPortTaken.held.close()
+            _FirstPortTaken.held = None

@@ -66,6 +66,20 @@ command) remembered for the rest of its group: no difference in 3 pairs; a GIL s
 interval of 20 ms: none in 2. Kept: the group's completions (a futex wake a caller, GIL
 held; a third of the commit thread's GIL time) moved to a completer thread that runs them
 during the fsync (feedkv.storage.lmdb_engine).
+
+The ceiling on two cores (2026-11-30, kv0, 32 clients): PostgreSQL 15 ran 27,451
+transactions/s on a quiet machine, pgbench's own work included: about 73 us of the
+machine's two cores a transaction. For 0.6x (16.5k/s) the node would need well under 120
+us of CPU a transaction for pgwire, SQL, KV and the commit together, while it spends 219 us
+(user 123, system 96) and an embedded INSERT alone, with no wire protocol, costs 75-90 us
+of process CPU (issue 46's figures). The system time is thread hand-offs: counted with
+``perf stat -e 'syscalls:sys_enter_*'`` on the node over 29,832 transactions, 11.7 futex
+calls, 8.8 context switches, one recvfrom, one sendto and one poll a transaction, one
+fdatasync per 14: a connection thread blocks twice a transaction (its socket, then its
+commit), and every wake-up takes the GIL from another of 30-odd threads. Fewer hand-offs
+need the statement not to block its thread while its commit is made durable (an event
+loop running statements as continuations), which the synchronous SQL and KV layers do not
+allow today.
 """
 
 from __future__ import annotations

@@ -131,6 +131,7 @@ def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
 
 def _each_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
     keys = exp.Anonymous(this="jsonb_object_keys", expressions=args)
+    keys.meta["each"] = name  # NB: so that a non-object is refused in jsonb_each's name
     values = exp.Anonymous(this=name, expressions=[a.copy() for a in args])
     node = exp.Explode(this=keys, expressions=[values])
     node.meta["srf"] = name
@@ -186,6 +187,7 @@ class _Cockroach(Postgres):
             **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
+            "ARRAY": lambda args: _array_constructor(args),
         }
 
         # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled;
@@ -425,6 +427,22 @@ def _storage_keyword(tokens: list[Token]) -> str | None:
         ):
             return token.text.upper()
     return None
+
+
+def _array_constructor(args: list[exp.Expr]) -> exp.Array:
+    """``ARRAY(query)``: an array of the query's one column, its rows in their order
+    (``{}`` for none), read as a subquery of the statement; ``ARRAY(a, ...)`` otherwise,
+    which the compiler takes as ``ARRAY[a, ...]``."""
+    if len(args) != 1 or not isinstance(args[0], exp.Query):
+        return exp.Array(expressions=args)
+    query = args[0]
+    if isinstance(query, exp.Select) and len(query.expressions) > 1:
+        raise SQLError(
+            "42601", f"subquery must return only one column, found {len(query.expressions)}"
+        )
+    node = exp.Array(expressions=[exp.Subquery(this=query)])
+    node.meta["query"] = True
+    return node
 
 
 def _div(args: list[exp.Expr]) -> exp.Expr:
@@ -1766,6 +1784,16 @@ class _Statement:
             if end < len(words):
                 raise self._error_at(end, "unexpected input after the changefeed")
             return st.ShowCreateChangefeed(self.text, job_id, name)
+        if words[1:] == ["CREATE", "ALL", "TABLES"]:
+            return st.ShowCreateAllTables(self.text)
+        if words[1:] == ["SCHEMAS"]:
+            return st.ShowSchemas(self.text)
+        if words[1:3] == ["SCHEMAS", "FROM"] and len(words) == 4:
+            return st.ShowSchemas(self.text, _name(self.tokens[3]))
+        if words[1:4] == ["STATISTICS", "FOR", "TABLE"]:
+            return st.ShowStatistics(self.text, self._table_name(4, len(words)))
+        if words[1:] in (["REGIONS"], ["REGIONS", "FROM", "CLUSTER"]):
+            return st.ShowRegions(self.text, cluster=len(words) > 2)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
             start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
@@ -1819,8 +1847,9 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, SHOW COLUMNS, "
-            "SHOW INDEXES, "
+            "SHOW DATABASES, SHOW SCHEMAS, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, "
+            "SHOW CREATE ALL TABLES, SHOW COLUMNS, SHOW INDEXES, SHOW STATISTICS, "
+            "SHOW REGIONS, "
             "SHOW RANGES [FROM TABLE | FROM DATABASE], "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )

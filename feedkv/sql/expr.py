@@ -1995,8 +1995,8 @@ class _Compiler:
         raise SQLError(
             "0A000",
             f"{name}() is not supported here: a set-returning function is read in FROM, or in "
-            "the list of a SELECT without aggregates or window functions, outside CASE and "
-            "COALESCE",
+            "the list of a SELECT (beside aggregates or window functions, only without ORDER "
+            "BY, DISTINCT, LIMIT and OFFSET), outside CASE, COALESCE and aggregates",
         )
 
     def window(self, node: exp.Window) -> Compiled:

@@ -246,6 +246,10 @@ _SHOWS = (
     | st.ShowDatabases
     | st.ShowUsers
     | st.ShowCreateTable
+    | st.ShowCreateAllTables
+    | st.ShowSchemas
+    | st.ShowStatistics
+    | st.ShowRegions
     | st.ShowRanges
     | st.ShowPartitions
     | st.ShowColumns

@@ -31,9 +31,9 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone, infinity_of
+from feedkv.sql.time_zone import InfiniteTimestamp, current_zone, infinity_of, posix_zone
 
-__all__ = ["age", "date_trunc", "extract", "to_timestamp"]
+__all__ = ["age", "at_time_zone", "date_trunc", "extract", "to_timestamp"]
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 _TIME_FIELDS = frozenset({"hour", "minute", "second", "millisecond", "microsecond", "epoch"})
@@ -231,6 +231,23 @@ def age(end: Any, begin: Any) -> Interval:
         days += calendar.monthrange(earlier.year, earlier.month)[1]
         months -= 1
     return Interval(sign * months, sign * days, sign * micros)
+
+
+def at_time_zone(zone: Any, value: Any) -> datetime.datetime:
+    """``value AT TIME ZONE zone`` (``timezone(zone, value)``): a TIMESTAMPTZ's wall
+    clock time in ``zone``, as a TIMESTAMP; a TIMESTAMP read as a wall clock time in
+    ``zone``, as the TIMESTAMPTZ of that instant. ``zone`` as
+    :func:`~feedkv.sql.time_zone.posix_zone` reads it; an infinite timestamp stays
+    infinite."""
+    if not isinstance(zone, str) or not isinstance(value, datetime.datetime):
+        raise TypeError(value)
+    tz = posix_zone(zone)
+    infinity = infinity_of(value)
+    if infinity is not None:
+        return InfiniteTimestamp(infinity == "infinity", value.tzinfo is None)
+    if value.tzinfo is not None:
+        return value.astimezone(tz).replace(tzinfo=None)
+    return value.replace(tzinfo=tz).astimezone(datetime.UTC)
 
 
 def _moment(value: Any) -> datetime.datetime:

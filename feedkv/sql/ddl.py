@@ -24,7 +24,15 @@ from feedkv.errors import (
 from feedkv.kv.db import RangeInfo
 from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.security.scram import make_verifier
-from feedkv.sql import catalog, comments, ddl_constraints, schema_jobs, sequences, views
+from feedkv.sql import (
+    catalog,
+    comments,
+    ddl_constraints,
+    schema_jobs,
+    schema_listing,
+    sequences,
+    views,
+)
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.computed import check_computed, fill_computed, referencing, renamed_in
@@ -41,7 +49,6 @@ from feedkv.sql.descriptor import (
     TableDescriptor,
     TypeDescriptor,
     ViewDescriptor,
-    quote_name,
 )
 from feedkv.sql.enums import first_codes
 from feedkv.sql.execution import ROW_IDS, Execution, Result
@@ -1112,41 +1119,12 @@ def _convert_rows(
             txn.delete(key)
 
 
-_SHOW_TABLES_COLUMNS = (
-    "schema_name",
-    "table_name",
-    "type",
-    "owner",
-    "estimated_row_count",
-    "locality",
-)
-
-
-def show_tables(ex: Execution, s: st.ShowTables) -> Result:
-    """The database's tables, views and sequences, with CockroachDB's columns. feedkv
-    keeps no table statistics, so ``estimated_row_count`` is 0, as CockroachDB's is for
-    a relation not yet analysed; it has no regions, so ``locality`` is NULL."""
-    database = ex.database(s.database)
-    source = ex.read_source
-    relations = [(t.name, "table") for t in catalog.list_tables(source, database)]
-    relations += [(v.name, "view") for v in catalog.list_views(source, database)]
-    relations += [(q.name, "sequence") for q in catalog.list_sequences(source, database)]
-    rows = [("public", name, kind, "root", 0, None) for name, kind in sorted(relations)]
-    return Result(_SHOW_TABLES_COLUMNS, rows, f"SHOW {len(rows)}")
-
-
 def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     desc = ex.relation(s.table)
     # NB: as CockroachDB, the table named as the statement names it
     name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
     if isinstance(desc, TableDescriptor):
-        home = ex.database(s.table.database).name
-        text = desc.create_statement(shown_default=lambda d: sequences.shown_default(d, home))
-        # NB: as CockroachDB (25.3 on): each statement ends with ';', the table's
-        # comments follow it as COMMENT ON statements
-        qualified = f"public.{quote_name(desc.name)}"
-        statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
-        text = "\n".join(f"{statement};" for statement in statements)
+        text = schema_listing.create_statements(ex, desc)
     else:
         text = desc.create_statement()
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")
@@ -1998,6 +1976,7 @@ def _drop_sequence(ex: Execution, sequence: SequenceDescriptor) -> None:
 
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     **ddl_constraints.HANDLERS,
+    **schema_listing.HANDLERS,
     st.CreateSequence: create_sequence,
     st.AlterSequence: alter_sequence,
     st.CreateEnum: create_enum,
@@ -2022,7 +2001,6 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.AddPrimaryKey: add_primary_key,
     st.DropColumn: drop_column,
     st.Maintenance: maintenance,
-    st.ShowTables: show_tables,
     st.ShowCreateTable: show_create_table,
     st.ShowRanges: show_ranges,
     st.ShowDatabaseRanges: show_database_ranges,

@@ -556,10 +556,37 @@ def _params_in(
             for bound in (sub.args.get("low"), sub.args.get("high")):
                 if bound is not None and _is_param(bound):
                     _param(bound, target, params)
-        elif isinstance(sub, exp.Like | exp.ILike):
+        elif isinstance(sub, exp.Case | exp.Coalesce):
+            _params_beside(_results(sub), scope, params)
+        elif isinstance(sub, exp.Like | exp.ILike | exp.SimilarTo):
             for side in (sub.this, sub.expression):
                 if _is_param(side):
                     _param(side, _STRING, params)
+
+
+def _results(node: exp.Case | exp.Coalesce) -> list[exp.Expr]:
+    """The expressions whose value a CASE (its THENs and ELSE) or a COALESCE gives."""
+    if isinstance(node, exp.Coalesce):
+        return [node.this, *node.expressions]
+    branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
+    default = node.args.get("default")
+    return branches if default is None else [*branches, default]
+
+
+def _params_beside(results: list[exp.Expr], scope: Scope, params: list[ColumnType | None]) -> None:
+    """Type the placeholders among ``results`` (which must share a type) as the others
+    are typed, when they all are of one kind: ``CASE WHEN c THEN $1 ELSE 1 END`` makes
+    ``$1`` an INT, as CockroachDB types it."""
+    placeholders = [r for r in results if _is_param(r)]
+    others = [r for r in results if not _is_param(r) and not isinstance(r, exp.Null)]
+    if not placeholders or not others:
+        return
+    types = [_safe_type(r, scope) for r in others]
+    kinds = {t.kind if t is not None else None for t in types}
+    if len(kinds) != 1 or None in kinds:
+        return
+    for placeholder in placeholders:
+        _param(placeholder, types[0], params)
 
 
 def _quantified_param(node: exp.Expr) -> exp.Expr | None:
@@ -592,6 +619,7 @@ def _safe_type(node: exp.Expr, scope: Scope) -> ColumnType | None:
 
 _BOOLEAN = (
     *_COMPARISONS, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
+    exp.SimilarTo, exp.Escape,
     exp.Boolean, exp.Exists, exp.RegexpLike, exp.RegexpILike, exp.JSONBContainsTopKey,
 )  # fmt: skip
 _NO_ARGUMENT_STRINGS = (exp.CurrentVersion, exp.CurrentSchema, exp.CurrentDatabase, exp.CurrentUser)
@@ -752,6 +780,17 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         return ColumnType(Kind.TIMESTAMP)
     if isinstance(node, exp.Localtime):
         return ColumnType(Kind.TIME)
+    if isinstance(node, exp.AtTimeZone) or (
+        isinstance(node, exp.Anonymous)
+        and str(node.this).lower() == "timezone"
+        and len(node.expressions) == 2
+    ):  # NB: a TIMESTAMPTZ's wall clock time is a TIMESTAMP, a TIMESTAMP's instant a TZ
+        value = node.this if isinstance(node, exp.AtTimeZone) else node.expressions[1]
+        shifted = {Kind.TIMESTAMP: Kind.TIMESTAMPTZ, Kind.TIMESTAMPTZ: Kind.TIMESTAMP}
+        kind = shifted.get(_kind(value, typer))  # type: ignore[arg-type]
+        return None if kind is None else ColumnType(kind)
+    if isinstance(node, exp.JustifyHours | exp.JustifyDays | exp.JustifyInterval):
+        return ColumnType(Kind.INTERVAL)
     if isinstance(node, exp.TimestampTrunc):  # date_trunc: of its value's type (a DATE's: TZ)
         kind = _kind(node.this, typer)
         if kind is Kind.DATE:
@@ -895,7 +934,10 @@ _ARRAY_ELEMENTS = frozenset(Kind) - {Kind.ENUM, Kind.ARRAY, Kind.JSONB}
 
 
 def _array_type(node: exp.Array | exp.ArrayAgg, typer: _Typer) -> ColumnType | None:
-    """``ARRAY[a, b]`` of elements of one kind, or ``array_agg(a)``: an array of it."""
+    """``ARRAY[a, b]`` of elements of one kind, ``ARRAY(query)`` of its column's, or
+    ``array_agg(a)``: an array of it."""
+    if isinstance(node, exp.Array) and node.meta.get("query"):
+        return _array_of(typer.scalars.get(subquery_key(node.expressions[0])))
     items = list(node.expressions) if isinstance(node, exp.Array) else [_argument(node)]
     kinds = {_kind(item, typer) for item in items}
     if len(kinds) != 1:

@@ -450,6 +450,7 @@ class TableDescriptor:
         qualified_name: str | None = None,
         *,
         shown_default: Callable[[str], str] | None = None,
+        foreign_keys: bool = True,
     ) -> str:
         """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
         the name in its schema (``public.t``); each column with its type, ``NOT
@@ -460,7 +461,8 @@ class TableDescriptor:
         only one, called ``primary``), then CHECKs. feedkv's parser reads it back into
         the same table. A column an open transaction is adding is not shown (see
         Column). ``shown_default`` gives a DEFAULT's text as shown (by default, as
-        stored)."""
+        stored); ``foreign_keys`` False leaves the foreign keys out (SHOW CREATE ALL
+        TABLES adds them after every table, see :meth:`foreign_key_sql`)."""
         lines = []
         for column in self.columns:
             if column.adding or column.inaccessible:
@@ -488,12 +490,8 @@ class TableDescriptor:
         def listed(ids: tuple[int, ...], order: str = "") -> str:
             return ", ".join(quote_name(self._by_id[i].name) + order for i in ids)
 
-        for fk in self.foreign_keys:
-            referenced = ", ".join(map(quote_name, fk.referenced_names))
-            lines.append(
-                f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({listed(fk.column_ids)}) "
-                f"REFERENCES public.{quote_name(fk.table_name)}({referenced}){fk.actions_sql()}"
-            )
+        if foreign_keys:
+            lines.extend(self.foreign_key_sql(fk) for fk in self.foreign_keys)
         for index in self.indexes:
             kind = "UNIQUE INDEX" if index.unique else "INDEX"
             keys = ", ".join(
@@ -526,6 +524,16 @@ class TableDescriptor:
             )
             text += f" PARTITION BY {kind} ({first.columns}) (\n\t{parts}\n)"
         return text
+
+    def foreign_key_sql(self, fk: ForeignKey) -> str:
+        """``CONSTRAINT name FOREIGN KEY (...) REFERENCES public.t(...)`` and its
+        actions, as CREATE TABLE and ALTER TABLE ... ADD write it."""
+        columns = ", ".join(quote_name(self._by_id[i].name) for i in fk.column_ids)
+        referenced = ", ".join(map(quote_name, fk.referenced_names))
+        return (
+            f"CONSTRAINT {quote_name(fk.name)} FOREIGN KEY ({columns}) "
+            f"REFERENCES public.{quote_name(fk.table_name)}({referenced}){fk.actions_sql()}"
+        )
 
     # Storage.
 

@@ -333,6 +333,8 @@ def _function_name(node: exp.Expr) -> str:
         return aggregate_name(node)
     if isinstance(node, exp.TimestampTrunc):
         return "date_trunc"
+    if isinstance(node, exp.AtTimeZone):  # NB: the call it stands for: timezone(zone, value)
+        return "timezone"
     if isinstance(node, exp.Trim):
         position = str(node.args.get("position") or "").upper()
         return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
@@ -1110,13 +1112,32 @@ class _Compiler:
 
         return regexp_like
 
+    def similar_to(self, node: exp.SimilarTo, escape: str | None = None) -> Compiled:
+        """``value SIMILAR TO pattern``: whether the SQL regular expression matches the
+        whole string (:func:`~feedkv.sql.regexp.similar_to`)."""
+        inner = self.compile(node.this)
+        pattern_of = self.compile(node.expression)
+
+        def similar_to(row: Env, ctx: Context) -> Any:
+            value, pattern = inner(row, ctx), pattern_of(row, ctx)
+            if value is None or pattern is None:
+                return None
+            if not isinstance(value, str) or not isinstance(pattern, str):
+                raise _incomparable("SIMILAR TO", value, pattern)
+            return regexp.similar_to(pattern, escape).fullmatch(value) is not None
+
+        return similar_to
+
     def escape(self, node: exp.Escape) -> Compiled:
         inner = node.this
         char = node.expression
-        if not isinstance(inner, exp.Like | exp.ILike) or not isinstance(char, exp.Literal):
+        matching = exp.Like | exp.ILike | exp.SimilarTo
+        if not isinstance(inner, matching) or not isinstance(char, exp.Literal):
             raise SQLError("0A000", f"unsupported ESCAPE: {_shown(node)}")
         if len(char.this) > 1:  # NB: ESCAPE '' turns escaping off, as in PostgreSQL
             raise SQLError("22019", "invalid escape string: it must be one character")
+        if isinstance(inner, exp.SimilarTo):
+            return self.similar_to(inner, char.this)
         return self.like(inner, char.this)
 
     def cast(self, node: exp.Cast) -> Compiled:
@@ -1234,6 +1255,8 @@ class _Compiler:
         and DECIMALs mix (``ARRAY[0, 0.5]``, as CockroachDB types its constants);
         ``ARRAY[]`` is a STRING[] until a cast says otherwise."""
         _refuse_node_args(node, {"expressions", "value_constructor"})
+        if node.meta.get("query"):
+            return self._array_of_query(node.expressions[0])
         items = [self.compile(item) for item in node.expressions]
 
         def array(row: Env, ctx: Context) -> Any:
@@ -1243,6 +1266,23 @@ class _Compiler:
             if element.kind is Kind.INT and any(isinstance(v, decimal.Decimal) for v in values):
                 element = ColumnType(Kind.DECIMAL)
             return Array(tuple(coerce(v, element, None) for v in values), element)
+
+        return array
+
+    def _array_of_query(self, node: exp.Subquery) -> Compiled:
+        """``ARRAY(query)`` (see parser._array_constructor): the query's one column, of
+        the type of its first non-NULL value."""
+        rows = _subquery_rows(node)
+
+        def array(row: Env, ctx: Context) -> Any:
+            found = rows(row, ctx)
+            if found and len(found[0]) != 1:
+                raise SQLError(
+                    "42601", f"subquery must return only one column, found {len(found[0])}"
+                )
+            values = [r[0] for r in found]
+            element = _element_type(next((v for v in values if v is not None), None))
+            return Array(tuple(values), element)
 
         return array
 
@@ -1502,7 +1542,11 @@ class _Compiler:
             return self.call(name, [node.this, node.expression, node.args.get("fill_pattern")])
         name, keys = _FUNCTION_NODES[type(node)]
         _refuse_node_args(node, {*keys, "expression"} if name == "initcap" else set(keys))
-        return self.call(name, [node.args.get(key) for key in keys])
+        arguments = [node.args.get(key) for key in keys]
+        if isinstance(node, _JUSTIFY) and _is_string_constant(node.this):
+            # NB: an untyped constant takes the type of the function's only signature
+            arguments = [exp.cast(node.this.copy(), "INTERVAL")]
+        return self.call(name, arguments)
 
     def chr_(self, node: exp.Chr) -> Compiled:
         _refuse_node_args(node, {"expressions", "charset"})
@@ -1539,6 +1583,11 @@ class _Compiler:
             raise SQLError("42601", f"syntax error: EXTRACT needs a field: {_shown(node)}")
         value = self.compile(node.expression)
         return self._strict("extract", value, functools.partial(datetime_functions.extract, field))
+
+    def at_time_zone(self, node: exp.AtTimeZone) -> Compiled:
+        """``value AT TIME ZONE zone``: ``timezone(zone, value)``."""
+        _refuse_node_args(node, {"this", "zone"})
+        return self.call("timezone", [node.args["zone"], node.this])
 
     def date_trunc(self, node: exp.TimestampTrunc) -> Compiled:
         """``date_trunc('unit', value)``."""
@@ -1807,6 +1856,10 @@ class _Compiler:
         if name in ("jsonb_build_array", "json_build_array"):
             items = [self.compile(a) for a in node.expressions]
             return lambda row, ctx: jsonb_functions.build_array([i(row, ctx) for i in items])
+        if node.meta.get("each") and len(node.expressions) == 1:  # see parser._each_srf
+            keys = functools.partial(scalar_functions.each_keys, str(node.meta["each"]))
+            (document,) = _json_constants(name, node.expressions)
+            return self._strict(name, self.compile(document), keys)
         if name == "age" and len(node.expressions) == 1:  # NB: since now, as CockroachDB's
             return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
         if name in scalar_functions.FUNCTIONS:
@@ -1942,8 +1995,8 @@ class _Compiler:
         raise SQLError(
             "0A000",
             f"{name}() is not supported here: a set-returning function is read in FROM, or in "
-            "the list of a SELECT without aggregates or window functions, outside CASE and "
-            "COALESCE",
+            "the list of a SELECT (beside aggregates or window functions, only without ORDER "
+            "BY, DISTINCT, LIMIT and OFFSET), outside CASE, COALESCE and aggregates",
         )
 
     def window(self, node: exp.Window) -> Compiled:
@@ -2958,7 +3011,12 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Log: ("log", ("this", "expression")),
     exp.Pi: ("pi", ()),
     exp.Ascii: ("ascii", ("this",)),
+    exp.JustifyHours: ("justify_hours", ("this",)),
+    exp.JustifyDays: ("justify_days", ("this",)),
+    exp.JustifyInterval: ("justify_interval", ("this",)),
 }
+
+_JUSTIFY = (exp.JustifyHours, exp.JustifyDays, exp.JustifyInterval)
 
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     **dict.fromkeys(_FUNCTION_NODES, _Compiler.scalar_function),
@@ -3023,6 +3081,8 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.RegexpILike: _Compiler.regexp_like,
     exp.ILike: _Compiler.like,
     exp.Escape: _Compiler.escape,
+    exp.SimilarTo: _Compiler.similar_to,
+    exp.AtTimeZone: _Compiler.at_time_zone,
     exp.Cast: _Compiler.cast,
     exp.Dot: _Compiler.dot,
     exp.Interval: _Compiler.interval,

@@ -116,6 +116,33 @@ class Interval:
 
     # Text.
 
+    # Justification (PostgreSQL's justify_hours, justify_days, justify_interval): whole
+    # days of the time moved into days, whole 30-day months of the days into months, and
+    # the parts left with one sign where the function moved something between them.
+
+    def justify_hours(self) -> Interval:
+        days, micros = _toward_zero(self.micros, _MICROS_PER_DAY)
+        days, micros = _same_sign(self.days + days, micros, _MICROS_PER_DAY)
+        return Interval(self.months, days, micros)
+
+    def justify_days(self) -> Interval:
+        months, days = _toward_zero(self.days, _DAYS_PER_MONTH)
+        months, days = _same_sign(self.months + months, days, _DAYS_PER_MONTH)
+        return Interval(months, days, self.micros)
+
+    def justify_interval(self) -> Interval:
+        days, micros = _toward_zero(self.micros, _MICROS_PER_DAY)
+        months, days = _toward_zero(self.days + days, _DAYS_PER_MONTH)
+        months += self.months
+        # NB: the months take their sign from the days and time together (a month of
+        # -1 hour is 29 days 23:00:00, not 1 mon -01:00:00)
+        if months > 0 and (days < 0 or (days == 0 and micros < 0)):
+            months, days = months - 1, days + _DAYS_PER_MONTH
+        elif months < 0 and (days > 0 or (days == 0 and micros > 0)):
+            months, days = months + 1, days - _DAYS_PER_MONTH
+        days, micros = _same_sign(days, micros, _MICROS_PER_DAY)
+        return Interval(months, days, micros)
+
     @classmethod
     def parse(cls, text: str) -> Interval:
         """``text`` in one of PostgreSQL's input forms; 22007 otherwise."""
@@ -219,6 +246,22 @@ def _iso(text: str, source: str) -> Interval:
     micros = ((hours * 60 + minutes) * 60 + seconds) * 1_000_000
     value = Interval(int(years * 12 + months), int(weeks * 7 + days), int(micros))
     return -value if negative else value
+
+
+def _toward_zero(amount: int, unit: int) -> tuple[int, int]:
+    """``(whole units, rest)`` of ``amount``, both of its sign (as C's division)."""
+    whole = abs(amount) // unit * (1 if amount >= 0 else -1)
+    return whole, amount - whole * unit
+
+
+def _same_sign(whole: int, rest: int, unit: int) -> tuple[int, int]:
+    """``whole`` units and ``rest`` of the same sign: one unit moved into the rest when
+    they differ."""
+    if whole > 0 and rest < 0:
+        return whole - 1, rest + unit
+    if whole < 0 and rest > 0:
+        return whole + 1, rest - unit
+    return whole, rest
 
 
 def _days_in(year: int, month: int) -> int:

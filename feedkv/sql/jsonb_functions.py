@@ -181,10 +181,10 @@ def array_elements(target: Any) -> list[Any]:
     return [jsonb.from_document(v) for v in document]
 
 
-def each(target: Any) -> list[tuple[str, Any]]:
+def each(target: Any, function: str = "jsonb_each") -> list[tuple[str, Any]]:
     """``jsonb_each(j)``'s rows: an object's keys and values, in :func:`object_keys`'s
-    order (22023 for an array or a scalar)."""
+    order (22023 for an array or a scalar, naming ``function``, the one called)."""
     document = _json(target)
     if not isinstance(document, dict):
-        raise SQLError("22023", "cannot call jsonb_each on a non-object")
+        raise SQLError("22023", f"cannot call {function} on a non-object")
     return [(key, jsonb.from_document(document[key])) for key in sorted(document)]

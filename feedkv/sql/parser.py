@@ -131,6 +131,7 @@ def _array_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
 
 def _each_srf(name: str, args: list[exp.Expr]) -> exp.Explode:
     keys = exp.Anonymous(this="jsonb_object_keys", expressions=args)
+    keys.meta["each"] = name  # NB: so that a non-object is refused in jsonb_each's name
     values = exp.Anonymous(this=name, expressions=[a.copy() for a in args])
     node = exp.Explode(this=keys, expressions=[values])
     node.meta["srf"] = name
@@ -186,6 +187,7 @@ class _Cockroach(Postgres):
             **{name.upper(): functools.partial(_plain_function, name) for name in _PLAIN_FUNCTIONS},
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
+            "ARRAY": lambda args: _array_constructor(args),
         }
 
         # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled;
@@ -425,6 +427,22 @@ def _storage_keyword(tokens: list[Token]) -> str | None:
         ):
             return token.text.upper()
     return None
+
+
+def _array_constructor(args: list[exp.Expr]) -> exp.Array:
+    """``ARRAY(query)``: an array of the query's one column, its rows in their order
+    (``{}`` for none), read as a subquery of the statement; ``ARRAY(a, ...)`` otherwise,
+    which the compiler takes as ``ARRAY[a, ...]``."""
+    if len(args) != 1 or not isinstance(args[0], exp.Query):
+        return exp.Array(expressions=args)
+    query = args[0]
+    if isinstance(query, exp.Select) and len(query.expressions) > 1:
+        raise SQLError(
+            "42601", f"subquery must return only one column, found {len(query.expressions)}"
+        )
+    node = exp.Array(expressions=[exp.Subquery(this=query)])
+    node.meta["query"] = True
+    return node
 
 
 def _div(args: list[exp.Expr]) -> exp.Expr:
@@ -1766,6 +1784,16 @@ class _Statement:
             if end < len(words):
                 raise self._error_at(end, "unexpected input after the changefeed")
             return st.ShowCreateChangefeed(self.text, job_id, name)
+        if words[1:] == ["CREATE", "ALL", "TABLES"]:
+            return st.ShowCreateAllTables(self.text)
+        if words[1:] == ["SCHEMAS"]:
+            return st.ShowSchemas(self.text)
+        if words[1:3] == ["SCHEMAS", "FROM"] and len(words) == 4:
+            return st.ShowSchemas(self.text, _name(self.tokens[3]))
+        if words[1:4] == ["STATISTICS", "FOR", "TABLE"]:
+            return st.ShowStatistics(self.text, self._table_name(4, len(words)))
+        if words[1:] in (["REGIONS"], ["REGIONS", "FROM", "CLUSTER"]):
+            return st.ShowRegions(self.text, cluster=len(words) > 2)
         if words[1:3] == ["CREATE", "TABLE"] or (words[1] == "CREATE" and len(words) > 2):
             start = 3 if words[2] in ("TABLE", "VIEW", "SEQUENCE") else 2
             return st.ShowCreateTable(self.text, self._table_name(start, len(words)))
@@ -1819,8 +1847,9 @@ class _Statement:
         raise SQLError(
             "0A000",
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
-            "SHOW DATABASES, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, SHOW COLUMNS, "
-            "SHOW INDEXES, "
+            "SHOW DATABASES, SHOW SCHEMAS, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, "
+            "SHOW CREATE ALL TABLES, SHOW COLUMNS, SHOW INDEXES, SHOW STATISTICS, "
+            "SHOW REGIONS, "
             "SHOW RANGES [FROM TABLE | FROM DATABASE], "
             "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
         )
@@ -4077,6 +4106,7 @@ class _Converter:
             ordered_set.replace(_ordered_set(ordered_set))
         for found in list(node.find_all(exp.Filter)):
             found.replace(_filtered(found))
+        _series_after_aggregation(node)
         subqueries = tuple(self._subqueries(node))
         table: st.Source | None = None
         alias: str | None = None
@@ -4512,6 +4542,103 @@ def _series_as_source(node: exp.Select) -> None:
 # columns named by their places ("1", "2", ...): quoted, so no name written unquoted
 # meets it
 _LOCKSTEP = "set-returning functions"
+
+
+# The derived table a SELECT's aggregation is read from when set-returning functions of
+# its list run after it (see _series_after_aggregation); quoted, as _LOCKSTEP
+_AGGREGATED = "aggregated rows"
+
+
+def _series_after_aggregation(node: exp.Select) -> None:
+    """``SELECT count(*), generate_series(1, 2) FROM t [GROUP BY ...]``: set-returning
+    functions beside aggregates (or GROUP BY, HAVING, window functions) run on the rows
+    the aggregation gives, as PostgreSQL and CockroachDB run them: ``SELECT "c1" AS
+    count, generate_series("a1", "a2") FROM (SELECT count(*) AS "c1", 1 AS "a1", 2 AS
+    "a2" FROM t ...)``, which _series_in_lockstep or _series_as_lateral then reads.
+    Left as it is (and refused when compiled) with ORDER BY, DISTINCT, LIMIT or OFFSET,
+    which would apply to the function's rows, or a function within an aggregate or
+    another set-returning function, or ``jsonb_each`` (read in FROM only)."""
+    calls = [
+        found
+        for item in node.expressions
+        for found in item.find_all(exp.Explode, exp.ExplodingGenerateSeries)
+        if _query_of(found) is node
+    ]
+    grouped = node.args.get("group") or node.args.get("having") or _aggregates(node)
+    if not calls or not grouped:
+        return
+    if any(node.args.get(k) for k in ("order", "distinct", "limit", "offset", "locks")):
+        return
+    for call in calls:
+        if isinstance(call, exp.Explode) and call.expressions:
+            return
+        ancestor = call.parent
+        while ancestor is not None and ancestor is not node:
+            if isinstance(ancestor, exp.AggFunc | exp.Window | exp.Explode):
+                return
+            if isinstance(ancestor, exp.ExplodingGenerateSeries):
+                return
+            ancestor = ancestor.parent
+    from feedkv.sql.expr import expression_name
+
+    inner_items: list[exp.Expr] = []
+
+    def moved(expression: exp.Expr, prefix: str) -> exp.Column:
+        name = f"{prefix}{len(inner_items) + 1}"
+        inner_items.append(exp.alias_(expression.copy(), exp.to_identifier(name, quoted=True)))
+        return exp.column(
+            exp.to_identifier(name, quoted=True), table=exp.to_identifier(_AGGREGATED, quoted=True)
+        )
+
+    # NB: by identity: sqlglot's nodes compare equal by their text
+    around_calls = {id(a) for call in calls for a in (call, *_ancestors(call))}
+
+    def lift(part: exp.Expr) -> None:
+        """Move what the aggregation gives (a column, an aggregate, a window function,
+        a subquery) out of an item with a set-returning function, into the inner
+        query; constants and operators stay."""
+        query_array = isinstance(part, exp.Array) and part.meta.get("query")
+        if id(part) not in around_calls and (isinstance(part, _AGGREGATED_PARTS) or query_array):
+            part.replace(moved(part, "a"))
+            return
+        for child in list(part.iter_expressions()):
+            lift(child)
+
+    outer_items: list[exp.Expr] = []
+    for item in node.expressions:
+        value = _unaliased(item)
+        if id(value) not in around_calls:
+            name = exp.to_identifier(expression_name(item))
+            outer_items.append(exp.alias_(moved(value, "c"), name))
+            continue
+        lift(value)
+        outer_items.append(item)
+    inner = node.copy()
+    inner.set("expressions", inner_items)
+    from_key = "from_" if "from_" in exp.Select.arg_types else "from"
+    for key in ("where", "group", "having", "joins", "with_", "with", "qualify"):
+        if key in exp.Select.arg_types:
+            node.set(key, None)
+    node.set("expressions", outer_items)
+    node.set(
+        from_key,
+        exp.From(
+            this=exp.Subquery(
+                this=inner,
+                alias=exp.TableAlias(this=exp.to_identifier(_AGGREGATED, quoted=True)),
+            )
+        ),
+    )
+
+
+_AGGREGATED_PARTS = (exp.Column, exp.AggFunc, *AGGREGATES, exp.Window, exp.Subquery, exp.Exists)
+
+
+def _ancestors(node: exp.Expr) -> Iterator[exp.Expr]:
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 def _series_in_lockstep(node: exp.Select) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 
-__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split"]
+__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split", "similar_to"]
 
 # NB: RE2's POSIX classes are ASCII only, as these ranges are
 _POSIX_CLASSES = {
@@ -66,6 +66,52 @@ def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
         return re.compile(_POSIX_CLASS.sub(_posix_class, pattern), flags)
     except re.error as exc:
         raise SQLError("2201B", f"invalid regular expression: {exc}") from None
+
+
+# NB: the characters a SIMILAR TO pattern keeps as regular-expression syntax; any other
+# is itself (``.``, ``^`` and ``$`` too), as in PostgreSQL and CockroachDB
+_SIMILAR_SYNTAX = frozenset("|*+?(){},")
+
+
+@functools.lru_cache(maxsize=512)
+def similar_to(pattern: str, escape: str | None) -> re.Pattern[str]:
+    """The regular expression of ``SIMILAR TO pattern [ESCAPE escape]``, to be matched
+    against the whole string: ``%`` is any run of characters, ``_`` any one, ``|``,
+    ``*``, ``+``, ``?``, ``{m,n}``, parentheses and bracket expressions are as in a
+    regular expression, the escape character (``\\`` unless ESCAPE says another; ESCAPE
+    '' none) makes the next character itself."""
+    escape = "\\" if escape is None else escape
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if escape and ch == escape:
+            if i + 1 == n:
+                raise SQLError("2201B", "invalid regular expression: trailing escape character")
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "[":
+            # NB: a bracket expression is copied as it is: its characters are a set
+            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("]", "^") else i + 1)
+            end = pattern.find("]", end + 1) if pattern[i + 1 : i + 3] == "[:" else end
+            if end < 0:
+                raise SQLError("2201B", "invalid regular expression: missing closing ]")
+            out.append(pattern[i : end + 1])
+            i = end + 1
+            continue
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        elif ch == "(":
+            out.append("(?:")
+        elif ch in _SIMILAR_SYNTAX:
+            out.append(ch)
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return compiled("".join(out), re.S)
 
 
 def _text(value: Any) -> str:

@@ -27,13 +27,20 @@ from feedkv.errors import SQLError
 from feedkv.sql import datetime_format, datetime_functions, jsonb, jsonb_functions, regexp
 from feedkv.sql.arrays import Array
 from feedkv.sql.as_json import as_json
+from feedkv.sql.interval import Interval
 from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN, ColumnType, Kind
 
-__all__ = ["FUNCTIONS", "concat", "concat_ws", "is_int"]
+__all__ = ["FUNCTIONS", "concat", "concat_ws", "each_keys", "is_int"]
 
 
 def _text(value: Any) -> str:
     if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _interval(value: Any) -> Interval:
+    if not isinstance(value, Interval):
         raise TypeError(value)
     return value
 
@@ -473,15 +480,25 @@ def _array_elements_text(value: Any) -> Array:
     return Array(tuple(jsonb.as_text(v) for v in elements), ColumnType(Kind.STRING))
 
 
+def each_keys(function: str, value: Any) -> Array:
+    """The key column of ``function(j)`` (jsonb_each or its kin, see parser._each_srf):
+    an object's keys, as jsonb_object_keys gives them, but a non-object refused in
+    ``function``'s name."""
+    return Array(
+        tuple(k for k, _v in jsonb_functions.each(value, function)), ColumnType(Kind.STRING)
+    )
+
+
 def _each_values(value: Any) -> Array:
     """jsonb_each(j)'s values column: an object's values in its keys' order (as
     jsonb_object_keys gives them), each a JSONB value."""
-    return Array(tuple(v for _k, v in jsonb_functions.each(value)), ColumnType(Kind.JSONB))
+    pairs = jsonb_functions.each(value)
+    return Array(tuple(v for _k, v in pairs), ColumnType(Kind.JSONB))
 
 
 def _each_text_values(value: Any) -> Array:
     """jsonb_each_text(j)'s values column: as :func:`_each_values`, as ``->>`` gives them."""
-    pairs = jsonb_functions.each(value)
+    pairs = jsonb_functions.each(value, "jsonb_each_text")
     return Array(tuple(jsonb.as_text(v) for _k, v in pairs), ColumnType(Kind.STRING))
 
 
@@ -551,6 +568,10 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     ),
     "to_char": (datetime_format.to_char, 2, 2),
     "age": (datetime_functions.age, 2, 2),
+    "timezone": (datetime_functions.at_time_zone, 2, 2),
+    "justify_hours": (lambda i: _interval(i).justify_hours(), 1, 1),
+    "justify_days": (lambda i: _interval(i).justify_days(), 1, 1),
+    "justify_interval": (lambda i: _interval(i).justify_interval(), 1, 1),
     "to_timestamp": (datetime_functions.to_timestamp, 1, 1),
     "reverse": (_reverse, 1, 1),
 }

@@ -34,6 +34,7 @@ __all__ = [
     "parse_sequence_name",
     "sequence_named",
     "sequence_reference",
+    "sequences_called",
     "shown_default",
 ]
 
@@ -84,6 +85,11 @@ def sequence_reference(database: str, name: str) -> str:
 
 
 _NEXTVAL = re.compile(r"nextval\('((?:[^']|'')*)'\)", re.IGNORECASE)
+
+
+def sequences_called(default: str) -> list[tuple[str | None, str]]:
+    """``(database, name)`` of each sequence a column's DEFAULT calls nextval() on."""
+    return [parse_sequence_name(m.group(1).replace("''", "'")) for m in _NEXTVAL.finditer(default)]
 
 
 def shown_default(default: str, database: str) -> str:

@@ -90,8 +90,12 @@ __all__ = [
     "SetTransaction",
     "ShowChangefeedJobs",
     "ShowCreateChangefeed",
+    "ShowCreateAllTables",
     "ShowCreateTable",
     "ShowDatabases",
+    "ShowRegions",
+    "ShowSchemas",
+    "ShowStatistics",
     "ShowUsers",
     "ShowGrants",
     "ShowIndexes",
@@ -407,6 +411,33 @@ class ShowTables(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowCreateTable(Statement):
     table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowCreateAllTables(Statement):
+    """``SHOW CREATE ALL TABLES``: the statements that make every relation of the
+    session's database."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShowSchemas(Statement):
+    """``SHOW SCHEMAS [FROM database]`` (``None``: the session's database)."""
+
+    database: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowStatistics(Statement):
+    """``SHOW STATISTICS FOR TABLE t``."""
+
+    table: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ShowRegions(Statement):
+    """``SHOW REGIONS [FROM CLUSTER]`` (``cluster``: the shorter shape)."""
+
+    cluster: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -1166,6 +1197,10 @@ SourceShow = (
     | ShowDatabases
     | ShowUsers
     | ShowCreateTable
+    | ShowCreateAllTables
+    | ShowSchemas
+    | ShowStatistics
+    | ShowRegions
     | ShowColumns
     | ShowIndexes
     | ShowGrants

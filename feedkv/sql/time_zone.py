@@ -39,6 +39,7 @@ __all__ = [
     "infinite_timestamp",
     "infinity_of",
     "offset_text",
+    "posix_zone",
     "statement_zone",
     "timestamp_text",
     "zone_named",
@@ -59,6 +60,31 @@ def checked_zone(name: str, value: str) -> str:
     text = value.strip()
     _, canonical = _zone(text)
     return canonical
+
+
+@functools.lru_cache(maxsize=256)
+def posix_zone(text: str) -> datetime.tzinfo:
+    """The zone ``text`` names in ``AT TIME ZONE`` and ``timezone()``: a name as
+    :func:`zone_named` reads it, or an offset in POSIX's sense, hours *west* of UTC,
+    with or without ``UTC`` or ``GMT`` before it (``'+3'`` and ``'UTC+3'`` are three
+    hours behind UTC), as PostgreSQL and CockroachDB read it there; 22023 for anything
+    else.
+
+    NB: only SET TIME ZONE reads an offset as ISO 8601 does (east of UTC)."""
+    stripped = text.strip()
+    key = _zone_keys().get(stripped.lower())
+    if stripped.lower() in _UTC_NAMES or key is not None:
+        return _zone(stripped)[0]
+    offset = _OFFSET.fullmatch(re.sub(r"^(?i:utc|gmt)(?=[+-])", "", stripped))
+    if offset is None:
+        raise SQLError("22023", f"unknown time zone {text}")
+    sign, hours, minutes, seconds = offset.groups()
+    west = datetime.timedelta(
+        hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0)
+    )
+    if west >= datetime.timedelta(hours=24) or int(minutes or 0) >= 60:
+        raise SQLError("22023", f"unknown time zone {text}: its offset is out of range")
+    return datetime.timezone(west if sign == "-" else -west)
 
 
 def zone_named(text: str) -> datetime.tzinfo:

@@ -104,3 +104,14 @@ def test_pg_sequence_describes_each_sequence(conn: psycopg.Connection) -> None:
         ("down", 20, -1, -1, -1, -(2**63), 1, False),
         ("up", 20, 10, 5, 1000, 1, 1, False),
     ]
+
+
+def test_a_placeholder_in_case_takes_the_type_of_the_other_results(
+    conn: psycopg.Connection,
+) -> None:
+    # NB: psycopg sends a str as of unknown type: the server types the placeholder
+    cursor = conn.execute("SELECT CASE WHEN true THEN %s ELSE 1 END", ["5"])
+    assert cursor.fetchone() == (5,)
+    conn.execute("INSERT INTO t VALUES (1, NULL)")
+    cursor = conn.execute("SELECT COALESCE(s, %s) FROM t", ["none"])
+    assert cursor.fetchone() == ("none",)

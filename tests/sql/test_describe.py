@@ -227,6 +227,25 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             [("key", STRING), ("value", Kind.JSONB), ("key", STRING), ("value", STRING)],
             [],
         ),
+        # a placeholder among a CASE's results or COALESCE's arguments: of the others' type
+        (
+            "SELECT CASE WHEN id > 0 THEN $1 ELSE 1 END, COALESCE(s, $2), CASE WHEN true "
+            "THEN $3 ELSE NULL END FROM t",
+            [("case", INT), ("coalesce", STRING), ("case", None)],
+            [INT, STRING, None],
+        ),
+        # AT TIME ZONE: a TIMESTAMPTZ's wall clock time is a TIMESTAMP, and the reverse
+        (
+            "SELECT now() AT TIME ZONE 'UTC', localtimestamp AT TIME ZONE 'UTC', "
+            "justify_hours(INTERVAL '1 hour'), s SIMILAR TO $1 FROM t",
+            [
+                ("timezone", Kind.TIMESTAMP),
+                ("timezone", Kind.TIMESTAMPTZ),
+                ("justify_hours", Kind.INTERVAL),
+                ("?column?", Kind.BOOL),
+            ],
+            [STRING],
+        ),
         ("BEGIN", [], []),
     ],
 )

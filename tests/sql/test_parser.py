@@ -33,13 +33,9 @@ def test_placeholders_are_counted_in_every_part_of_a_statement(text: str, count:
 @pytest.mark.parametrize(
     "text",
     [
-        "SHOW REGIONS",
-        "SHOW REGIONS FROM CLUSTER",
-        "SHOW SCHEMAS",
         "SHOW SEQUENCES",
         "SHOW TYPES",
         "SHOW SCHEDULES",
-        "SHOW STATISTICS FOR TABLE t",
         "SHOW DEFAULT PRIVILEGES",
     ],
 )

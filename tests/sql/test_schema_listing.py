@@ -1,0 +1,115 @@
+"""The SHOW statements that list a schema, with CockroachDB's columns and order."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedkv import DB
+from feedkv.errors import SQLError
+
+
+def test_show_create_all_tables_adds_foreign_keys_after_every_table(db: DB) -> None:
+    db.sql("CREATE TABLE child (id INT PRIMARY KEY, parent_id INT)")
+    db.sql("CREATE TABLE parent (id INT PRIMARY KEY)")
+    db.sql(
+        "ALTER TABLE child ADD CONSTRAINT child_parent_fk "
+        "FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE"
+    )
+    result = db.sql("SHOW CREATE ALL TABLES")
+    assert result.columns == ("create_statement",)
+    assert [row[0] for row in result.rows] == [
+        "CREATE TABLE public.child (\n\tid INT8 NOT NULL,\n\tparent_id INT8 NULL,\n"
+        "\tCONSTRAINT child_pkey PRIMARY KEY (id ASC)\n);",
+        "CREATE TABLE public.parent (\n\tid INT8 NOT NULL,\n"
+        "\tCONSTRAINT parent_pkey PRIMARY KEY (id ASC)\n);",
+        "ALTER TABLE public.child ADD CONSTRAINT child_parent_fk FOREIGN KEY (parent_id) "
+        "REFERENCES public.parent(id) ON DELETE CASCADE;",
+        "-- Validate foreign key constraints. These can fail if there was unvalidated data "
+        "during the SHOW CREATE ALL TABLES",
+        "ALTER TABLE public.child VALIDATE CONSTRAINT child_parent_fk;",
+    ]
+
+
+def test_show_create_all_tables_puts_a_sequence_before_the_table_calling_it(db: DB) -> None:
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    db.sql("CREATE SEQUENCE s")
+    db.sql("ALTER TABLE t ALTER COLUMN id SET DEFAULT nextval('s')")
+    db.sql("CREATE VIEW v AS SELECT id FROM t")
+    db.sql("COMMENT ON TABLE t IS 'ids'")
+    statements = [row[0] for row in db.sql("SHOW CREATE ALL TABLES").rows]
+    assert [s.split(" (")[0].split(" MINVALUE")[0] for s in statements] == [
+        "CREATE SEQUENCE public.s",
+        "CREATE TABLE public.t",
+        "CREATE VIEW public.v",
+    ]
+    assert "DEFAULT nextval('public.s'::REGCLASS)" in statements[1]
+    assert statements[1].endswith(");\nCOMMENT ON TABLE public.t IS 'ids';")
+    assert statements[2] == "CREATE VIEW public.v (id) AS SELECT id FROM t;"
+
+
+def test_show_create_all_tables_of_an_empty_database_has_no_rows(db: DB) -> None:
+    assert db.sql("SHOW CREATE ALL TABLES").rows == []
+
+
+def test_show_schemas_lists_cockroachdbs_schemas(db: DB) -> None:
+    result = db.sql("SHOW SCHEMAS")
+    assert result.columns == ("schema_name", "owner")
+    assert result.rows == [
+        ("crdb_internal", None),
+        ("information_schema", None),
+        ("pg_catalog", None),
+        ("pg_extension", None),
+        ("public", "admin"),
+    ]
+    assert db.sql("SHOW SCHEMAS FROM defaultdb").rows == result.rows
+    with pytest.raises(SQLError) as caught:
+        db.sql("SHOW SCHEMAS FROM nosuchdb")
+    assert caught.value.code == "3D000"
+
+
+def test_show_statistics_has_cockroachdbs_columns_and_no_rows(db: DB) -> None:
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    db.sql("INSERT INTO t VALUES (1)")
+    result = db.sql("SHOW STATISTICS FOR TABLE t")
+    assert result.columns == (
+        "statistics_name",
+        "column_names",
+        "created",
+        "row_count",
+        "distinct_count",
+        "null_count",
+        "avg_size",
+        "partial_predicate",
+        "histogram_id",
+        "full_histogram_id",
+    )
+    assert result.rows == []
+    with pytest.raises(SQLError) as caught:
+        db.sql("SHOW STATISTICS FOR TABLE nosuch")
+    assert caught.value.code == "42P01"
+
+
+def test_show_regions_of_a_cluster_without_regions_has_no_rows(db: DB) -> None:
+    result = db.sql("SHOW REGIONS")
+    assert result.columns == (
+        "region",
+        "zones",
+        "database_names",
+        "primary_region_of",
+        "secondary_region_of",
+    )
+    assert result.rows == []
+    cluster = db.sql("SHOW REGIONS FROM CLUSTER")
+    assert (cluster.columns, cluster.rows) == (("region", "zones"), [])
+
+
+def test_show_tables_counts_the_rows_of_each_table(db: DB) -> None:
+    db.sql("CREATE TABLE one_family (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO one_family SELECT i, i FROM generate_series(1, 1500) AS g(i)")
+    # NB: a row whose second family is all NULL has no key there; each has family 0's
+    db.sql("CREATE TABLE two_families (k INT PRIMARY KEY, a INT, b INT, FAMILY (k, a), FAMILY (b))")
+    db.sql("INSERT INTO two_families VALUES (1, 1, 1), (2, 2, NULL), (3, 3, 3)")
+    db.sql("CREATE TABLE empty (k INT PRIMARY KEY)")
+    db.sql("DELETE FROM one_family WHERE k > 1400")
+    counts = {row[1]: row[4] for row in db.sql("SHOW TABLES").rows}
+    assert counts == {"empty": 0, "one_family": 1400, "two_families": 3}

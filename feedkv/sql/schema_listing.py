@@ -5,7 +5,9 @@ them find what they expect.
 
 feedkv keeps no table statistics and has no regions: SHOW STATISTICS and SHOW REGIONS
 answer with no rows (the columns still as CockroachDB's), and ``estimated_row_count``
-is counted from the rows themselves (see :func:`estimated_row_count`).
+is 0, as CockroachDB's is for a table it has no statistics of. NB: not a count of the
+rows: SHOW TABLES would then read every table, and a transaction that ran it would
+conflict with every write to any of them.
 """
 
 from __future__ import annotations
@@ -24,14 +26,11 @@ from feedkv.sql.descriptor import (
     quote_name,
 )
 from feedkv.sql.execution import Execution, Result
-from feedkv.sql.row_codec import decode_row_key, index_prefix
 from feedkv.sql.types import ColumnType, Kind
-from feedkv.util.keys import key_next, prefix_end
 
 __all__ = [
     "HANDLERS",
     "create_statements",
-    "estimated_row_count",
 ]
 
 _SHOW_TABLES_COLUMNS = (
@@ -87,42 +86,15 @@ _VALIDATE_NOTE = (
 
 def show_tables(ex: Execution, s: st.ShowTables) -> Result:
     """The database's tables, views and sequences, with CockroachDB's columns. It has no
-    regions, so ``locality`` is NULL; ``estimated_row_count`` is a table's row count
-    (see :func:`estimated_row_count`), 0 for a view or sequence."""
+    regions, so ``locality`` is NULL; it has no statistics, so ``estimated_row_count`` is
+    0 (see the module docstring)."""
     database = ex.database(s.database)
     source = ex.read_source
-    relations: list[tuple[str, str, int]] = [
-        (t.name, "table", estimated_row_count(ex, t)) for t in catalog.list_tables(source, database)
-    ]
-    relations += [(v.name, "view", 0) for v in catalog.list_views(source, database)]
-    relations += [(q.name, "sequence", 0) for q in catalog.list_sequences(source, database)]
-    rows = [("public", name, kind, "root", count, None) for name, kind, count in sorted(relations)]
+    relations = [(t.name, "table") for t in catalog.list_tables(source, database)]
+    relations += [(v.name, "view") for v in catalog.list_views(source, database)]
+    relations += [(q.name, "sequence") for q in catalog.list_sequences(source, database)]
+    rows = [("public", name, kind, "root", 0, None) for name, kind in sorted(relations)]
     return Result(_SHOW_TABLES_COLUMNS, rows, f"SHOW {len(rows)}")
-
-
-def estimated_row_count(ex: Execution, desc: TableDescriptor) -> int:
-    """How many rows ``desc`` holds where the statement reads: its primary index's keys
-    of family 0 (which every row has, whatever its other families hold), counted.
-
-    NB: CockroachDB estimates this from its table statistics; feedkv keeps none, and an
-    exact count is the honest figure it can give. It costs a scan of the primary index
-    (keys and values read, none decoded but a multi-family table's keys), a page at a
-    time with the session's interrupt looked at between pages."""
-    prefix = index_prefix(desc)
-    start, end = prefix, prefix_end(prefix)
-    check = ex.session.interrupt.check
-    count, page = 0, 1024
-    while True:
-        kvs = ex.read_source.scan(start, end, limit=page)
-        if len(desc.families) == 1:
-            count += len(kvs)
-        else:
-            count += sum(1 for kv in kvs if decode_row_key(desc, kv.key)[1] == 0)
-        if len(kvs) < page:
-            return count
-        check()
-        start = key_next(kvs[-1].key)
-        page = min(page * 2, 65536)
 
 
 def show_schemas(ex: Execution, s: st.ShowSchemas) -> Result:

@@ -1996,7 +1996,8 @@ class _Compiler:
             "0A000",
             f"{name}() is not supported here: a set-returning function is read in FROM, or in "
             "the list of a SELECT (beside aggregates or window functions, only without ORDER "
-            "BY, DISTINCT, LIMIT and OFFSET), outside CASE, COALESCE and aggregates",
+            "BY, DISTINCT, LIMIT, OFFSET and a GROUP BY naming the list's items by place or "
+            "output name), outside CASE, COALESCE and aggregates",
         )
 
     def window(self, node: exp.Window) -> Compiled:

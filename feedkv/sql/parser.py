@@ -4556,29 +4556,33 @@ def _series_after_aggregation(node: exp.Select) -> None:
     count, generate_series("a1", "a2") FROM (SELECT count(*) AS "c1", 1 AS "a1", 2 AS
     "a2" FROM t ...)``, which _series_in_lockstep or _series_as_lateral then reads.
     Left as it is (and refused when compiled) with ORDER BY, DISTINCT, LIMIT or OFFSET,
-    which would apply to the function's rows, or a function within an aggregate or
-    another set-returning function, or ``jsonb_each`` (read in FROM only)."""
+    which would apply to the function's rows, with a GROUP BY that names a place or an
+    output name of the list (the inner query's list is another), or a function within
+    an aggregate or another set-returning function, or ``jsonb_each`` (read in FROM
+    only)."""
     calls = [
         found
         for item in node.expressions
         for found in item.find_all(exp.Explode, exp.ExplodingGenerateSeries)
         if _query_of(found) is node
     ]
-    grouped = node.args.get("group") or node.args.get("having") or _aggregates(node)
-    if not calls or not grouped:
+    if not calls:
+        return
+    if not (node.args.get("group") or node.args.get("having") or _aggregates(node)):
         return
     if any(node.args.get(k) for k in ("order", "distinct", "limit", "offset", "locks")):
         return
+    if _groups_by_the_list(node):
+        return
+    nested = (exp.AggFunc, exp.Window, exp.Explode, exp.ExplodingGenerateSeries)
     for call in calls:
         if isinstance(call, exp.Explode) and call.expressions:
             return
-        ancestor = call.parent
-        while ancestor is not None and ancestor is not node:
-            if isinstance(ancestor, exp.AggFunc | exp.Window | exp.Explode):
+        for ancestor in _ancestors(call):
+            if ancestor is node:
+                break
+            if isinstance(ancestor, nested):
                 return
-            if isinstance(ancestor, exp.ExplodingGenerateSeries):
-                return
-            ancestor = ancestor.parent
     from feedkv.sql.expr import expression_name
 
     inner_items: list[exp.Expr] = []
@@ -4632,6 +4636,21 @@ def _series_after_aggregation(node: exp.Select) -> None:
 
 
 _AGGREGATED_PARTS = (exp.Column, exp.AggFunc, *AGGREGATES, exp.Window, exp.Subquery, exp.Exists)
+
+
+def _groups_by_the_list(node: exp.Select) -> bool:
+    """Whether ``node``'s GROUP BY names an item of its list by place (``GROUP BY 2``)
+    or by its output name (an unqualified name one of its items is aliased to)."""
+    group = node.args.get("group")
+    if group is None:
+        return False
+    aliases = {item.alias.lower() for item in node.expressions if isinstance(item, exp.Alias)}
+    for key in group.expressions:
+        if isinstance(key, exp.Literal) and not key.is_string:
+            return True
+        if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+            return True
+    return False
 
 
 def _ancestors(node: exp.Expr) -> Iterator[exp.Expr]:

@@ -443,6 +443,8 @@ def steady(
     return {
         "writers": writers,
         "batch_rows": batch,
+        "closed_ts_target": closed_ts_target,
+        "checkpoint_frequency": checkpoint_frequency,
         "seconds": round(write_s, 2),
         "offered_rows_per_s": round(rate),
         "committed_rows": total,

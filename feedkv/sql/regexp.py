@@ -78,27 +78,23 @@ def similar_to(pattern: str, escape: str | None) -> re.Pattern[str]:
     """The regular expression of ``SIMILAR TO pattern [ESCAPE escape]``, to be matched
     against the whole string: ``%`` is any run of characters, ``_`` any one, ``|``,
     ``*``, ``+``, ``?``, ``{m,n}``, parentheses and bracket expressions are as in a
-    regular expression, the escape character (``\\`` unless ESCAPE says another; ESCAPE
-    '' none) makes the next character itself."""
+    regular expression. The escape character (``\\`` unless ESCAPE says another; ESCAPE
+    '' none) and the character after it reach the regular expression as a backslash
+    and that character, as PostgreSQL passes them: ``\\%`` is ``%`` itself, ``\\d`` a
+    digit."""
     escape = "\\" if escape is None else escape
     out: list[str] = []
     i, n = 0, len(pattern)
     while i < n:
         ch = pattern[i]
         if escape and ch == escape:
-            if i + 1 == n:
-                raise SQLError("2201B", "invalid regular expression: trailing escape character")
-            out.append(re.escape(pattern[i + 1]))
+            out.append(_escaped(pattern, i))
             i += 2
             continue
         if ch == "[":
-            # NB: a bracket expression is copied as it is: its characters are a set
-            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("]", "^") else i + 1)
-            end = pattern.find("]", end + 1) if pattern[i + 1 : i + 3] == "[:" else end
-            if end < 0:
-                raise SQLError("2201B", "invalid regular expression: missing closing ]")
-            out.append(pattern[i : end + 1])
-            i = end + 1
+            end, bracket = _bracket(pattern, i, escape)
+            out.append(bracket)
+            i = end
             continue
         if ch == "%":
             out.append(".*")
@@ -112,6 +108,70 @@ def similar_to(pattern: str, escape: str | None) -> re.Pattern[str]:
             out.append(re.escape(ch))
         i += 1
     return compiled("".join(out), re.S)
+
+
+def _escaped(pattern: str, at: int) -> str:
+    """The escape character at ``at`` and the character after it, as the regular
+    expression's backslash escape."""
+    if at + 1 == len(pattern):
+        raise SQLError("2201B", "invalid regular expression: trailing escape character")
+    follower = pattern[at + 1]
+    return "\\" + follower if follower.isalnum() else re.escape(follower)
+
+
+# A bracket expression's POSIX classes, as Python's sets spell them
+_POSIX_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "\\x21-\\x7e",
+    "lower": "a-z",
+    "print": "\\x20-\\x7e",
+    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "space": "\\s",
+    "upper": "A-Z",
+    "word": "\\w",
+    "xdigit": "0-9A-Fa-f",
+}
+
+
+def _bracket(pattern: str, at: int, escape: str) -> tuple[int, str]:
+    """The bracket expression that starts at ``at``: where it ends, and its set as
+    Python's regular expressions write it (a ``]`` first in it, after any ``^``, is
+    itself; ``[:digit:]`` and the other POSIX classes are spelled out)."""
+    out, j, n = ["["], at + 1, len(pattern)
+    if pattern[j : j + 1] == "^":
+        out.append("^")
+        j += 1
+    if pattern[j : j + 1] == "]":
+        out.append("\\]")
+        j += 1
+    while j < n:
+        ch = pattern[j]
+        if ch == "]":
+            out.append("]")
+            return j + 1, "".join(out)
+        if pattern.startswith("[:", j):
+            close = pattern.find(":]", j + 2)
+            name = pattern[j + 2 : close] if close > 0 else ""
+            if name not in _POSIX_CLASSES:
+                raise SQLError(
+                    "2201B", f"invalid regular expression: invalid character class [:{name}:]"
+                )
+            out.append(_POSIX_CLASSES[name])
+            j = close + 2
+        elif escape and ch == escape:
+            out.append(_escaped(pattern, j))
+            j += 2
+        elif ch == "[" or (ch == "\\" and escape != "\\"):
+            out.append("\\" + ch)
+            j += 1
+        else:
+            out.append(ch)
+            j += 1
+    raise SQLError("2201B", "invalid regular expression: brackets [] not balanced")
 
 
 def _text(value: Any) -> str:

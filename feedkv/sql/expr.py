@@ -1089,8 +1089,7 @@ class _Compiler:
                 return None
             if not isinstance(value, str) or not isinstance(pattern, str):
                 raise _incomparable("LIKE", value, pattern)
-            regex = _like_compiled(pattern, escape, flags)
-            return (regex.fullmatch(value) is not None) != negate
+            return _like_compiled(pattern, escape, flags).fullmatch(value) != negate
 
         return like
 
@@ -2936,15 +2935,46 @@ def _decimal_arithmetic(op: type, a: decimal.Decimal, b: decimal.Decimal) -> dec
 
 
 @functools.lru_cache(maxsize=512)
-def _like_compiled(pattern: str, escape: str | None, flags: int) -> re.Pattern[str]:
+def _like_compiled(pattern: str, escape: str | None, flags: int) -> _LikePattern:
     # NB: bounded, and shared by every statement: a compiled statement is kept (see
     # Session.plan), and a pattern from a placeholder or a column may differ every run.
-    return re.compile(_like_regex(pattern, escape), flags | re.S)
+    return _LikePattern(_like_segments(pattern, escape), flags | re.S)
 
 
-def _like_regex(pattern: str, escape: str | None) -> str:
+class _LikePattern:
+    """A LIKE pattern as the runs of fixed length between its ``%`` (each a regular
+    expression of literal characters and ``.`` for ``_``), matched without backtracking:
+    the first at the start, the last at the end, each other at the leftmost place after
+    the one before (a ``%`` takes whatever lies between). NB: one regular expression
+    with ``.*`` for each ``%`` backtracks: ``repeat('a', 800) LIKE '%a%a%a%c'`` took 8 s
+    of CPU, out of reach of a statement timeout."""
+
+    def __init__(self, segments: list[tuple[str, int]], flags: int) -> None:
+        self._segments = [(re.compile(regex, flags), length) for regex, length in segments]
+
+    def fullmatch(self, value: str) -> bool:
+        segments = self._segments
+        if len(segments) == 1:
+            return segments[0][0].fullmatch(value) is not None
+        (first, first_length), *middle, (last, last_length) = segments
+        end = len(value) - last_length
+        if end < first_length or first.match(value) is None:
+            return False
+        at = first_length
+        for segment, _ in middle:
+            found = segment.search(value, at, end)
+            if found is None:
+                return False
+            at = found.end()
+        return last.fullmatch(value, end) is not None
+
+
+def _like_segments(pattern: str, escape: str | None) -> list[tuple[str, int]]:
+    """The regular expressions of the runs between ``pattern``'s ``%`` signs, with the
+    number of characters each matches."""
     escape = "\\" if escape is None else escape
-    out = []
+    segments: list[tuple[str, int]] = []
+    out: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
@@ -2956,14 +2986,15 @@ def _like_regex(pattern: str, escape: str | None) -> str:
             i += 2
             continue
         if ch == "%":
-            if not out or out[-1] != ".*":  # %% is %: runs of .* backtrack badly
-                out.append(".*")
+            segments.append(("".join(out), len(out)))
+            out = []
         elif ch == "_":
             out.append(".")
         else:
             out.append(re.escape(ch))
         i += 1
-    return "".join(out)
+    segments.append(("".join(out), len(out)))
+    return segments
 
 
 def _length(value: Any) -> int:

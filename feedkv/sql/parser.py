@@ -51,6 +51,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal, cursor_syntax
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt, outer_nodes, refuse_aggregates
+from feedkv.sql.scalar_functions import CCL_ONLY_FUNCTIONS, ccl_only
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -1451,13 +1452,22 @@ class _Statement:
             start = self._pos(self.tokens[i + 4])
             end = self._pos(self.tokens[j - 1]) + len(self._raw(j - 1))
             expression = parse_expression(self.text[start:end])
+            if any(isinstance(n, exp.Subquery | exp.Select) for n in expression.walk()):
+                raise SQLError("0A000", "subqueries are not allowed in AS OF SYSTEM TIME")
+            for node in expression.walk():
+                if isinstance(node, exp.Anonymous) and node.name.lower() in CCL_ONLY_FUNCTIONS:
+                    raise ccl_only(node.name.lower())
             if any(
                 isinstance(n, exp.Column | exp.Func) and not isinstance(n, exp.Cast)
                 for n in expression.walk()
             ):
                 # NB: a placeholder is a constant of its execution here (CockroachDB
                 # refuses even those); a function such as now() is not
-                raise SQLError("XXUUU", "AS OF SYSTEM TIME: only constant expressions are allowed")
+                raise SQLError(
+                    "XXUUU",
+                    "AS OF SYSTEM TIME: only constant expressions, with_min_timestamp, "
+                    "with_max_staleness, or follower_read_timestamp are allowed",
+                )
             self._mask(i, j - 1)
             return expression
         return None

@@ -2168,6 +2168,20 @@ class _Statement:
                 raise self._error_at(min(i + 5, len(words)), "expected one user priority")
             priority = words[i + 4].lower()
             return st.SessionVariable(self.text, "set", "default_transaction_priority", priority)
+        if first == "SET" and words[i : i + 7] == [
+            "CHARACTERISTICS", "AS", "TRANSACTION", "AS", "OF", "SYSTEM", "TIME"
+        ]:  # fmt: skip
+            # NB: as CockroachDB: the one default it takes turns follower reads on
+            # (which session_vars refuses: feedkv reads at the transaction's timestamp)
+            if [t.text.lower() for t in tokens[i + 7 :]] != ["follower_read_timestamp", "(", ")"]:
+                raise SQLError(
+                    "22023",
+                    "unsupported default as of system time expression, only "
+                    "follower_read_timestamp() allowed",
+                )
+            return st.SessionVariable(
+                self.text, "set", "default_transaction_use_follower_reads", "on"
+            )
         if first == "SET" and words[i : i + 5] in (
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],

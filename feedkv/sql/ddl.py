@@ -424,6 +424,9 @@ def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
     ]
 
 
+_SEQUENCE_NAME_TYPES = frozenset({"REGCLASS", "TEXT", "VARCHAR"})
+
+
 def _resolve_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
     """A DEFAULT nextval('s') (or CockroachDB's ``nextval('public.s'::REGCLASS)``) names
     a sequence that exists, with a string constant; ``call`` is rewritten to name it by
@@ -435,7 +438,9 @@ def _resolve_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.Colum
         raise SQLError(
             "0A000", f"default of column \"{spec.name}\" may call only nextval('sequence')"
         )
-    if isinstance(args[0], exp.Cast) and args[0].to.sql().upper() == "REGCLASS":
+    # NB: the name typed (CockroachDB's 'public.s'::REGCLASS, or 's':::STRING as its
+    # dumps annotate it) is the name
+    if isinstance(args[0], exp.Cast) and args[0].to.sql().upper() in _SEQUENCE_NAME_TYPES:
         args[0].replace(args[0].this)
         args = call.expressions
     if not isinstance(args[0], exp.Literal) or not args[0].is_string:

@@ -245,10 +245,12 @@ class Scope:
 
     def check_prefix(self, node: exp.Column) -> None:
         """SQLSTATE 42P01 unless the schema and database a column names (if any) are
-        ``public`` and the table's database."""
+        ``public`` and the table's database (or, alone, the table's database)."""
         catalog, schema = node.args.get("catalog"), node.args.get("db")
         if catalog is None and schema is None:
             return
+        if catalog is None and _part(schema) == self.database:
+            return  # NB: ``db.t.c``: as CockroachDB, a prefix no schema has is a database
         if _part(schema) != "public" or (catalog is not None and _part(catalog) != self.database):
             parts = [_part(p) for p in (catalog, schema, node.args.get("table")) if p is not None]
             raise SQLError(

@@ -177,8 +177,14 @@ def _projections(
                 )
             starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
-                scope.check_prefix(item)
-                scope.check_qualifier(qualifier_of(item))
+                try:
+                    scope.check_prefix(item)
+                    scope.check_qualifier(qualifier_of(item))
+                except SQLError as exc:
+                    if exc.code != "42P01":
+                        raise
+                    pattern = item.sql(dialect="postgres")
+                    raise SQLError("42P01", f"no data source matches pattern: {pattern}") from None
                 starred = star_of(tables, qualifier_of(item))
             for name, index, _type in starred:
                 names.append(name)

@@ -1511,7 +1511,11 @@ class _Statement:
         column_families: dict[str, tuple[str | None, bool, bool]] = {}
         if self.words[:2] == ["ALTER", "TABLE"]:
             for first, last in self._top_level_elements():  # each change of the ALTER
-                self._cut_column_family(first, last + 1, column_families)
+                # NB: from its ADD on: a FAMILY before it is the table's name (ALTER
+                # TABLE family ...), and only an added column takes a family
+                if "ADD" in self.words[first : last + 1]:
+                    added = self.words.index("ADD", first)
+                    self._cut_column_family(added, last + 1, column_families)
                 self._cut_not_visible(first, last + 1)
             return families, column_families
         try:

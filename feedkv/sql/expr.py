@@ -428,7 +428,7 @@ _NO_TIGHTER_THAN_ARROW = (
 _BOOLEAN_NODES = (
     exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
     exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
-    exp.ILike, exp.Escape, exp.JSONBContainsTopKey,
+    exp.ILike, exp.SimilarTo, exp.Escape, exp.JSONBContainsTopKey,
 )  # fmt: skip
 
 
@@ -1111,6 +1111,21 @@ class _Compiler:
             return regexp.compiled(pattern, flags).search(value) is not None
 
         return regexp_like
+
+    def similar_to(self, node: exp.SimilarTo) -> Compiled:
+        """``value SIMILAR TO pattern`` (see :func:`feedkv.sql.regexp.similar_to`)."""
+        inner = self.compile(node.this)
+        pattern_of = self.compile(node.expression)
+
+        def similar_to(row: Env, ctx: Context) -> Any:
+            value, pattern = inner(row, ctx), pattern_of(row, ctx)
+            if value is None or pattern is None:
+                return None
+            if not isinstance(value, str) or not isinstance(pattern, str):
+                raise _incomparable("SIMILAR TO", value, pattern)
+            return regexp.similar_to(pattern).fullmatch(value) is not None
+
+        return similar_to
 
     def escape(self, node: exp.Escape) -> Compiled:
         inner = node.this
@@ -3028,6 +3043,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.RegexpLike: _Compiler.regexp_like,
     exp.RegexpILike: _Compiler.regexp_like,
     exp.ILike: _Compiler.like,
+    exp.SimilarTo: _Compiler.similar_to,
     exp.Escape: _Compiler.escape,
     exp.Cast: _Compiler.cast,
     exp.Dot: _Compiler.dot,

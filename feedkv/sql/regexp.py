@@ -14,6 +14,11 @@ every match (``regexp_replace`` only), ``i`` case-insensitive, ``c`` case-sensit
 default), ``s`` ``.`` matches a newline (the default), ``n`` or ``m`` newline-sensitive
 (``.`` does not match one; ``^`` and ``$`` match at lines), ``p`` partial (``.`` does not
 match one), ``w`` inverse partial (``^`` and ``$`` at lines). Another letter is 22023.
+
+``SIMILAR TO`` patterns (:func:`similar_to`) are SQL's mix of LIKE and regular
+expressions: ``%`` and ``_`` as in LIKE, ``|``, ``*``, ``+``, ``?``, ``{m,n}``, groups
+and brackets as in a regular expression, ``\\`` escaping; ``.`` is itself. The pattern
+matches the whole string.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 
-__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split"]
+__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split", "similar_to"]
 
 # NB: RE2's POSIX classes are ASCII only, as these ranges are
 _POSIX_CLASSES = {
@@ -66,6 +71,43 @@ def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
         return re.compile(_POSIX_CLASS.sub(_posix_class, pattern), flags)
     except re.error as exc:
         raise SQLError("2201B", f"invalid regular expression: {exc}") from None
+
+
+# NB: what a SIMILAR TO pattern shares with a regular expression, as is
+_SIMILAR_AS_IS = frozenset("|*+?{}(),")
+
+
+@functools.lru_cache(maxsize=512)
+def similar_to(pattern: str) -> re.Pattern[str]:
+    """``SIMILAR TO pattern`` as a regular expression matching the whole string (bounded
+    and shared by every statement, as :func:`compiled`); 2201B when it does not compile."""
+    out = []
+    i = 0
+    bracket = False  # inside [...]: as a regular expression's, to its ]
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            if i + 1 == len(pattern):
+                raise SQLError("22025", "SIMILAR TO pattern must not end with escape character")
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if bracket:
+            out.append(ch)
+            bracket = ch != "]" or out[-2] == "["
+        elif ch == "[":
+            out.append(ch)
+            bracket = True
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        elif ch in _SIMILAR_AS_IS:
+            out.append(ch)
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return compiled("(?:" + "".join(out) + ")", re.S)
 
 
 def _text(value: Any) -> str:

@@ -1971,6 +1971,10 @@ class _Compiler:
         raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
 
     def aggregate(self, node: exp.Expr) -> Compiled:
+        # NB: the columns it names first, as CockroachDB: LIMIT sum(v) names no column v
+        for column in node.find_all(exp.Column):
+            if not isinstance(column.this, exp.Star):
+                self.scope.find(column)
         raise SQLError(
             "42803",
             f"aggregate function {expression_name(node)}() is not allowed here "

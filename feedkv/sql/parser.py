@@ -461,9 +461,11 @@ def _filtered(node: exp.Filter) -> exp.Expr:
     call, where = node.this, node.expression
     condition = where.this if isinstance(where, exp.Where) else where
     if not isinstance(call, AGGREGATES):
+        name = call.name if isinstance(call, exp.Anonymous) else call.key
         raise SQLError(
-            "42809", f"FILTER specified, but {call.sql(dialect=_DIALECT)} is not an aggregate"
+            "42809", f"FILTER specified but {name.lower()}() is not an aggregate function"
         )
+    refuse_aggregates(condition, "FILTER")
     if isinstance(call, exp.ArrayAgg | exp.JSONArrayAgg):
         raise SQLError("0A000", "FILTER of array_agg or jsonb_agg is not supported")
     holder: exp.Expr = call

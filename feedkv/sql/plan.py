@@ -642,6 +642,10 @@ class ResultPlan:
             or s.having is not None
             or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
         ):
+            if s.having is not None:
+                # NB: its type first, as CockroachDB: HAVING k is not a bool before k is
+                # a column the groups do not have
+                condition(s.having, scope, "HAVING")
             others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
             if width is None:
                 width = sum(len(t.columns) for t in tables)

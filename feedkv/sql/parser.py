@@ -4716,6 +4716,10 @@ def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp
         raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported here")
     if isinstance(source, exp.Tuple):
         values = source.expressions
+    elif len(targets) > 1:  # NB: as CockroachDB counts (x): one value
+        raise SQLError(
+            "42601", f"number of columns ({len(targets)}) does not match number of values (1)"
+        )
     else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)
         raise SQLError(
             "42601",
@@ -4742,8 +4746,8 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
         shown = target.sql(dialect=_DIALECT)
         raise SQLError(
             "0A000",
-            f"SET {shown}: compound types are not supported; a SET target is a column "
-            f"name without a table (SET {_ident(target.this)} = ...)",
+            f'compound types not supported yet: "{shown}"',  # CockroachDB's words
+            detail="a SET target is a column's name, without its table's",
         )
     value = node.expression
     if isinstance(value, exp.Column) and not value.this.quoted and value.sql().upper() == "DEFAULT":

@@ -1413,7 +1413,8 @@ def order_keys(
 
 def _resolved(node: exp.Expr, scope: Scope) -> str:
     """``node``'s text with each column named by where it is found (``a`` and ``t.a``
-    are the same column), to tell whether two expressions are the same."""
+    are the same column) and without parentheses (``(a)`` is ``a``), to tell whether two
+    expressions are the same."""
 
     def position(found: exp.Expr) -> exp.Expr:
         if isinstance(found, exp.Column) and isinstance(found.this, exp.Identifier):
@@ -1424,7 +1425,14 @@ def _resolved(node: exp.Expr, scope: Scope) -> str:
             return exp.column(f"_{depth}_{index}")
         return found
 
-    return str(node.copy().transform(position).sql(dialect="postgres"))
+    bare = node.copy()
+    while isinstance(bare, exp.Paren):
+        bare = bare.this
+    for paren in list(bare.find_all(exp.Paren)):
+        paren.replace(paren.this)
+    # NB: the tree's structure, not its text: without its parentheses (a + 1) * 2 would
+    # print as a + 1 * 2
+    return repr(bare.transform(position))
 
 
 def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:

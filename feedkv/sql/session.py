@@ -1116,7 +1116,9 @@ class Session:
         txn = self._txn
         if txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
-        if self._executions or self._savepoints or self._restart or txn.read_ts is not None:
+        # NB: SAVEPOINT cockroach_restart alone has run nothing (it holds no mark of the
+        # transaction replaced here), as CockroachDB's client retry loops begin
+        if self._executions or self._savepoints or txn.read_ts is not None:
             raise SQLError("25001", "cannot change the user priority of a running transaction")
         self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(priority.upper()))
         self._priority = priority
@@ -1319,7 +1321,9 @@ class Session:
         self.cursors.end_transaction(False)
         _withdraw(self._executions)
         _release(self._executions)
-        txn = self._txn = self.db.transaction()
+        # NB: at the transaction's user priority (SET TRANSACTION PRIORITY), which a
+        # restart keeps
+        txn = self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
         self._rows_only = True
         kept = self._savepoints[:keep]
         if kept:

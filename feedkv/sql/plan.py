@@ -195,6 +195,32 @@ def _projections(
     return tuple(names), projections
 
 
+def _group_by_stars(
+    tables: Sequence[FromTable], scope: Scope, group_by: Sequence[exp.Expr]
+) -> list[exp.Expr]:
+    """GROUP BY's keys with each ``t.*`` as t's visible columns, each a key, as
+    CockroachDB groups by the row of them."""
+    keys: list[exp.Expr] = []
+    for node in group_by:
+        if not (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
+            keys.append(node)
+            continue
+        qualifier = qualifier_of(node)
+        try:
+            scope.check_prefix(node)
+            scope.check_qualifier(qualifier)
+        except SQLError as exc:
+            if exc.code != "42P01":
+                raise
+            pattern = node.sql(dialect="postgres")
+            raise SQLError("42P01", f"no data source matches pattern: {pattern}") from None
+        keys.extend(
+            exp.column(name, table=qualifier, quoted=True)
+            for name, _index, _type in star_of(tables, qualifier)
+        )
+    return keys
+
+
 def _is_star(node: exp.Expr) -> bool:
     return isinstance(node, exp.Star) or (
         isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
@@ -650,7 +676,8 @@ class ResultPlan:
             if width is None:
                 width = sum(len(t.columns) for t in tables)
             keys = [(t.columns, t.primary) for t in tables]
-            grouping = Grouping.of(width, keys, scope, items, s.group_by, [*others, *on])
+            group_by = _group_by_stars(tables, scope, s.group_by)
+            grouping = Grouping.of(width, keys, scope, items, group_by, [*others, *on])
             if any(_is_star(item) for item in items):
                 grouping.check_star()
             output = {expression_name(item) for item in items if not _is_star(item)}

@@ -1280,6 +1280,8 @@ class _Statement:
             raise self._error_at(1, "expected FROM after DELETE")
         if words[0] in ("INSERT", "UPSERT") and not {"VALUES", "SELECT", "DEFAULT"} & set(words):
             raise self._error_at(end, f"{words[0]} needs VALUES (...)")
+        if words[0] in ("INSERT", "UPSERT"):
+            self._check_target_columns()
         if words[0] == "UPDATE" and "SET" not in words:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
@@ -1300,6 +1302,35 @@ class _Statement:
                 raise self._error_at(name + 1, "expected the end after the database's name")
         if words[:2] == ["CREATE", "TABLE"]:
             self._check_after_columns()
+
+    def _check_target_columns(self) -> None:
+        """An INSERT's target column written with a dot (``(t.c)``, ``(c.*)``) names a
+        field of a compound-typed column, as in CockroachDB's grammar: 0A000 in its
+        words (sqlglot would fail on it as a syntax error)."""
+        words, tokens = self.words, self.tokens
+        i = 2 if words[1:2] == ["INTO"] else 1
+        while i + 1 < len(tokens) and tokens[i + 1].token_type is TokenType.DOT:
+            i += 2  # db.public.t
+        i += 1
+        if words[i : i + 1] == ["AS"]:
+            i += 2
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            return
+        if words[i + 1 : i + 2] in (["SELECT"], ["VALUES"], ["WITH"], ["TABLE"], ["("]):
+            return  # INSERT INTO t (SELECT ...): a query, not columns
+        first = i + 1
+        for j in range(first, len(tokens)):
+            kind = tokens[j].token_type
+            if kind in (TokenType.COMMA, TokenType.R_PAREN):
+                dotted = any(t.token_type is TokenType.DOT for t in tokens[first:j])
+                if dotted:
+                    shown = self.text[self._pos(tokens[first]) : self._pos(tokens[j])].strip()
+                    raise SQLError("0A000", f'compound types not supported yet: "{shown}"')
+                if kind is TokenType.R_PAREN:
+                    return
+                first = j + 1
+            elif kind is TokenType.L_PAREN:
+                return  # NB: not a list of names
 
     def _check_joins(self) -> None:
         """A JOIN that is not CROSS or NATURAL needs ON or USING (sqlglot would read a bare

@@ -29,7 +29,7 @@ from feedkv.sql.parser import annotated_constants, parse_expression
 from feedkv.sql.plan import column_default, holds, table_scope
 from feedkv.sql.referential_actions import ACTS, CASCADES_LIMIT, action_of, referencing_change
 from feedkv.sql.row_codec import family_key, row_kvs, row_prefix, row_span, table_span
-from feedkv.sql.types import coerce, format_value, literal_text
+from feedkv.sql.types import coerce, literal_text
 from feedkv.util.keys import prefix_end
 
 __all__ = [
@@ -195,7 +195,7 @@ def _put_entry(
     key, value, unique = after
     if unique and (before is None or before[0] != key) and txn.get(key):
         names = ", ".join(desc.index_key_sql(i) for i in index.column_ids)
-        values = ", ".join(format_value(new.get(i)) for i in index.column_ids)
+        values = ", ".join(literal_text(new.get(i)) for i in index.column_ids)
         raise SQLError(
             "23505",
             f'duplicate key value violates unique constraint "{index.name}"',
@@ -294,7 +294,7 @@ def _check_reference(
     if parent is None:
         return
     names = ", ".join(_name(desc, i) for i in fk.column_ids)
-    shown = ", ".join(format_value(new.get(i)) for i in fk.column_ids)
+    shown = ", ".join(literal_text(new.get(i)) for i in fk.column_ids)
     # NB: as CockroachDB sends it: the key in the DETAIL field, not the message
     raise SQLError(
         "23503",
@@ -373,7 +373,7 @@ def _check_referenced(
                 cascaded.append((child, changes))
         elif _referencing_row(ex, child, fk, values):
             names = ", ".join(_name(desc, i) for i in fk.referenced)
-            shown = ", ".join(format_value(v) for v in values)
+            shown = ", ".join(literal_text(v) for v in values)
             raise SQLError(
                 "23503",
                 f'{verb} on table "{desc.name}" violates foreign key constraint "{fk.name}" '
@@ -429,7 +429,7 @@ def _default(ex: Execution, desc: TableDescriptor, column_id: int) -> Any:
 def duplicate_key(desc: TableDescriptor, row: Row) -> SQLError:
     """23505 for a row whose primary key another row holds."""
     names = ", ".join(c.name for c in desc.key_columns)
-    values = ", ".join(str(row[i]) for i in desc.primary_key)
+    values = ", ".join(literal_text(row[i]) for i in desc.primary_key)
     return SQLError(
         "23505",
         f'duplicate key value violates unique constraint "{desc.name}_pkey"',

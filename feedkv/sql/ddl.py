@@ -431,6 +431,9 @@ def _sequence_calls(node: exp.Expr) -> list[exp.Anonymous]:
     ]
 
 
+_SEQUENCE_NAME_TYPES = frozenset({"REGCLASS", "TEXT", "VARCHAR"})
+
+
 def _resolve_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.ColumnSpec) -> None:
     """A DEFAULT nextval('s') (or CockroachDB's ``nextval('public.s'::REGCLASS)``) names
     a sequence that exists, with a string constant; ``call`` is rewritten to name it by
@@ -442,7 +445,9 @@ def _resolve_sequence_default(ex: Execution, call: exp.Anonymous, spec: st.Colum
         raise SQLError(
             "0A000", f"default of column \"{spec.name}\" may call only nextval('sequence')"
         )
-    if isinstance(args[0], exp.Cast) and args[0].to.sql().upper() == "REGCLASS":
+    # NB: the name typed (CockroachDB's 'public.s'::REGCLASS, or 's':::STRING as its
+    # dumps annotate it) is the name
+    if isinstance(args[0], exp.Cast) and args[0].to.sql().upper() in _SEQUENCE_NAME_TYPES:
         args[0].replace(args[0].this)
         args = call.expressions
     if not isinstance(args[0], exp.Literal) or not args[0].is_string:
@@ -623,6 +628,42 @@ def _drop_relation(ex: Execution, desc: TableDescriptor | ViewDescriptor, *, cas
         catalog.remove_descriptor(ex.write_txn, desc.id)
         return
     _drop_table(ex, desc, cascade=cascade)
+
+
+def drop_index(ex: Execution, s: st.DropIndex) -> Result:
+    """DROP INDEX (:func:`~feedkv.sql.ddl_constraints.index_to_drop`), but not while a
+    view names the index (``t@i``): 2BP01, or with CASCADE those views dropped first, as
+    CockroachDB (the view would read an index that is gone)."""
+    found = ddl_constraints.index_to_drop(ex, s)
+    if found is None:
+        return Result(tag="DROP INDEX")
+    desc, index = found
+    for view in _index_readers(ex, desc, index):
+        if not s.cascade:
+            raise SQLError(
+                "2BP01",
+                f'cannot drop index "{index.name}" because view "{view.name}" depends on it',
+            )
+        if catalog.get_descriptor(ex.write_txn, view.id) is not None:
+            _drop_relation(ex, view, cascade=True)
+    return ddl_constraints.drop_found_index(ex, desc, index)
+
+
+def _index_readers(ex: Execution, desc: TableDescriptor, index: Index) -> list[ViewDescriptor]:
+    """The views reading table ``desc`` that name its ``index``."""
+    home = catalog.get_descriptor(ex.write_txn, desc.database_id)
+    readers = []
+    for view in _dependents(ex, desc.id):
+        database = catalog.get_descriptor(ex.write_txn, view.database_id)
+        if home is None or database is None:
+            continue
+        named = views.indexes_read(views.view_query(view.query, database.name))
+        if any(
+            (table.name, table.database, name) == (desc.name, home.name, index.name)
+            for table, name in named
+        ):
+            readers.append(view)
+    return readers
 
 
 def _dependents(ex: Execution, descriptor_id: int) -> list[ViewDescriptor]:
@@ -1984,6 +2025,7 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.DropSequence: drop_sequence,
     st.CreateView: create_view,
     st.DropView: drop_view,
+    st.DropIndex: drop_index,
     st.CreateTableAs: create_table_as,
     st.RenameTable: rename_table,
     st.RenameColumn: rename_column,

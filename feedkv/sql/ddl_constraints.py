@@ -35,8 +35,10 @@ from feedkv.sql.volatility import refuse_non_immutable, refuse_zoned_casts
 
 __all__ = [
     "HANDLERS",
+    "drop_found_index",
     "drop_inbound",
     "forget_references",
+    "index_to_drop",
     "refuse_column_use",
     "refuse_if_referenced",
     "with_constraints",
@@ -433,7 +435,10 @@ def create_index(ex: Execution, s: st.CreateIndex) -> Result:
     return Result(tag="CREATE INDEX")
 
 
-def drop_index(ex: Execution, s: st.DropIndex) -> Result:
+def index_to_drop(ex: Execution, s: st.DropIndex) -> tuple[TableDescriptor, Index] | None:
+    """The index DROP INDEX ``s`` drops and its table (``None``: none, IF EXISTS), after
+    the checks of the index alone: it exists, once, and is no unique constraint unless
+    CASCADE (the views reading it are :mod:`feedkv.sql.ddl`'s to check)."""
     ex.require_admin("DROP INDEX")
     found: list[tuple[TableDescriptor, Index]] = []
     if s.table is not None:
@@ -449,7 +454,7 @@ def drop_index(ex: Execution, s: st.DropIndex) -> Result:
                 found.append((desc, index))
     if not found:
         if s.if_exists:
-            return Result(tag="DROP INDEX")
+            return None
         raise SQLError("42704", f'index "{s.name}" does not exist')
     if len(found) > 1:
         tables = ", ".join(f"{d.name}@{s.name}" for d, _ in found)
@@ -461,10 +466,12 @@ def drop_index(ex: Execution, s: st.DropIndex) -> Result:
             f'index "{index.name}" is in use as unique constraint (use CASCADE if you really '
             "want to drop it)",
         )
-    return _drop_index(ex, desc, index)
+    return desc, index
 
 
-def _drop_index(ex: Execution, desc: TableDescriptor, index: Index) -> Result:
+def drop_found_index(ex: Execution, desc: TableDescriptor, index: Index) -> Result:
+    """Drop ``index`` of ``desc`` (DROP INDEX, or DROP CONSTRAINT of a unique one), unless
+    a foreign key needs it."""
     for child_id, fk_name in desc.referenced_by:
         child = catalog.table_by_id(ex.write_txn, child_id)
         fk = next((f for f in child.foreign_keys if f.name == fk_name), None) if child else None
@@ -619,7 +626,7 @@ def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
         raise SQLError("0A000", f'cannot drop the primary key "{name}" of "{desc.name}"')
     index = desc.index(name)
     if index is not None and index.unique:
-        return _drop_index(ex, desc, index)
+        return drop_found_index(ex, desc, index)
     if any(c.name == name for c in desc.checks):
         ex.changing(desc)
         ex.publish(desc.bumped(checks=tuple(c for c in desc.checks if c.name != name)))
@@ -652,7 +659,6 @@ HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.AddConstraint: add_constraint,
     st.DropConstraint: drop_constraint,
     st.CreateIndex: create_index,
-    st.DropIndex: drop_index,
     st.ShowIndexes: show_indexes,
     st.ShowColumns: show_columns,
 }

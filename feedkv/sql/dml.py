@@ -148,8 +148,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
             if existing in touched and not (proposed_now and existing == first_key):
                 raise SQLError(
                     "21000",
-                    "ON CONFLICT DO UPDATE command cannot affect row a second time: two "
-                    "proposed rows have the same unique values",
+                    "UPSERT or INSERT...ON CONFLICT command cannot affect row a second time: "
+                    "two proposed rows have the same unique values",
                 )
             touched.add(existing)
             final = _conflict_update(ex, desc, plan, old, pairs, row, assigned, touched)

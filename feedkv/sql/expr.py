@@ -245,10 +245,12 @@ class Scope:
 
     def check_prefix(self, node: exp.Column) -> None:
         """SQLSTATE 42P01 unless the schema and database a column names (if any) are
-        ``public`` and the table's database."""
+        ``public`` and the table's database (or, alone, the table's database)."""
         catalog, schema = node.args.get("catalog"), node.args.get("db")
         if catalog is None and schema is None:
             return
+        if catalog is None and _part(schema) == self.database:
+            return  # NB: ``db.t.c``: as CockroachDB, a prefix no schema has is a database
         if _part(schema) != "public" or (catalog is not None and _part(catalog) != self.database):
             parts = [_part(p) for p in (catalog, schema, node.args.get("table")) if p is not None]
             raise SQLError(
@@ -428,7 +430,7 @@ _NO_TIGHTER_THAN_ARROW = (
 _BOOLEAN_NODES = (
     exp.Boolean, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
     exp.NullSafeNEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like,
-    exp.ILike, exp.Escape, exp.JSONBContainsTopKey,
+    exp.ILike, exp.SimilarTo, exp.Escape, exp.JSONBContainsTopKey,
 )  # fmt: skip
 
 
@@ -1329,6 +1331,10 @@ class _Compiler:
         """now(), current_timestamp [(precision)]: the transaction's timestamp, its
         microseconds rounded to ``precision`` digits (0 to 6) when given (now() takes
         none)."""
+        if isinstance(node, exp.Anonymous):  # statement_timestamp(), transaction_timestamp()
+            if node.expressions:
+                raise SQLError("42883", f"unknown signature: {node.name}() takes no arguments")
+            return lambda row, ctx: ctx.now
         if node.meta.get("spelled") == "now":
             _no_arguments(node)
         digits = _time_precision(node)
@@ -2003,6 +2009,10 @@ class _Compiler:
         raise SQLError("42P20", "window functions are allowed only in a SELECT's list and ORDER BY")
 
     def aggregate(self, node: exp.Expr) -> Compiled:
+        # NB: the columns it names first, as CockroachDB: LIMIT sum(v) names no column v
+        for column in node.find_all(exp.Column):
+            if not isinstance(column.this, exp.Star):
+                self.scope.find(column)
         raise SQLError(
             "42803",
             f"aggregate function {expression_name(node)}() is not allowed here "

@@ -51,6 +51,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import crdb_internal, cursor_syntax
 from feedkv.sql import statements as st
 from feedkv.sql.aggregate_nodes import AGGREGATES, SumInt, outer_nodes, refuse_aggregates
+from feedkv.sql.scalar_functions import CCL_ONLY_FUNCTIONS, ccl_only
 from feedkv.sql.script import runaway
 from feedkv.sql.session_vars import canonical_name
 from feedkv.sql.types import INT64_MAX, TYPE_NAMES, ColumnType, Kind, parse_type_name
@@ -478,9 +479,11 @@ def _filtered(node: exp.Filter) -> exp.Expr:
     call, where = node.this, node.expression
     condition = where.this if isinstance(where, exp.Where) else where
     if not isinstance(call, AGGREGATES):
+        name = call.name if isinstance(call, exp.Anonymous) else call.key
         raise SQLError(
-            "42809", f"FILTER specified, but {call.sql(dialect=_DIALECT)} is not an aggregate"
+            "42809", f"FILTER specified but {name.lower()}() is not an aggregate function"
         )
+    refuse_aggregates(condition, "FILTER")
     if isinstance(call, exp.ArrayAgg | exp.JSONArrayAgg):
         raise SQLError("0A000", "FILTER of array_agg or jsonb_agg is not supported")
     holder: exp.Expr = call
@@ -1295,6 +1298,8 @@ class _Statement:
             raise self._error_at(1, "expected FROM after DELETE")
         if words[0] in ("INSERT", "UPSERT") and not {"VALUES", "SELECT", "DEFAULT"} & set(words):
             raise self._error_at(end, f"{words[0]} needs VALUES (...)")
+        if words[0] in ("INSERT", "UPSERT"):
+            self._check_target_columns()
         if words[0] == "UPDATE" and "SET" not in words:
             raise self._error_at(end, "UPDATE needs SET column = value")
         if words[0] == "ALTER":
@@ -1315,6 +1320,35 @@ class _Statement:
                 raise self._error_at(name + 1, "expected the end after the database's name")
         if words[:2] == ["CREATE", "TABLE"]:
             self._check_after_columns()
+
+    def _check_target_columns(self) -> None:
+        """An INSERT's target column written with a dot (``(t.c)``, ``(c.*)``) names a
+        field of a compound-typed column, as in CockroachDB's grammar: 0A000 in its
+        words (sqlglot would fail on it as a syntax error)."""
+        words, tokens = self.words, self.tokens
+        i = 2 if words[1:2] == ["INTO"] else 1
+        while i + 1 < len(tokens) and tokens[i + 1].token_type is TokenType.DOT:
+            i += 2  # db.public.t
+        i += 1
+        if words[i : i + 1] == ["AS"]:
+            i += 2
+        if i >= len(tokens) or tokens[i].token_type is not TokenType.L_PAREN:
+            return
+        if words[i + 1 : i + 2] in (["SELECT"], ["VALUES"], ["WITH"], ["TABLE"], ["("]):
+            return  # INSERT INTO t (SELECT ...): a query, not columns
+        first = i + 1
+        for j in range(first, len(tokens)):
+            kind = tokens[j].token_type
+            if kind in (TokenType.COMMA, TokenType.R_PAREN):
+                dotted = any(t.token_type is TokenType.DOT for t in tokens[first:j])
+                if dotted:
+                    shown = self.text[self._pos(tokens[first]) : self._pos(tokens[j])].strip()
+                    raise SQLError("0A000", f'compound types not supported yet: "{shown}"')
+                if kind is TokenType.R_PAREN:
+                    return
+                first = j + 1
+            elif kind is TokenType.L_PAREN:
+                return  # NB: not a list of names
 
     def _check_joins(self) -> None:
         """A JOIN that is not CROSS or NATURAL needs ON or USING (sqlglot would read a bare
@@ -1469,13 +1503,22 @@ class _Statement:
             start = self._pos(self.tokens[i + 4])
             end = self._pos(self.tokens[j - 1]) + len(self._raw(j - 1))
             expression = parse_expression(self.text[start:end])
+            if any(isinstance(n, exp.Subquery | exp.Select) for n in expression.walk()):
+                raise SQLError("0A000", "subqueries are not allowed in AS OF SYSTEM TIME")
+            for node in expression.walk():
+                if isinstance(node, exp.Anonymous) and node.name.lower() in CCL_ONLY_FUNCTIONS:
+                    raise ccl_only(node.name.lower())
             if any(
                 isinstance(n, exp.Column | exp.Func) and not isinstance(n, exp.Cast)
                 for n in expression.walk()
             ):
                 # NB: a placeholder is a constant of its execution here (CockroachDB
                 # refuses even those); a function such as now() is not
-                raise SQLError("XXUUU", "AS OF SYSTEM TIME: only constant expressions are allowed")
+                raise SQLError(
+                    "XXUUU",
+                    "AS OF SYSTEM TIME: only constant expressions, with_min_timestamp, "
+                    "with_max_staleness, or follower_read_timestamp are allowed",
+                )
             self._mask(i, j - 1)
             return expression
         return None
@@ -1519,7 +1562,11 @@ class _Statement:
         column_families: dict[str, tuple[str | None, bool, bool]] = {}
         if self.words[:2] == ["ALTER", "TABLE"]:
             for first, last in self._top_level_elements():  # each change of the ALTER
-                self._cut_column_family(first, last + 1, column_families)
+                # NB: from its ADD on: a FAMILY before it is the table's name (ALTER
+                # TABLE family ...), and only an added column takes a family
+                if "ADD" in self.words[first : last + 1]:
+                    added = self.words.index("ADD", first)
+                    self._cut_column_family(added, last + 1, column_families)
                 self._cut_not_visible(first, last + 1)
             return families, column_families
         try:
@@ -2187,6 +2234,20 @@ class _Statement:
                 raise self._error_at(min(i + 5, len(words)), "expected one user priority")
             priority = words[i + 4].lower()
             return st.SessionVariable(self.text, "set", "default_transaction_priority", priority)
+        if first == "SET" and words[i : i + 7] == [
+            "CHARACTERISTICS", "AS", "TRANSACTION", "AS", "OF", "SYSTEM", "TIME"
+        ]:  # fmt: skip
+            # NB: as CockroachDB: the one default it takes turns follower reads on
+            # (which session_vars refuses: feedkv reads at the transaction's timestamp)
+            if [t.text.lower() for t in tokens[i + 7 :]] != ["follower_read_timestamp", "(", ")"]:
+                raise SQLError(
+                    "22023",
+                    "unsupported default as of system time expression, only "
+                    "follower_read_timestamp() allowed",
+                )
+            return st.SessionVariable(
+                self.text, "set", "default_transaction_use_follower_reads", "on"
+            )
         if first == "SET" and words[i : i + 5] in (
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "ONLY"],
             ["CHARACTERISTICS", "AS", "TRANSACTION", "READ", "WRITE"],
@@ -4832,6 +4893,10 @@ def _assignment_list(node: exp.Expr, table: st.TableName) -> list[tuple[str, exp
         raise SQLError("0A000", "SET (...) = (SELECT ...) is not supported here")
     if isinstance(source, exp.Tuple):
         values = source.expressions
+    elif len(targets) > 1:  # NB: as CockroachDB counts (x): one value
+        raise SQLError(
+            "42601", f"number of columns ({len(targets)}) does not match number of values (1)"
+        )
     else:  # NB: (x) is x in parentheses, not a row (as PostgreSQL reads it)
         raise SQLError(
             "42601",
@@ -4858,8 +4923,8 @@ def _assignment(node: exp.Expr, table: st.TableName) -> tuple[str, exp.Expr]:
         shown = target.sql(dialect=_DIALECT)
         raise SQLError(
             "0A000",
-            f"SET {shown}: compound types are not supported; a SET target is a column "
-            f"name without a table (SET {_ident(target.this)} = ...)",
+            f'compound types not supported yet: "{shown}"',  # CockroachDB's words
+            detail="a SET target is a column's name, without its table's",
         )
     value = node.expression
     if isinstance(value, exp.Column) and not value.this.quoted and value.sql().upper() == "DEFAULT":

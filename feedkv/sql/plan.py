@@ -177,8 +177,14 @@ def _projections(
                 )
             starred = star if star is not None else star_of(tables)
             if isinstance(item, exp.Column):
-                scope.check_prefix(item)
-                scope.check_qualifier(qualifier_of(item))
+                try:
+                    scope.check_prefix(item)
+                    scope.check_qualifier(qualifier_of(item))
+                except SQLError as exc:
+                    if exc.code != "42P01":
+                        raise
+                    pattern = item.sql(dialect="postgres")
+                    raise SQLError("42P01", f"no data source matches pattern: {pattern}") from None
                 starred = star_of(tables, qualifier_of(item))
             for name, index, _type in starred:
                 names.append(name)
@@ -187,6 +193,32 @@ def _projections(
         names.append(expression_name(as_written))
         projections.append(compile_expr(unalias(item), scope))
     return tuple(names), projections
+
+
+def _group_by_stars(
+    tables: Sequence[FromTable], scope: Scope, group_by: Sequence[exp.Expr]
+) -> list[exp.Expr]:
+    """GROUP BY's keys with each ``t.*`` as t's visible columns, each a key, as
+    CockroachDB groups by the row of them."""
+    keys: list[exp.Expr] = []
+    for node in group_by:
+        if not (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
+            keys.append(node)
+            continue
+        qualifier = qualifier_of(node)
+        try:
+            scope.check_prefix(node)
+            scope.check_qualifier(qualifier)
+        except SQLError as exc:
+            if exc.code != "42P01":
+                raise
+            pattern = node.sql(dialect="postgres")
+            raise SQLError("42P01", f"no data source matches pattern: {pattern}") from None
+        keys.extend(
+            exp.column(name, table=qualifier, quoted=True)
+            for name, _index, _type in star_of(tables, qualifier)
+        )
+    return keys
 
 
 def _is_star(node: exp.Expr) -> bool:
@@ -636,11 +668,16 @@ class ResultPlan:
             or s.having is not None
             or any(contains_aggregate(node) for node in [*items, *(n for n, _ in order_by)])
         ):
+            if s.having is not None:
+                # NB: its type first, as CockroachDB: HAVING k is not a bool before k is
+                # a column the groups do not have
+                condition(s.having, scope, "HAVING")
             others = [*([s.having] if s.having is not None else []), *(n for n, _ in order_by)]
             if width is None:
                 width = sum(len(t.columns) for t in tables)
             keys = [(t.columns, t.primary) for t in tables]
-            grouping = Grouping.of(width, keys, scope, items, s.group_by, [*others, *on])
+            group_by = _group_by_stars(tables, scope, s.group_by)
+            grouping = Grouping.of(width, keys, scope, items, group_by, [*others, *on])
             if any(_is_star(item) for item in items):
                 grouping.check_star()
             output = {expression_name(item) for item in items if not _is_star(item)}
@@ -1403,7 +1440,8 @@ def order_keys(
 
 def _resolved(node: exp.Expr, scope: Scope) -> str:
     """``node``'s text with each column named by where it is found (``a`` and ``t.a``
-    are the same column), to tell whether two expressions are the same."""
+    are the same column) and without parentheses (``(a)`` is ``a``), to tell whether two
+    expressions are the same."""
 
     def position(found: exp.Expr) -> exp.Expr:
         if isinstance(found, exp.Column) and isinstance(found.this, exp.Identifier):
@@ -1414,7 +1452,14 @@ def _resolved(node: exp.Expr, scope: Scope) -> str:
             return exp.column(f"_{depth}_{index}")
         return found
 
-    return str(node.copy().transform(position).sql(dialect="postgres"))
+    bare = node.copy()
+    while isinstance(bare, exp.Paren):
+        bare = bare.this
+    for paren in list(bare.find_all(exp.Paren)):
+        paren.replace(paren.this)
+    # NB: the tree's structure, not its text: without its parentheses (a + 1) * 2 would
+    # print as a + 1 * 2
+    return repr(bare.transform(position))
 
 
 def env_of(row: tuple[dict[int, Any], dict[bytes, bytes], tuple[Any, ...]]) -> tuple[Any, ...]:

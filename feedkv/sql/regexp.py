@@ -14,6 +14,11 @@ every match (``regexp_replace`` only), ``i`` case-insensitive, ``c`` case-sensit
 default), ``s`` ``.`` matches a newline (the default), ``n`` or ``m`` newline-sensitive
 (``.`` does not match one; ``^`` and ``$`` match at lines), ``p`` partial (``.`` does not
 match one), ``w`` inverse partial (``^`` and ``$`` at lines). Another letter is 22023.
+
+``SIMILAR TO`` patterns (:func:`similar_to`) are SQL's mix of LIKE and regular
+expressions: ``%`` and ``_`` as in LIKE, ``|``, ``*``, ``+``, ``?``, ``{m,n}``, groups
+and brackets as in a regular expression, ``\\`` escaping; ``.`` is itself. The pattern
+matches the whole string.
 """
 
 from __future__ import annotations

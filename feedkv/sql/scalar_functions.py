@@ -30,7 +30,15 @@ from feedkv.sql.as_json import as_json
 from feedkv.sql.interval import Interval
 from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN, ColumnType, Kind
 
-__all__ = ["FUNCTIONS", "concat", "concat_ws", "each_keys", "is_int"]
+__all__ = [
+    "CCL_ONLY_FUNCTIONS",
+    "FUNCTIONS",
+    "ccl_only",
+    "concat",
+    "concat_ws",
+    "each_keys",
+    "is_int",
+]
 
 
 def _text(value: Any) -> str:
@@ -302,13 +310,28 @@ def _split_part(value: Any, delimiter: Any, index: Any) -> str:
     return parts[position] if 0 <= position < len(parts) else ""
 
 
+# NB: CockroachDB's bound on a string a function builds; past it Python would try to
+# allocate it (or overflow an index) rather than refuse.
+_MAX_BUILT_STRING = 128 << 20
+
+
+def _built_length(name: str, length: int) -> int:
+    """``length`` of the string ``name()`` is to build, refused past CockroachDB's bound."""
+    if length > _MAX_BUILT_STRING:
+        raise SQLError("54000", f"{name}(): requested length too large, exceeds 128 MiB")
+    return length
+
+
 def _repeat(value: Any, times: Any) -> str:
-    return _text(value) * max(_int(times), 0)
+    text, n = _text(value), max(_int(times), 0)
+    _built_length("repeat", len(text) * n)
+    return text * n
 
 
 def _pad(left: bool) -> Callable[..., str]:
     def pad(value: Any, length: Any, fill: Any = " ") -> str:
         text, n, filler = _text(value), _int(length), _text(fill)
+        _built_length("lpad" if left else "rpad", n)
         if n <= len(text):
             return text[: max(n, 0)]
         if not filler:
@@ -507,7 +530,38 @@ def _to_jsonb(value: Any) -> Any:
     return jsonb.from_document(as_json(value))
 
 
+_DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def _to_english(value: Any) -> str:
+    """CockroachDB's ``to_english(int)``: the digits spelled out, hyphenated
+    (``10`` is ``one-zero``, ``-7`` is ``minus-seven``)."""
+    number = _int(value)
+    words = [_DIGIT_NAMES[int(digit)] for digit in str(abs(number))]
+    return "-".join(["minus", *words] if number < 0 else words)
+
+
+# CockroachDB's bounded-staleness reads: functions of its CCL (enterprise) build, which
+# feedkv does not have; refused as CockroachDB's core build refuses them, in a SELECT
+# list as in AS OF SYSTEM TIME.
+CCL_ONLY_FUNCTIONS = frozenset({"with_min_timestamp", "with_max_staleness"})
+
+
+def ccl_only(name: str) -> SQLError:
+    return SQLError("XXC01", f"{name} can only be used with a CCL distribution")
+
+
+def _ccl_only(name: str) -> Callable[..., Any]:
+    def refuse(*_args: Any) -> Any:
+        raise ccl_only(name)
+
+    return refuse
+
+
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
+    "to_english": (_to_english, 1, 1),
+    "with_min_timestamp": (_ccl_only("with_min_timestamp"), 1, 2),
+    "with_max_staleness": (_ccl_only("with_max_staleness"), 1, 2),
     "to_jsonb": (_to_jsonb, 1, 1),
     "to_json": (_to_jsonb, 1, 1),
     "jsonb_typeof": (_jsonb_typeof, 1, 1),

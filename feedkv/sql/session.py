@@ -256,6 +256,14 @@ class ChangefeedService(Protocol):
     def execute(self, statement: st.Statement, session: Session) -> Result: ...
 
 
+def _arguments_mismatch(placeholders: int, params: Sequence[Any]) -> SQLError:
+    """The error for ``params`` given to a statement of ``placeholders`` placeholders: as
+    CockroachDB, a statement run with none names the first it lacks (42P02)."""
+    if not params:
+        return SQLError("42P02", "no value provided for placeholder: $1")
+    return SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+
+
 def _withdraw(executions: Iterable[Execution]) -> None:
     """Their transaction did not commit: take back the pending schema-change markers
     they wrote, so the tables are leased again at once rather than when the markers
@@ -498,7 +506,7 @@ class Session:
             if _OWN_TRANSACTION.holds(statement):
                 raise SQLError("0A000", f"{statement.text[:40]!r} cannot run in a bulk load")
             if len(params) != placeholders:
-                raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+                raise _arguments_mismatch(placeholders, params)
             planned.append((statement, params))
         if self._txn is not None or not planned:
             results = []
@@ -796,7 +804,7 @@ class Session:
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]
     ) -> Result:
         if len(params) != placeholders:
-            raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+            raise _arguments_mismatch(placeholders, params)
         if self._txn is None and not self._released and type(statement) in _ALONE:
             # NB: the common case, checked first; none of these changes the schema
             return self._run_alone(statement, params, None)
@@ -975,7 +983,7 @@ class Session:
         try:
             for _statement, placeholders in prepared:
                 if len(params) != placeholders:
-                    raise SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
+                    raise _arguments_mismatch(placeholders, params)
             results = self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
             return [self._in_zone(result) for result in results]
         except BaseException:
@@ -1108,7 +1116,9 @@ class Session:
         txn = self._txn
         if txn is None:
             raise SQLError("25P01", "there is no transaction in progress")
-        if self._executions or self._savepoints or self._restart or txn.read_ts is not None:
+        # NB: SAVEPOINT cockroach_restart alone has run nothing (it holds no mark of the
+        # transaction replaced here), as CockroachDB's client retry loops begin
+        if self._executions or self._savepoints or txn.read_ts is not None:
             raise SQLError("25001", "cannot change the user priority of a running transaction")
         self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(priority.upper()))
         self._priority = priority
@@ -1311,7 +1321,9 @@ class Session:
         self.cursors.end_transaction(False)
         _withdraw(self._executions)
         _release(self._executions)
-        txn = self._txn = self.db.transaction()
+        # NB: at the transaction's user priority (SET TRANSACTION PRIORITY), which a
+        # restart keeps
+        txn = self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
         self._rows_only = True
         kept = self._savepoints[:keep]
         if kept:

@@ -19,7 +19,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.parser import parse
 from feedkv.sql.statement_cache import StatementCache
 
-__all__ = ["qualified", "tables_read", "view_query", "writes_in"]
+__all__ = ["indexes_read", "qualified", "tables_read", "view_query", "writes_in"]
 
 
 def _view_query(text: str, database: str) -> st.Query:
@@ -55,6 +55,28 @@ def tables_read(query: st.Query) -> list[st.TableName]:
         return name
 
     _walk(query, frozenset(), note)
+    return found
+
+
+def indexes_read(query: st.Query) -> list[tuple[st.TableName, str]]:
+    """The indexes ``query`` names (``t@i``, ``t@{FORCE_INDEX=i}``), each with its
+    table's name as written, in the order written."""
+    found: list[tuple[st.TableName, str]] = []
+
+    def note(value: Any) -> None:
+        named = isinstance(value, st.Select | st.Join) and isinstance(value.table, st.TableName)
+        if named and value.index is not None:
+            found.append((value.table, value.index))
+        if isinstance(value, tuple):
+            for item in value:
+                note(item)
+        elif isinstance(value, st.Cte):
+            note(value.query)
+        elif isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
+            for f in dataclasses.fields(value):
+                note(getattr(value, f.name))
+
+    note(query)
     return found
 
 

@@ -20,7 +20,7 @@ def test_psycopg_unique_expression_index_violation(pg_url: str) -> None:
             conn.execute("INSERT INTO users VALUES (%s, %s)", (2, "ANN@example.com"))
         assert caught.value.sqlstate == "23505"
         assert caught.value.diag.message_detail == (
-            "Key (lower(email))=(ann@example.com) already exists."
+            "Key (lower(email))=('ann@example.com') already exists."
         )
         found = conn.execute(
             "SELECT id FROM users WHERE lower(email) = %s", ("ann@example.com",)

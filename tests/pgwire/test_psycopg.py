@@ -157,7 +157,7 @@ def test_a_duplicate_key_names_the_key_in_the_detail_field(pg_url: str) -> None:
             conn.execute("INSERT INTO u VALUES (2, 'a@x')")
         diag = on_index.value.diag
         assert diag.message_primary == 'duplicate key value violates unique constraint "u_e_key"'
-        assert diag.message_detail == "Key (e)=(a@x) already exists."
+        assert diag.message_detail == "Key (e)=('a@x') already exists."
 
 
 def test_transaction_status_follows_begin_failure_and_rollback(pg_url: str) -> None:

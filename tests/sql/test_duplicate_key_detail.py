@@ -1,5 +1,6 @@
-"""A duplicate key (23505) as PostgreSQL and CockroachDB report it: the message names
-the constraint, the DETAIL field names the key (``Key (k)=(1) already exists.``)."""
+"""A duplicate key (23505) as CockroachDB reports it: the message names the constraint,
+the DETAIL field names the key (``Key (k)=(1) already exists.``), a string value quoted
+as a SQL literal (``Key (k)=('a')``, where PostgreSQL shows it bare)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def users(db: DB) -> DB:
         (
             "INSERT INTO users VALUES (2, 'a@x', 0, 0)",
             "users_email_key",
-            "Key (email)=(a@x) already exists.",
+            "Key (email)=('a@x') already exists.",
         ),
         ("INSERT INTO users VALUES (2, 'b@x', 1, 2)", "ab", "Key (a, b)=(1, 2) already exists."),
         ("UPDATE users SET id = 1 WHERE id = 3", "users_pkey", "Key (id)=(1) already exists."),

@@ -88,7 +88,7 @@ def test_a_unique_expression_index_refuses_a_duplicate_naming_the_expression(db:
         db.sql("INSERT INTO t VALUES (3, 'x', 'ANN@X')")
     assert caught.value.code == "23505"
     assert caught.value.message == 'duplicate key value violates unique constraint "t_expr_key"'
-    assert caught.value.detail == "Key (lower(email))=(ann@x) already exists."
+    assert caught.value.detail == "Key (lower(email))=('ann@x') already exists."
     db.sql("INSERT INTO t VALUES (3, 'x', 'carl@x')")
     db.sql("INSERT INTO t VALUES (4, 'y', 'Dora@x')")
     assert _code(db, "CREATE UNIQUE INDEX ON t (lower(a))") == "ok"

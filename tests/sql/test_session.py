@@ -1053,6 +1053,28 @@ def test_a_running_transaction_keeps_its_user_priority(
     s.execute("ROLLBACK")
 
 
+def test_user_priority_may_change_after_savepoint_cockroach_restart(
+    any_db: DB, session: Callable[..., Session]
+) -> None:
+    """SAVEPOINT cockroach_restart runs nothing: a retry loop may set the priority after
+    it (as CockroachDB's clients do), and the priority outlives a restart."""
+    any_db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+    s = session()
+    s.execute_all("BEGIN; SAVEPOINT cockroach_restart; SET TRANSACTION PRIORITY HIGH")
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("high",)]
+    s.execute("INSERT INTO t VALUES (1)")
+    s.execute("ROLLBACK TO SAVEPOINT cockroach_restart")
+    assert s.execute("SHOW TRANSACTION PRIORITY").rows == [("high",)]
+    s.execute("INSERT INTO t VALUES (2)")
+    s.execute("RELEASE SAVEPOINT cockroach_restart")
+    s.execute("COMMIT")
+    assert any_db.sql("SELECT k FROM t").rows == [(2,)]
+    s.execute_all("BEGIN; SAVEPOINT cockroach_restart; SELECT 1")
+    error = sql_error(lambda: s.execute("SET TRANSACTION PRIORITY LOW"))
+    assert "cannot change the user priority of a running transaction" in error.message
+    s.execute("ROLLBACK")
+
+
 def test_transaction_status_observes_the_session_even_when_aborted(
     any_db: DB, session: Callable[..., Session]
 ) -> None:

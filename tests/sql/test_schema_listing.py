@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from feedkv import DB
-from feedkv.errors import SQLError
+from feedkv.errors import InvariantViolation, SQLError
+from feedkv.sql import catalog
+from feedkv.sql.schema_listing import home_database
 
 
 def test_show_create_all_tables_adds_foreign_keys_after_every_table(db: DB) -> None:
@@ -45,6 +47,19 @@ def test_show_create_all_tables_puts_a_sequence_before_the_table_calling_it(db: 
     assert "DEFAULT nextval('public.s'::REGCLASS)" in statements[1]
     assert statements[1].endswith(");\nCOMMENT ON TABLE public.t IS 'ids';")
     assert statements[2] == "CREATE VIEW public.v (id) AS SELECT id FROM t;"
+
+
+def test_a_table_without_its_database_is_a_broken_catalog(db: DB) -> None:
+    """SHOW CREATE names a table's sequences from its database: a table whose database
+    descriptor is gone fails loudly, never as a database named ""."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    before = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(before, catalog.DEFAULT_DATABASE)
+    table = catalog.table_by_name(before, database, "t")
+    assert home_database(before, table) == database
+    db.delete(catalog.descriptor_key(database.id))
+    with pytest.raises(InvariantViolation, match=f"table 't' has no database {database.id}"):
+        home_database(catalog.Snapshot(db, db.now()), table)
 
 
 def test_show_create_all_tables_of_an_empty_database_has_no_rows(db: DB) -> None:

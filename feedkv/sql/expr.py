@@ -1591,7 +1591,7 @@ class _Compiler:
     def at_time_zone(self, node: exp.AtTimeZone) -> Compiled:
         """``value AT TIME ZONE zone``: ``timezone(zone, value)``."""
         _refuse_node_args(node, {"this", "zone"})
-        return self.call("timezone", [node.args["zone"], node.this])
+        return self.call("timezone", [node.args["zone"], _zoned_constant(node.this)])
 
     def date_trunc(self, node: exp.TimestampTrunc) -> Compiled:
         """``date_trunc('unit', value)``."""
@@ -1866,6 +1866,9 @@ class _Compiler:
             return self._strict(name, self.compile(document), keys)
         if name == "age" and len(node.expressions) == 1:  # NB: since now, as CockroachDB's
             return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
+        if name == "timezone" and len(node.expressions) == 2:
+            zone, value = node.expressions
+            return self.call(name, [zone, _zoned_constant(value)])
         if name in scalar_functions.FUNCTIONS:
             return self.call(name, _json_constants(name, node.expressions))
         if name in array_functions.FUNCTIONS:
@@ -3043,6 +3046,13 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
 }
 
 _JUSTIFY = (exp.JustifyHours, exp.JustifyDays, exp.JustifyInterval)
+
+
+def _zoned_constant(value: exp.Expr) -> exp.Expr:
+    """The value AT TIME ZONE (timezone()) shifts: an untyped string constant read as a
+    TIMESTAMPTZ, the signature CockroachDB and PostgreSQL pick for one."""
+    return exp.cast(value.copy(), "TIMESTAMPTZ") if _is_string_constant(value) else value
+
 
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     **dict.fromkeys(_FUNCTION_NODES, _Compiler.scalar_function),

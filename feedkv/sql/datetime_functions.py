@@ -31,7 +31,13 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import InfiniteTimestamp, current_zone, infinity_of, posix_zone
+from feedkv.sql.time_zone import (
+    InfiniteTimestamp,
+    current_zone,
+    infinity_of,
+    posix_zone,
+    shifted,
+)
 
 __all__ = ["age", "at_time_zone", "date_trunc", "extract", "to_timestamp"]
 
@@ -236,18 +242,22 @@ def age(end: Any, begin: Any) -> Interval:
 def at_time_zone(zone: Any, value: Any) -> datetime.datetime:
     """``value AT TIME ZONE zone`` (``timezone(zone, value)``): a TIMESTAMPTZ's wall
     clock time in ``zone``, as a TIMESTAMP; a TIMESTAMP read as a wall clock time in
-    ``zone``, as the TIMESTAMPTZ of that instant. ``zone`` as
+    ``zone``, as the TIMESTAMPTZ of that instant; a DATE cast to a TIMESTAMPTZ first
+    (its midnight in the session's zone), as PostgreSQL does. ``zone`` as
     :func:`~feedkv.sql.time_zone.posix_zone` reads it; an infinite timestamp stays
-    infinite."""
-    if not isinstance(zone, str) or not isinstance(value, datetime.datetime):
+    infinite; 22008 for a time outside the years 1 to 9999."""
+    if not isinstance(zone, str) or not isinstance(value, datetime.date):
         raise TypeError(value)
     tz = posix_zone(zone)
+    if not isinstance(value, datetime.datetime):
+        midnight = datetime.datetime.combine(value, datetime.time(), tzinfo=current_zone())
+        value = shifted(midnight, datetime.UTC)
     infinity = infinity_of(value)
     if infinity is not None:
         return InfiniteTimestamp(infinity == "infinity", value.tzinfo is None)
     if value.tzinfo is not None:
-        return value.astimezone(tz).replace(tzinfo=None)
-    return value.replace(tzinfo=tz).astimezone(datetime.UTC)
+        return shifted(value, tz).replace(tzinfo=None)
+    return shifted(value.replace(tzinfo=tz), datetime.UTC)
 
 
 def _moment(value: Any) -> datetime.datetime:

@@ -1165,7 +1165,8 @@ def show_create_table(ex: Execution, s: st.ShowCreateTable) -> Result:
     # NB: as CockroachDB, the table named as the statement names it
     name = f"{s.table.database}.public.{desc.name}" if s.table.database else desc.name
     if isinstance(desc, TableDescriptor):
-        text = schema_listing.create_statements(ex, desc)
+        home = schema_listing.home_database(ex.read_source, desc)
+        text = schema_listing.create_statements(ex, desc, home)
     else:
         text = desc.create_statement()
     return Result(("table_name", "create_statement"), [(name, text)], "SHOW 1")

@@ -655,9 +655,30 @@ def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
     return Result(tag="ALTER TABLE")
 
 
+def validate_constraint(ex: Execution, s: st.ValidateConstraint) -> Result:
+    """Nothing to do for a check or foreign key constraint (see
+    :class:`~feedkv.sql.statements.ValidateConstraint`); 42809 for a primary key or a
+    unique constraint, which are not validated apart (as PostgreSQL and CockroachDB
+    refuse them), 42704 for a name ``t`` has no constraint of."""
+    ex.require_admin("ALTER TABLE")
+    desc = ex.table(s.table)
+    name = s.name
+    if any(c.name == name for c in desc.checks) or any(f.name == name for f in desc.foreign_keys):
+        return Result(tag="ALTER TABLE")
+    index = desc.index(name)
+    if name == f"{desc.name}_pkey" or (index is not None and index.unique):
+        raise SQLError(
+            "42809",
+            f'constraint "{name}" of relation "{desc.name}" is not a foreign key or check '
+            "constraint",
+        )
+    raise SQLError("42704", f'constraint "{name}" of relation "{desc.name}" does not exist')
+
+
 HANDLERS: dict[type, Callable[[Execution, Any], Result]] = {
     st.AddConstraint: add_constraint,
     st.DropConstraint: drop_constraint,
+    st.ValidateConstraint: validate_constraint,
     st.CreateIndex: create_index,
     st.ShowIndexes: show_indexes,
     st.ShowColumns: show_columns,

@@ -786,8 +786,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         and len(node.expressions) == 2
     ):  # NB: a TIMESTAMPTZ's wall clock time is a TIMESTAMP, a TIMESTAMP's instant a TZ
         value = node.this if isinstance(node, exp.AtTimeZone) else node.expressions[1]
-        shifted = {Kind.TIMESTAMP: Kind.TIMESTAMPTZ, Kind.TIMESTAMPTZ: Kind.TIMESTAMP}
-        kind = shifted.get(_kind(value, typer))  # type: ignore[arg-type]
+        # NB: an untyped string and a DATE are read as a TIMESTAMPTZ (expr._zoned_constant)
+        given = Kind.TIMESTAMPTZ if _is_string_constant(value) else _kind(value, typer)
+        if given is None:
+            return None
+        kind = _ZONE_SHIFTED.get(given)
         return None if kind is None else ColumnType(kind)
     if isinstance(node, exp.JustifyHours | exp.JustifyDays | exp.JustifyInterval):
         return ColumnType(Kind.INTERVAL)
@@ -904,6 +907,12 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
 
 
 _NUMBER_KINDS = frozenset({Kind.INT, Kind.FLOAT, Kind.DECIMAL})
+# What AT TIME ZONE makes of a value's kind
+_ZONE_SHIFTED = {
+    Kind.TIMESTAMP: Kind.TIMESTAMPTZ,
+    Kind.TIMESTAMPTZ: Kind.TIMESTAMP,
+    Kind.DATE: Kind.TIMESTAMP,  # NB: its midnight as a TIMESTAMPTZ first, as PostgreSQL's
+}
 
 
 def _is_string_constant(node: exp.Expr) -> bool:

@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from sqlglot import exp
 
@@ -82,6 +82,7 @@ __all__ = [
     "Compiled",
     "Context",
     "Scope",
+    "SubqueryRunner",
     "compile_expr",
     "condition",
     "static_kind",
@@ -146,7 +147,7 @@ class Context:
         self.variable = variable  # a session variable's value (current_setting())
         # The statement's subqueries (see subquery_key): each gives its rows for the row
         # of the query around it (which a correlated subquery reads).
-        self.subqueries: dict[str, Callable[[Env], list[tuple[Any, ...]]]] = {}
+        self.subqueries: dict[str, SubqueryRunner] = {}
         # The rows of the queries around the one being evaluated, innermost last: a
         # correlated subquery's reference to a column n levels out reads outer[-n].
         self.outer: list[Env] = []
@@ -1272,7 +1273,10 @@ class _Compiler:
 
     def _array_of_query(self, node: exp.Subquery) -> Compiled:
         """``ARRAY(query)`` (see parser._array_constructor): the query's one column, of
-        the type of its first non-NULL value."""
+        the type its plan gives that column (as Describe reports it), so that no rows or
+        only NULLs still make an array of that type; of the type of its first non-NULL
+        value where the plan does not tell."""
+        key = subquery_key(node)
         rows = _subquery_rows(node)
 
         def array(row: Env, ctx: Context) -> Any:
@@ -1282,8 +1286,8 @@ class _Compiler:
                     "42601", f"subquery must return only one column, found {len(found[0])}"
                 )
             values = [r[0] for r in found]
-            element = _element_type(next((v for v in values if v is not None), None))
-            return Array(tuple(values), element)
+            first = next((v for v in values if v is not None), None)
+            return Array(tuple(values), _query_element(ctx.subqueries[key].types, first))
 
         return array
 
@@ -1592,7 +1596,7 @@ class _Compiler:
     def at_time_zone(self, node: exp.AtTimeZone) -> Compiled:
         """``value AT TIME ZONE zone``: ``timezone(zone, value)``."""
         _refuse_node_args(node, {"this", "zone"})
-        return self.call("timezone", [node.args["zone"], node.this])
+        return self.call("timezone", [node.args["zone"], _zoned_constant(node.this)])
 
     def date_trunc(self, node: exp.TimestampTrunc) -> Compiled:
         """``date_trunc('unit', value)``."""
@@ -1867,6 +1871,9 @@ class _Compiler:
             return self._strict(name, self.compile(document), keys)
         if name == "age" and len(node.expressions) == 1:  # NB: since now, as CockroachDB's
             return self.call(name, [exp.CurrentTimestamp(), node.expressions[0]])
+        if name == "timezone" and len(node.expressions) == 2:
+            zone, value = node.expressions
+            return self.call(name, [zone, _zoned_constant(value)])
         if name in scalar_functions.FUNCTIONS:
             return self.call(name, _json_constants(name, node.expressions))
         if name in array_functions.FUNCTIONS:
@@ -2098,6 +2105,18 @@ def _element_type(value: Any) -> ColumnType:
     return ColumnType(kind or Kind.STRING)
 
 
+def _query_element(types: Sequence[ColumnType | None], first: Any) -> ColumnType:
+    """The element type of ARRAY(query) whose plan types its columns as ``types`` and
+    whose first non-NULL value is ``first``: the planned type's plain kind, as
+    :func:`_element_type` gives one; ``first``'s where the plan does not tell or the
+    type is an enum (which a plan names before it knows which), an array or JSONB
+    (which :func:`_element_type` refuses), as Describe leaves those untyped."""
+    known = types[0] if len(types) == 1 else None
+    if known is None or known.kind in (Kind.ENUM, Kind.ARRAY, Kind.JSONB):
+        return _element_type(first)
+    return ColumnType(known.kind)
+
+
 def _refuse_node_args(node: exp.Expr, handled: set[str]) -> None:
     for name, value in node.args.items():
         if name not in handled and value not in (None, False, []):
@@ -2134,6 +2153,16 @@ def _session_variable(ctx: Context, name: str) -> str:
     if ctx.variable is None:
         raise SQLError("0A000", f"{name} is not available here")
     return ctx.variable(name)
+
+
+class SubqueryRunner(Protocol):
+    """A subquery's rows for the row of the query around it (see
+    :mod:`feedkv.sql.subquery`), and the types its plan gives its columns (``None``
+    where the plan does not tell), known once it has run for the first row."""
+
+    types: tuple[ColumnType | None, ...]
+
+    def __call__(self, outer: Env) -> list[tuple[Any, ...]]: ...
 
 
 def _subquery_rows(node: exp.Expr) -> Callable[[Env, Context], list[tuple[Any, ...]]]:
@@ -3059,6 +3088,13 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
 }
 
 _JUSTIFY = (exp.JustifyHours, exp.JustifyDays, exp.JustifyInterval)
+
+
+def _zoned_constant(value: exp.Expr) -> exp.Expr:
+    """The value AT TIME ZONE (timezone()) shifts: an untyped string constant read as a
+    TIMESTAMPTZ, the signature CockroachDB and PostgreSQL pick for one."""
+    return exp.cast(value.copy(), "TIMESTAMPTZ") if _is_string_constant(value) else value
+
 
 _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     **dict.fromkeys(_FUNCTION_NODES, _Compiler.scalar_function),

@@ -1036,6 +1036,8 @@ class _Statement:
             return self._drop_stored()
         if words[:2] == ["ALTER", "TABLE"] and "RESET" in words and words[-1] == ")":
             return self._reset_storage_params()
+        if words[:2] == ["ALTER", "TABLE"] and words[-3:-1] == ["VALIDATE", "CONSTRAINT"]:
+            return self._validate_constraint()
         if words[0] == "ALTER" and "SPLIT" in words:
             return self._split_at()
         if words[0] == "ALTER" and "RELOCATE" in words:
@@ -2507,6 +2509,13 @@ class _Statement:
             )
         table = self._table_name(2, at)
         return st.AlterColumn(self.text, table, _name(self.tokens[column]), drop_stored=True)
+
+    def _validate_constraint(self) -> st.ValidateConstraint:
+        """``ALTER TABLE t VALIDATE CONSTRAINT c`` (sqlglot cannot read it)."""
+        at = len(self.words) - 3
+        if not _name_like(self.tokens[-1]):
+            raise self._error_at(at + 2, "expected a constraint name")
+        return st.ValidateConstraint(self.text, self._table_name(2, at), _name(self.tokens[-1]))
 
     def _reset_storage_params(self) -> st.AlterTableActions:
         """``ALTER TABLE t RESET (schema_locked)`` (sqlglot cannot read it): back to the

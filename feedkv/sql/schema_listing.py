@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from feedkv.errors import InvariantViolation
 from feedkv.sql import catalog, comments, sequences
 from feedkv.sql import statements as st
 from feedkv.sql.descriptor import (
@@ -31,6 +32,7 @@ from feedkv.sql.types import ColumnType, Kind
 __all__ = [
     "HANDLERS",
     "create_statements",
+    "home_database",
 ]
 
 _SHOW_TABLES_COLUMNS = (
@@ -131,7 +133,7 @@ def show_create_all_tables(ex: Execution, s: st.ShowCreateAllTables) -> Result:
     for desc in _dependency_order(ex, database):
         qualified = f"public.{quote_name(desc.name)}"
         if isinstance(desc, TableDescriptor):
-            rows.append((create_statements(ex, desc, foreign_keys=False),))
+            rows.append((create_statements(ex, desc, database, foreign_keys=False),))
             for fk in desc.foreign_keys:
                 added.append(f"ALTER TABLE {qualified} ADD {desc.foreign_key_sql(fk)};")
                 validated.append(
@@ -145,19 +147,29 @@ def show_create_all_tables(ex: Execution, s: st.ShowCreateAllTables) -> Result:
     return Result(("create_statement",), rows, f"SHOW {len(rows)}", (_STRING,))
 
 
-def create_statements(ex: Execution, desc: TableDescriptor, *, foreign_keys: bool = True) -> str:
-    """The statements that make ``desc`` as SHOW CREATE writes them (CockroachDB 25.3
-    on): its CREATE TABLE, then the COMMENT ON statements of its comments, each ending
-    with ``;``."""
-    home = catalog.get_descriptor(ex.read_source, desc.database_id)
-    home_name = home.name if isinstance(home, DatabaseDescriptor) else ""
+def create_statements(
+    ex: Execution, desc: TableDescriptor, home: DatabaseDescriptor, *, foreign_keys: bool = True
+) -> str:
+    """The statements that make ``desc``, a table of the database ``home``, as SHOW
+    CREATE writes them (CockroachDB 25.3 on): its CREATE TABLE, then the COMMENT ON
+    statements of its comments, each ending with ``;``."""
     text = desc.create_statement(
-        shown_default=lambda d: sequences.shown_default(d, home_name),
+        shown_default=lambda d: sequences.shown_default(d, home.name),
         foreign_keys=foreign_keys,
     )
     qualified = f"public.{quote_name(desc.name)}"
     statements = [text, *comments.comment_statements(ex.read_source, desc, qualified)]
     return "\n".join(f"{statement};" for statement in statements)
+
+
+def home_database(reader: catalog.Reader, desc: TableDescriptor) -> DatabaseDescriptor:
+    """The database ``desc`` is a table of, as ``reader`` sees it. NB: a table outlives
+    no database (DROP DATABASE drops its tables first), so a missing one is a broken
+    catalog, not a user's mistake."""
+    home = catalog.get_descriptor(reader, desc.database_id)
+    if not isinstance(home, DatabaseDescriptor):
+        raise InvariantViolation(f"table {desc.name!r} has no database {desc.database_id}")
+    return home
 
 
 def _dependency_order(ex: Execution, database: DatabaseDescriptor) -> list[NamedRelation]:

@@ -219,6 +219,7 @@ _DDL = (
     | st.DropType
     | st.AddConstraint
     | st.DropConstraint
+    | st.ValidateConstraint
 )
 _WRITES = StatementKind(
     _DDL | st.Insert | st.Update | st.Delete | st.CopyRows | st.ImportInto | st.CommentOn
@@ -440,15 +441,16 @@ class Session:
             self.variables[name] = value
 
     def execute(self, text: str, *params: Any) -> Result:
-        """Run every statement in ``text``; returns the last one's result."""
+        """Run every statement in ``text``; returns the last one's result (an empty
+        one, no columns and no tag, for text with no statement)."""
         prepared = self._prepare_checked(text)
         if len(prepared) == 1:  # NB: the common case, run without a list of results
             statement, count = prepared[0]
             return self._run(statement, count, params)
         results = self._run_all(prepared, params)
-        if not results:
-            raise SQLError("42601", "empty statement: nothing to run")
-        return results[-1]
+        # NB: text with no statement (blank, or only a comment: SHOW CREATE ALL TABLES
+        # writes one) runs as an empty query, as PostgreSQL and CockroachDB run it
+        return results[-1] if results else Result()
 
     sql = execute
 

@@ -1172,6 +1172,17 @@ class DropConstraint(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class ValidateConstraint(Statement):
+    """``ALTER TABLE t VALIDATE CONSTRAINT c`` (SHOW CREATE ALL TABLES writes one per
+    foreign key). NB: feedkv checks a constraint's rows when it adds it (it has no NOT
+    VALID), so there is nothing left to validate: it only checks that ``c`` is a check
+    or foreign key constraint of ``t``."""
+
+    table: TableName
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ShowSessions(Statement):
     """``SHOW [ALL] [CLUSTER | LOCAL] SESSIONS``, or ``QUERIES`` (``STATEMENTS``) when
     ``queries`` (:mod:`feedkv.sql.active_sessions`)."""

@@ -28,6 +28,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, subquery_key
 from feedkv.sql.plan import ResultPlan
+from feedkv.sql.types import ColumnType
 
 __all__ = ["Run", "grouped_context", "prepare_subqueries"]
 
@@ -75,6 +76,7 @@ class _Subquery:
         self.determined = determined
         self.kept: list[tuple[Any, ...]] | None = None
         self.probed = False
+        self.types: tuple[ColumnType | None, ...] = ()  # as its plan gives them
 
     def __call__(self, outer: Sequence[Any]) -> list[tuple[Any, ...]]:
         if self.kept is not None:
@@ -87,12 +89,14 @@ class _Subquery:
         scopes = ex.outer_scopes
         ex.outer_scopes = (*scopes, scope)
         try:
-            rows = _subquery_rows(ex, self.run, self.node, self.inner)
+            result = _subquery_result(ex, self.run, self.node, self.inner)
         finally:
             ex.context.outer.pop()
             ex.outer_scopes = scopes
+        rows = result.rows
         if not self.probed:
             self.probed = True
+            self.types = result.types
             if scope.hits == hits:
                 self.kept = rows
             elif self.determined is not None:
@@ -124,9 +128,7 @@ def grouped_context(s: st.Select, result: ResultPlan) -> dict[str, frozenset[int
     }
 
 
-def _subquery_rows(
-    ex: Execution, run: Run, node: exp.Expr, inner: st.Query
-) -> list[tuple[Any, ...]]:
+def _subquery_result(ex: Execution, run: Run, node: exp.Expr, inner: st.Query) -> Result:
     result = run(ex, inner)
     width = 1  # a value's; a row's for (a, b) IN (SELECT ...)
     if isinstance(node.parent, exp.In) and isinstance(node.parent.this, exp.Tuple):
@@ -137,4 +139,4 @@ def _subquery_rows(
             f"subquery must return {'only one column' if width == 1 else f'{width} columns'}, "
             f"not {len(result.columns)}",
         )
-    return result.rows
+    return result

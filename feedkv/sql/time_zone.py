@@ -40,6 +40,7 @@ __all__ = [
     "infinity_of",
     "offset_text",
     "posix_zone",
+    "shifted",
     "statement_zone",
     "timestamp_text",
     "zone_named",
@@ -78,13 +79,29 @@ def posix_zone(text: str) -> datetime.tzinfo:
     offset = _OFFSET.fullmatch(re.sub(r"^(?i:utc|gmt)(?=[+-])", "", stripped))
     if offset is None:
         raise SQLError("22023", f"unknown time zone {text}")
-    sign, hours, minutes, seconds = offset.groups()
-    west = datetime.timedelta(
-        hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0)
-    )
-    if west >= datetime.timedelta(hours=24) or int(minutes or 0) >= 60:
+    west = _offset_delta(offset)
+    if west is None:
         raise SQLError("22023", f"unknown time zone {text}: its offset is out of range")
-    return datetime.timezone(west if sign == "-" else -west)
+    return datetime.timezone(west if offset.group(1) == "-" else -west)
+
+
+def _offset_delta(offset: re.Match[str]) -> datetime.timedelta | None:
+    """The size of the offset :data:`_OFFSET` matched (its sign apart); None when it is
+    a day or more, or its minutes or seconds are 60 or more."""
+    hours, minutes, seconds = (int(part or 0) for part in offset.groups()[1:])
+    if hours >= 24 or minutes >= 60 or seconds >= 60:
+        return None
+    return datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+
+
+def shifted(value: datetime.datetime, zone: datetime.tzinfo) -> datetime.datetime:
+    """The aware ``value`` as the same instant in ``zone`` (``value.astimezone(zone)``);
+    22008 when its wall clock time there falls outside the years 1 to 9999, the range
+    of a timestamp here (0001-01-01 00:10 at UTC-3 is still in year 0 in UTC)."""
+    try:
+        return value.astimezone(zone)
+    except OverflowError:
+        raise SQLError("22008", "timestamp out of range") from None
 
 
 def zone_named(text: str) -> datetime.tzinfo:
@@ -98,15 +115,12 @@ def _zone(text: str) -> tuple[datetime.tzinfo, str]:
         return datetime.UTC, "UTC"
     offset = _OFFSET.fullmatch(text)
     if offset is not None:
-        sign, hours, minutes, seconds = offset.groups()
-        delta = datetime.timedelta(
-            hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0)
-        )
-        if delta >= datetime.timedelta(hours=24) or int(minutes or 0) >= 60:
+        delta = _offset_delta(offset)
+        if delta is None:
             raise _unknown(text)
         if not delta:
             return datetime.UTC, "UTC"
-        return datetime.timezone(-delta if sign == "-" else delta), text
+        return datetime.timezone(-delta if offset.group(1) == "-" else delta), text
     key = _zone_keys().get(text.lower())
     if key is None:
         raise _unknown(text)

@@ -48,6 +48,7 @@ from feedkv.sql.time_zone import (
     current_zone,
     infinite_timestamp,
     infinity_of,
+    shifted,
     timestamp_text,
 )
 from feedkv.util.hlc import Timestamp
@@ -683,7 +684,7 @@ def _to_date(value: object, ctype: ColumnType) -> datetime.date:
     if isinstance(value, datetime.datetime):
         _refuse_infinite(value, "DATE")
         if value.tzinfo is not None:  # the day in the session's zone
-            value = value.astimezone(current_zone())
+            value = shifted(value, current_zone())
         return value.date()
     if isinstance(value, datetime.date):
         return value
@@ -718,7 +719,7 @@ def _to_timestamp(value: object, ctype: ColumnType) -> datetime.datetime:
         return value.replace(tzinfo=None)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:  # the wall time in the session's zone
-            value = value.astimezone(current_zone()).replace(tzinfo=None)
+            value = shifted(value, current_zone()).replace(tzinfo=None)
         return value
     if isinstance(value, datetime.date):
         return datetime.datetime(value.year, value.month, value.day)
@@ -732,11 +733,11 @@ def _to_timestamptz(value: object, ctype: ColumnType) -> datetime.datetime:
         return value.replace(tzinfo=UTC)
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:  # a wall time in the session's zone
-            return value.replace(tzinfo=current_zone()).astimezone(UTC)
-        return value.astimezone(UTC)
+            return shifted(value.replace(tzinfo=current_zone()), UTC)
+        return shifted(value, UTC)
     if isinstance(value, datetime.date):
         midnight = datetime.datetime(value.year, value.month, value.day)
-        return midnight.replace(tzinfo=current_zone()).astimezone(UTC)
+        return shifted(midnight.replace(tzinfo=current_zone()), UTC)
     raise _Mismatch
 
 
@@ -780,7 +781,7 @@ def _to_time(value: object, ctype: ColumnType) -> datetime.time:
     if isinstance(value, datetime.datetime):
         _refuse_infinite(value, "TIME")
         if value.tzinfo is not None:  # the time of day in the session's zone
-            value = value.astimezone(current_zone())
+            value = shifted(value, current_zone())
         return value.time()
     if isinstance(value, str):
         text = value.strip()

@@ -246,6 +246,12 @@ def columns(description: Description) -> list[tuple[str, Kind | None]]:
             ],
             [STRING],
         ),
+        # an untyped string and a DATE are shifted as the TIMESTAMPTZ they are read as
+        (
+            "SELECT '2020-01-01 12:00' AT TIME ZONE 'UTC', timezone('UTC', DATE '2020-01-01')",
+            [("timezone", Kind.TIMESTAMP), ("timezone", Kind.TIMESTAMP)],
+            [],
+        ),
         ("BEGIN", [], []),
     ],
 )

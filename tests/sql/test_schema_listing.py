@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from feedkv import DB
-from feedkv.errors import SQLError
+from feedkv.errors import InvariantViolation, SQLError
+from feedkv.sql import catalog
+from feedkv.sql.schema_listing import home_database
 
 
 def test_show_create_all_tables_adds_foreign_keys_after_every_table(db: DB) -> None:
@@ -45,6 +47,52 @@ def test_show_create_all_tables_puts_a_sequence_before_the_table_calling_it(db: 
     assert "DEFAULT nextval('public.s'::REGCLASS)" in statements[1]
     assert statements[1].endswith(");\nCOMMENT ON TABLE public.t IS 'ids';")
     assert statements[2] == "CREATE VIEW public.v (id) AS SELECT id FROM t;"
+
+
+def test_a_table_without_its_database_is_a_broken_catalog(db: DB) -> None:
+    """SHOW CREATE names a table's sequences from its database: a table whose database
+    descriptor is gone fails loudly, never as a database named ""."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY)")
+    before = catalog.Snapshot(db, db.now())
+    database = catalog.database_by_name(before, catalog.DEFAULT_DATABASE)
+    table = catalog.table_by_name(before, database, "t")
+    assert home_database(before, table) == database
+    db.delete(catalog.descriptor_key(database.id))
+    with pytest.raises(InvariantViolation, match=f"table 't' has no database {database.id}"):
+        home_database(catalog.Snapshot(db, db.now()), table)
+
+
+def test_show_create_all_tables_replays_into_a_fresh_database(db: DB) -> None:
+    """Each row run in order, the comment row among them, makes the same schema: a
+    sequence a DEFAULT calls, tables with a foreign key (added after both tables) and a
+    check, a view, a comment."""
+    source = db.session()
+    for text in (
+        "CREATE SEQUENCE ids",
+        "CREATE TABLE child (id INT PRIMARY KEY DEFAULT nextval('ids'), parent_id INT, "
+        "CHECK (id > 0))",
+        "CREATE TABLE parent (id INT PRIMARY KEY, name STRING UNIQUE)",
+        "ALTER TABLE child ADD CONSTRAINT child_parent_fk FOREIGN KEY (parent_id) "
+        "REFERENCES parent (id) ON DELETE CASCADE",
+        "CREATE VIEW named AS SELECT c.id, p.name FROM child AS c JOIN parent AS p "
+        "ON c.parent_id = p.id",
+        "COMMENT ON TABLE parent IS 'the parents'",
+    ):
+        source.execute(text)
+    dump = [row[0] for row in source.execute("SHOW CREATE ALL TABLES").rows]
+    assert any(text.startswith("-- ") for text in dump)
+    source.execute("CREATE DATABASE copy")
+    replay = db.session()
+    replay.execute("USE copy")
+    for text in dump:
+        replay.execute(text)
+    assert [row[0] for row in replay.execute("SHOW CREATE ALL TABLES").rows] == dump
+    replay.execute("INSERT INTO parent VALUES (1, 'p')")
+    replay.execute("INSERT INTO child (parent_id) VALUES (1)")
+    assert replay.execute("SELECT name FROM named").rows == [("p",)]
+    with pytest.raises(SQLError) as caught:
+        replay.execute("INSERT INTO child (parent_id) VALUES (2)")
+    assert caught.value.code == "23503"
 
 
 def test_show_create_all_tables_of_an_empty_database_has_no_rows(db: DB) -> None:

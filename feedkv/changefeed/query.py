@@ -91,7 +91,8 @@ def _as_columns(node: exp.Expr) -> exp.Expr:
         name = str(node.this).lower()
         if node.expressions:
             raise SQLError("42883", f"{name}() takes no arguments")
-        return exp.column(_FUNCTIONS[name], quoted=True)
+        # NB: named for the function, as CockroachDB names such an item's column
+        return exp.alias_(exp.column(_FUNCTIONS[name], quoted=True), name)
     if (
         isinstance(node, exp.Dot)
         and isinstance(node.this, exp.Paren)
@@ -123,7 +124,7 @@ class CDCQuery:
         self.select = statement
         self._items = [_unaliased(i.transform(_as_columns)) for i in statement.items]
         self._where = (
-            _unaliased(statement.where.transform(_as_columns))
+            _unaliased(statement.where.transform(_as_columns), keep_root=False)
             if statement.where is not None
             else None
         )
@@ -257,12 +258,13 @@ def _hlc(ts: Timestamp) -> decimal.Decimal:
     return decimal.Decimal(str(ts))
 
 
-def _unaliased(node: exp.Expr) -> exp.Expr:
-    """An alias ``_as_columns`` put inside an expression (only a whole SELECT item may
-    keep one, to name its column ``cdc_prev``) replaced by what it names."""
+def _unaliased(node: exp.Expr, *, keep_root: bool = True) -> exp.Expr:
+    """An alias ``_as_columns`` put inside an expression replaced by what it names.
+    Only a whole SELECT item (``keep_root``) keeps one, to name its column
+    (``cdc_prev``, ``event_op``); a predicate such as ``WHERE cdc_is_delete()`` keeps none."""
 
     def strip(inner: exp.Expr) -> exp.Expr:
-        if isinstance(inner, exp.Alias) and inner is not node:
+        if isinstance(inner, exp.Alias) and (inner is not node or not keep_root):
             stripped: exp.Expr = inner.this
             return stripped
         return inner

@@ -41,6 +41,25 @@ def test_a_query_filters_and_projects_with_the_previous_row_and_the_operation(ta
     assert third == ("t", "[2]", json.dumps({"dbl": None, "k": 2, "old": 3, "op": "delete"}))
 
 
+def test_a_change_function_without_an_alias_names_its_column_for_itself(table: DB) -> None:
+    """CockroachDB names the column of an unaliased ``event_op()`` (and the other
+    functions of a change) ``event_op``; a predicate that is such a function alone works."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED AS SELECT k, event_op(), cdc_is_delete() FROM t "
+        "WHERE cdc_is_delete()"
+    )
+    assert isinstance(result, FeedResult)
+    table.sql("UPDATE t SET n = 2 WHERE k = 1")  # filtered out: not a deletion
+    table.sql("DELETE FROM t WHERE k = 2")
+    deleted = result.poll(DEADLINE)
+    result.close()
+    assert deleted == (
+        "t",
+        "[2]",
+        json.dumps({"cdc_is_delete": True, "event_op": "delete", "k": 2}),
+    )
+
+
 def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
     result = table.sql(
         "EXPERIMENTAL CHANGEFEED WITH envelope=wrapped, initial_scan='only' "

@@ -770,6 +770,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "webhook_auth_header",
                 "webhook_client_timeout",
                 "extra_headers",
+                "compression",
             }
         ),
         keyless=True,

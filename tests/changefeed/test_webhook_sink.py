@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import gzip
 import ipaddress
 import json
 import socket
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import zstandard
 
 from feedkv import DB
 from feedkv.changefeed.options import parse_options
@@ -151,6 +153,27 @@ def test_each_batch_is_one_post_of_payload_and_length_in_order(endpoint: Webhook
         assert request.path == "/hook"
         assert request.headers["authorization"] == "Bearer s3cret"
         assert request.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    ("compression", "decompress"),
+    [("gzip", gzip.decompress), ("zstd", zstandard.ZstdDecompressor().decompress)],
+)
+def test_compression_compresses_every_body_and_names_its_encoding(
+    endpoint: WebhookEndpoint, compression: str, decompress: Callable[[bytes], bytes]
+) -> None:
+    """CockroachDB 25.2 takes ``compression`` for webhook sinks: batches and resolved
+    markers alike go compressed, with the algorithm as their ``Content-Encoding``."""
+    sink = webhook_sink(endpoint.uri(), compression=compression)
+    sink.emit_row(message(1))
+    sink.flush()
+    sink.emit_resolved(Timestamp(NOW.wall + 1, 0), ["t"])
+    sink.close()
+    assert [r.headers.get("content-encoding") for r in endpoint.accepted] == [compression] * 2
+    assert [json.loads(decompress(r.body)) for r in endpoint.accepted] == [
+        {"payload": [value_of(message(1))], "length": 1},
+        {"resolved": f"{NOW.wall + 1}.0000000000"},
+    ]
 
 
 def test_without_an_auth_header_none_is_sent(endpoint: WebhookEndpoint) -> None:

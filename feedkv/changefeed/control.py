@@ -38,6 +38,10 @@ def request(txn: Txn, job_id: int, action: str) -> None:
         updated = record.replace(status=status)
         if action == "resume":
             updated = updated.replace(error="", running_status="")
+        elif status == CANCELED:
+            # NB: no runner holds the job to clear it, as one does when it stops: a
+            # canceled job said "paused" (or "paused on error: ...") otherwise
+            updated = updated.replace(running_status="")
         put_job(txn, updated, watching=watching)
 
 

@@ -384,7 +384,13 @@ def test_a_bad_sink_config_is_refused_naming_the_key(
             {},
             "sink parameter ca_cert is not a usable certificate",
         ),
-        ("insecure_tls_skip_verify=maybe", {}, "insecure_tls_skip_verify='maybe' must be true or"),
+        (
+            "insecure_tls_skip_verify=maybe",
+            {},
+            # said once, with what to write instead
+            "sink parameter insecure_tls_skip_verify='maybe' is not a boolean: write "
+            "insecure_tls_skip_verify=true or insecure_tls_skip_verify=false",
+        ),
         ("client_key=LS0tLS1CRUdJTiBYLS0tLS0=", {}, "client_key needs client_cert as well"),
         ("", {"webhook_client_timeout": "0s"}, "webhook_client_timeout must be more than 0s"),
         ("", {"webhook_auth_header": "Bearer a\nb"}, "webhook_auth_header must be printable"),

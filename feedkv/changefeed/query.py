@@ -56,6 +56,7 @@ from feedkv.sql.expr import (
 from feedkv.sql.mvcc_column import MVCC_COLUMN
 from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.volatility import refuse_volatile
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["CDCQuery", "EVENT_OP_COLUMN"]
@@ -131,6 +132,10 @@ class CDCQuery:
         for node in [*self._items, *([self._where] if self._where is not None else [])]:
             if any(True for _ in node.find_all(*AGGREGATES)):
                 raise SQLError("42803", "aggregate functions are not allowed in a changefeed query")
+            if any(True for _ in node.find_all(exp.Window)):
+                raise SQLError("42P20", "window functions are not allowed in a changefeed query")
+            # NB: as CockroachDB's CDC queries docs list: a value per call, not per change
+            refuse_volatile(node, "a changefeed query")
         nodes = [*self._items, *([self._where] if self._where is not None else [])]
         reads_prev = any(
             (qualifier_of(c) or "").lower() == PREV or expression_name(c) == PREV_ROW_COLUMN

@@ -103,6 +103,13 @@ def test_a_query_job_keeps_the_bare_envelope_and_alter_keeps_it_too(
         ("SELECT k FROM nope", "42P01"),
         ("SELECT k FROM t ORDER BY k", "0A000"),
         ("SELECT cdc_prev.nope FROM t", "42703"),
+        # what CockroachDB's CDC queries docs list as not permitted, or that would have
+        # been ignored: a query sees one change at a time
+        ("SELECT DISTINCT k FROM t", "0A000"),
+        ("SELECT k FROM t GROUP BY k", "0A000"),
+        ("SELECT k, row_number() OVER () FROM t", "42P20"),
+        ("SELECT k, random() FROM t", "0A000"),
+        ("SELECT k FROM t WHERE gen_random_uuid() IS NOT NULL", "0A000"),
     ],
 )
 def test_bad_queries_are_refused_at_creation(table: DB, query: str, code: str) -> None:

@@ -18,6 +18,9 @@ expressions:
   when the row's schema (descriptor version) was written and
   ``changefeed_creation_timestamp()`` the changefeed's start, each an HLC DECIMAL
   (``<wall ns>.<logical, 10 digits>``) as CockroachDB's preferred overloads return;
+  ``transaction_timestamp()`` and ``statement_timestamp()`` are the change's MVCC
+  timestamp as a TIMESTAMPTZ, and ``now()`` (``current_timestamp``) is refused, as
+  CockroachDB's CDC queries docs say (a changefeed has no one statement time);
 - JSON operators ``->`` and ``->>`` and ``jsonb_build_object()`` work as in SQL.
 
 A change the predicate does not accept (false or NULL) is not emitted. Deletions are
@@ -67,6 +70,7 @@ PREV_ROW_COLUMN = "__feedkv_cdc_prev"
 IS_DELETE_COLUMN = "__feedkv_cdc_is_delete"
 CREATED_COLUMN = "__feedkv_changefeed_creation_timestamp"
 SCHEMA_TS_COLUMN = "__feedkv_event_schema_timestamp"
+EVENT_TIME_COLUMN = "__feedkv_event_time"
 
 # The functions of a change, each read from a column of its own in the query's row
 _FUNCTIONS = {
@@ -74,6 +78,8 @@ _FUNCTIONS = {
     "cdc_is_delete": IS_DELETE_COLUMN,
     "changefeed_creation_timestamp": CREATED_COLUMN,
     "event_schema_timestamp": SCHEMA_TS_COLUMN,
+    "transaction_timestamp": EVENT_TIME_COLUMN,
+    "statement_timestamp": EVENT_TIME_COLUMN,
 }
 # Those columns, after the row and the previous row, with their types
 _EXTRA = (
@@ -83,11 +89,19 @@ _EXTRA = (
     (MVCC_COLUMN, Kind.DECIMAL),
     (CREATED_COLUMN, Kind.DECIMAL),
     (SCHEMA_TS_COLUMN, Kind.DECIMAL),
+    (EVENT_TIME_COLUMN, Kind.TIMESTAMPTZ),
 )
 
 
 def _as_columns(node: exp.Expr) -> exp.Expr:
     """The query with the change's functions and ``cdc_prev`` as columns."""
+    if isinstance(node, exp.CurrentTimestamp):
+        raise SQLError(
+            "0A000",
+            "now() is not supported in a changefeed query: use transaction_timestamp() or "
+            "crdb_internal_mvcc_timestamp for the change's time, or "
+            "changefeed_creation_timestamp() for the changefeed's start",
+        )
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _FUNCTIONS:
         name = str(node.this).lower()
         if node.expressions:
@@ -148,7 +162,7 @@ class CDCQuery:
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
         self._columns: dict[tuple[int, int], Columns] = {}
-        # NB: now() is the query's creation time for every row (not each row's own).
+        # NB: the context's now is the query's creation time (now() itself is refused)
         self._context = Context(now=datetime.datetime.now(datetime.UTC))
         self._created = _hlc(created or Timestamp(time.time_ns(), 0))
         # When a descriptor version was written (event_schema_timestamp()); set by the
@@ -246,6 +260,7 @@ class CDCQuery:
             _hlc(event.mvcc_ts),
             self._created,
             None if schema_ts is None else _hlc(schema_ts),
+            _moment(event.mvcc_ts),
         ]
         env: list[Any] = [*after, *(before.get(n) for n in names), *extra]
         if where is not None and where(env, self._context) is not True:
@@ -261,6 +276,13 @@ class CDCQuery:
 def _hlc(ts: Timestamp) -> decimal.Decimal:
     """An HLC timestamp as CockroachDB's DECIMAL form of it."""
     return decimal.Decimal(str(ts))
+
+
+def _moment(ts: Timestamp) -> datetime.datetime:
+    """An HLC timestamp as the TIMESTAMPTZ of its wall time (microseconds, as SQL's)."""
+    seconds, nanos = divmod(ts.wall, 10**9)
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment + datetime.timedelta(microseconds=nanos // 1000)
 
 
 def _unaliased(node: exp.Expr, *, keep_root: bool = True) -> exp.Expr:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 from pathlib import Path
 
@@ -58,6 +59,27 @@ def test_a_change_function_without_an_alias_names_its_column_for_itself(table: D
         "[2]",
         json.dumps({"cdc_is_delete": True, "event_op": "delete", "k": 2}),
     )
+
+
+def test_transaction_timestamp_is_the_changes_mvcc_timestamp_and_now_is_refused(
+    table: DB,
+) -> None:
+    """CockroachDB's CDC queries docs: transaction_timestamp() and statement_timestamp()
+    return the event's MVCC timestamp; now() is not supported."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS SELECT k, "
+        "transaction_timestamp() = statement_timestamp() AS same, "
+        "extract(epoch FROM transaction_timestamp()) * 1000000 AS micros, "
+        "crdb_internal_mvcc_timestamp AS mvcc FROM t WHERE k = 1"
+    )
+    [(_table, _key, value)] = list(result)
+    row = json.loads(value, parse_float=decimal.Decimal)
+    assert row["same"] is True
+    assert row["micros"] == int(row["mvcc"]) // 1000  # the MVCC timestamp's wall time
+    with pytest.raises(SQLError) as raised:
+        table.sql("EXPERIMENTAL CHANGEFEED AS SELECT k, now() FROM t")
+    assert raised.value.code == "0A000"
+    assert "use transaction_timestamp()" in raised.value.message
 
 
 def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:

@@ -176,6 +176,21 @@ def test_compression_compresses_every_body_and_names_its_encoding(
     ]
 
 
+@pytest.mark.parametrize(
+    ("envelope", "marker"),
+    [("wrapped", b'{"resolved":"%s"}'), ("bare", b'{"__crdb__":{"resolved":"%s"}}')],
+)
+def test_a_resolved_marker_is_the_envelopes_as_cockroachdb_posts_it(
+    endpoint: WebhookEndpoint, envelope: str, marker: bytes
+) -> None:
+    """CockroachDB's webhook sink posts the encoder's resolved marker, whose shape
+    follows the envelope, as its other sinks write it."""
+    sink = webhook_sink(endpoint.uri(), envelope=envelope)
+    sink.emit_resolved(NOW, ["t"])
+    sink.close()
+    assert [r.body for r in endpoint.accepted] == [marker % str(NOW).encode()]
+
+
 def test_without_an_auth_header_none_is_sent(endpoint: WebhookEndpoint) -> None:
     sink = webhook_sink(endpoint.uri())
     sink.emit_row(message(1))

@@ -13,9 +13,10 @@ the changefeed-sinks docs' webhook output is compact), its digits untouched (so 
 DECIMAL keeps every digit). The body is CockroachDB's byte for byte, nothing added. A
 message without a value (a deletion under envelope ``bare`` or ``row``; every message
 under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
-``{"resolved":"<ts>"}``. With ``compression`` (``gzip`` or ``zstd``, as CockroachDB
-takes it for webhooks since 25.2) every body is compressed so and sent with that
-``Content-Encoding``. ``webhook_auth_header`` is
+the encoder's marker, as CockroachDB's sink posts it: ``{"resolved":"<ts>"}``, or
+``{"__crdb__":{"resolved":"<ts>"}}`` under ``bare`` (a CDC query's default). With
+``compression`` (``gzip`` or ``zstd``, as CockroachDB takes it for webhooks since 25.2)
+every body is compressed so and sent with that ``Content-Encoding``. ``webhook_auth_header`` is
 sent as the ``Authorization`` header of every request. Under ``wrapped`` (and in
 ``bare``'s ``__crdb__``) a JSON value carries the row's key and its topic
 (``key_in_value`` and ``topic_in_value`` are on for this sink, as in CockroachDB, whose
@@ -82,6 +83,7 @@ from typing import Any
 
 import httpx
 
+from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import (
@@ -145,10 +147,13 @@ class WebhookClient:
         verify: ssl.SSLContext | bool = True,
         extra_headers: dict[str, str] | None = None,
         compression: str | None = None,
+        envelope: str = "wrapped",
     ) -> None:
         """``extra_headers``: sent with every request (the option ``extra_headers``);
         ``Content-Type``, ``Content-Encoding`` and ``Authorization`` are the sink's own
-        and win. ``compression``: ``gzip``, ``zstd`` or ``None`` (bodies as they are)."""
+        and win. ``compression``: ``gzip``, ``zstd`` or ``None`` (bodies as they are).
+        ``envelope``: the changefeed's, which shapes resolved markers."""
+        self._envelope = envelope
         headers = {**(extra_headers or {}), "Content-Type": "application/json"}
         if auth_header is not None:
             headers["Authorization"] = auth_header
@@ -168,7 +173,7 @@ class WebhookClient:
         self._post(body, f"a batch of {counted(len(batch), 'message')} of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
-        self._post(f'{{"resolved":"{ts}"}}'.encode(), f"resolved timestamp {ts}")
+        self._post(resolved_json(ts, self._envelope), f"resolved timestamp {ts}")
 
     def close(self) -> None:
         self._client.close()
@@ -244,6 +249,7 @@ def make(
         verify=_verify(uri),
         extra_headers=options.extra_headers,
         compression=options.compression,
+        envelope=options.envelope,
     )
     return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 

@@ -31,6 +31,7 @@ __all__ = [
     "ROW_FORMATS",
     "CURSOR_AGE_WARNING_NS",
     "ChangefeedOptions",
+    "check_option_name",
     "cursor_age_notices",
     "frequency_notices",
     "option_error",
@@ -373,6 +374,14 @@ def _both_spellings(first: str, second: str) -> str:
     if (a, b) == ("initial_scan_only", "no_initial_scan"):
         a = "initial_scan='only'"  # NB: CockroachDB's wording for this pair
     return f"cannot specify both {a} and {b}"
+
+
+def check_option_name(name: str) -> None:
+    """SQLError 22023 unless ``name`` is an option (or an older spelling of one), with
+    a suggestion for a misspelt one; for names given without a value to parse
+    (``ALTER CHANGEFEED ... UNSET``)."""
+    if name not in _OPTIONS and name not in _ALIASES:
+        raise option_error(f"unknown option {name!r}{_suggest(name, _OPTIONS)}")
 
 
 def _suggest(word: str, choices: Iterable[str]) -> str:

@@ -61,7 +61,7 @@ _SCAN_OPTIONS = ("initial_scan", "no_initial_scan", "initial_scan_only")
 
 def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
     """Apply ``statement`` to job ``job_id`` (the one it names), which must be paused."""
-    record = existing_job(get_job(txn, job_id), job_id)
+    record = existing_job(get_job(txn, job_id), job_id, txn)
     if record.status != PAUSED:
         raise SQLError(
             "55000",

@@ -32,7 +32,7 @@ _DONE = {"pause": "paused", "resume": "resumed", "cancel": "canceled"}
 
 def request(txn: Txn, job_id: int, action: str) -> None:
     """Record ``action`` (``pause``, ``resume`` or ``cancel``) on job ``job_id``."""
-    record = existing_job(get_job(txn, job_id), job_id)
+    record = existing_job(get_job(txn, job_id), job_id, txn)
     status, watching = requested(record, action)
     if status != record.status:
         updated = record.replace(status=status)

@@ -129,9 +129,18 @@ def _as_columns(node: exp.Expr) -> exp.Expr:
 class CDCQuery:
     """A parsed CDC query over one table; :meth:`apply` filters and projects changes."""
 
-    def __init__(self, text: str, *, created: Timestamp | None = None, diff: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        *,
+        created: Timestamp | None = None,
+        diff: bool = False,
+        user: str | None = None,
+    ) -> None:
         """``created``: the changefeed's start, ``changefeed_creation_timestamp()``;
-        ``diff``: the changefeed has the option (see ``event_op()``)."""
+        ``diff``: the changefeed has the option (see ``event_op()``); ``user``: who
+        created it, ``current_user`` (as CockroachDB evaluates session functions with
+        the creating session's data)."""
         (statement,) = parse(text)
         if not isinstance(statement, st.Select) or not isinstance(statement.table, st.TableName):
             raise SQLError("42601", "a changefeed query is SELECT ... FROM <table>")
@@ -163,7 +172,10 @@ class CDCQuery:
         ] = {}
         self._columns: dict[tuple[int, int], Columns] = {}
         # NB: the context's now is the query's creation time (now() itself is refused)
-        self._context = Context(now=datetime.datetime.now(datetime.UTC))
+        self._context = Context(
+            now=datetime.datetime.now(datetime.UTC),
+            variable=lambda name: _session_variable(name, user),
+        )
         self._created = _hlc(created or Timestamp(time.time_ns(), 0))
         # When a descriptor version was written (event_schema_timestamp()); set by the
         # changefeed that reads the schema history (None: NULL).
@@ -276,6 +288,14 @@ class CDCQuery:
 def _hlc(ts: Timestamp) -> decimal.Decimal:
     """An HLC timestamp as CockroachDB's DECIMAL form of it."""
     return decimal.Decimal(str(ts))
+
+
+def _session_variable(name: str, user: str | None) -> str:
+    """What a session function reads in a changefeed query: the creating user."""
+    if name == "session_user" and user is not None:
+        return user
+    shown = {"session_user": "current_user", "database": "current_database()"}.get(name, name)
+    raise SQLError("0A000", f"{shown} is not available in a changefeed query")
 
 
 def _moment(ts: Timestamp) -> datetime.datetime:

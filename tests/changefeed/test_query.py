@@ -82,6 +82,18 @@ def test_transaction_timestamp_is_the_changes_mvcc_timestamp_and_now_is_refused(
     assert "use transaction_timestamp()" in raised.value.message
 
 
+def test_current_user_is_the_user_who_created_the_changefeed(table: DB) -> None:
+    """CockroachDB evaluates a session function in a CDC query with the data of the
+    session that created it."""
+    table.sql("CREATE USER maxroach")
+    table.sql("GRANT SELECT ON t TO maxroach")
+    result = table.session(user="maxroach").execute(
+        "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS "
+        "SELECT k, current_user AS who FROM t WHERE k = 1"
+    )
+    assert [value for _table, _key, value in result] == ['{"k": 1, "who": "maxroach"}']
+
+
 def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
     result = table.sql(
         "EXPERIMENTAL CHANGEFEED WITH envelope=wrapped, initial_scan='only' "

@@ -41,7 +41,7 @@ from feedkv.changefeed.jobs import (
     put_job,
     table_names,
 )
-from feedkv.changefeed.options import option_error, parse_options
+from feedkv.changefeed.options import check_option_name, option_error, parse_options
 from feedkv.changefeed.sink import parse_sink_uri, sink_defaults
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -61,7 +61,7 @@ _SCAN_OPTIONS = ("initial_scan", "no_initial_scan", "initial_scan_only")
 
 def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
     """Apply ``statement`` to job ``job_id`` (the one it names), which must be paused."""
-    record = existing_job(get_job(txn, job_id), job_id)
+    record = existing_job(get_job(txn, job_id), job_id, txn)
     if record.status != PAUSED:
         raise SQLError(
             "55000",
@@ -124,6 +124,8 @@ def altered_spec(
         )
     given = dict(spec.options.given)
     setting = [name for name, _ in statement.set_options]
+    for name in statement.unset:
+        check_option_name(name)  # NB: SET's names are checked as they are parsed
     for name in [*statement.unset, *setting]:
         if name == "cursor" and name not in statement.unset:
             continue  # SET cursor moves the high-water mark

@@ -782,7 +782,7 @@ def cdc_query(spec: ChangefeedSpec) -> CDCQuery | None:
     # and each Spark worker of its job, would otherwise import for nothing
     from feedkv.changefeed.query import CDCQuery
 
-    return CDCQuery(spec.query, created=spec.start, diff=spec.options.diff)
+    return CDCQuery(spec.query, created=spec.start, diff=spec.options.diff, user=spec.user)
 
 
 def schema_message(topic: str, table: str, change: SchemaChange) -> Message:

@@ -32,12 +32,16 @@ _DONE = {"pause": "paused", "resume": "resumed", "cancel": "canceled"}
 
 def request(txn: Txn, job_id: int, action: str) -> None:
     """Record ``action`` (``pause``, ``resume`` or ``cancel``) on job ``job_id``."""
-    record = existing_job(get_job(txn, job_id), job_id)
+    record = existing_job(get_job(txn, job_id), job_id, txn)
     status, watching = requested(record, action)
     if status != record.status:
         updated = record.replace(status=status)
         if action == "resume":
             updated = updated.replace(error="", running_status="")
+        elif status == CANCELED:
+            # NB: no runner holds the job to clear it, as one does when it stops: a
+            # canceled job said "paused" (or "paused on error: ...") otherwise
+            updated = updated.replace(running_status="")
         put_job(txn, updated, watching=watching)
 
 

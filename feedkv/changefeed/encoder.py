@@ -132,6 +132,16 @@ def _json_float(value: float) -> str:
     return repr(value)
 
 
+def _json_float_datum(value: float) -> str:
+    """A FLOAT datum as CockroachDB's changefeeds write it: the decimal of its shortest
+    digits (apd's SetFloat64) in the General Decimal Arithmetic's scientific form
+    (apd's String, which Python's Decimal shares): ``1.5``, ``1E+2`` for 100.0,
+    ``1.5E+300``, ``1E-7``. NB: not for a JSONB number, which keeps the text it had."""
+    if math.isnan(value) or math.isinf(value):
+        return _json_float(value)
+    return str(decimal.Decimal(repr(value)).normalize())
+
+
 def _json_decimal(value: decimal.Decimal) -> str:
     if value.is_nan():
         return '"NaN"'
@@ -220,7 +230,7 @@ def resolved_json(ts: Timestamp, envelope: str = "wrapped") -> bytes:
 
 _BY_KIND: dict[Kind, Callable[[Any], str]] = {
     Kind.INT: str,
-    Kind.FLOAT: _json_float,
+    Kind.FLOAT: _json_float_datum,
     Kind.DECIMAL: _json_decimal,
     Kind.STRING: json_string,
     Kind.BYTES: lambda v: '"\\\\x' + v.hex() + '"',
@@ -255,7 +265,7 @@ def json_any(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _json_float(value)
+        return _json_float_datum(value)
     if isinstance(value, decimal.Decimal):
         return _json_decimal(value)
     if isinstance(value, bytes):

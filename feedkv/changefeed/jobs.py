@@ -61,6 +61,7 @@ from feedkv.security.secrets import (
 from feedkv.sql import catalog
 from feedkv.sql.arrays import Array
 from feedkv.sql.descriptor import DatabaseDescriptor
+from feedkv.sql.schema_jobs import list_schema_jobs
 from feedkv.sql.types import ColumnType, Kind, logical_decimal
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -406,8 +407,20 @@ def get_job(reader: catalog.Reader, job_id: int) -> JobRecord | None:
     return JobRecord.from_json(data, _sealer(reader)) if data is not None else None
 
 
-def existing_job(record: JobRecord | None, job_id: int) -> JobRecord:
-    """``record``, read as job ``job_id``: it must exist (SQLSTATE 42704)."""
+def existing_job(
+    record: JobRecord | None, job_id: int, reader: catalog.Reader | None = None
+) -> JobRecord:
+    """``record``, read as changefeed job ``job_id``: it must exist (SQLSTATE 42704).
+    With ``reader``, an id of a schema-change job (which SHOW JOBS lists too) is refused
+    as what it is (0A000), not as a job that does not exist."""
+    if record is None and reader is not None:
+        for other in list_schema_jobs(reader):
+            if other.id == job_id:
+                raise SQLError(
+                    "0A000",
+                    f"job {job_id} is a {other.job_type} job: this statement applies to "
+                    "changefeed jobs only",
+                )
     if record is None:
         raise SQLError("42704", f"job with ID {job_id} does not exist")
     return record

@@ -31,6 +31,7 @@ __all__ = [
     "ROW_FORMATS",
     "CURSOR_AGE_WARNING_NS",
     "ChangefeedOptions",
+    "check_option_name",
     "cursor_age_notices",
     "frequency_notices",
     "option_error",
@@ -366,6 +367,23 @@ _ALIASES = {
 }
 
 
+def _both_spellings(first: str, second: str) -> str:
+    """CockroachDB's refusal of two spellings of one option (``initial_scan`` and
+    ``no_initial_scan``), in its order whichever was written first."""
+    a, b = sorted((first, second))  # initial_scan < initial_scan_only < no_initial_scan
+    if (a, b) == ("initial_scan_only", "no_initial_scan"):
+        a = "initial_scan='only'"  # NB: CockroachDB's wording for this pair
+    return f"cannot specify both {a} and {b}"
+
+
+def check_option_name(name: str) -> None:
+    """SQLError 22023 unless ``name`` is an option (or an older spelling of one), with
+    a suggestion for a misspelt one; for names given without a value to parse
+    (``ALTER CHANGEFEED ... UNSET``)."""
+    if name not in _OPTIONS and name not in _ALIASES:
+        raise option_error(f"unknown option {name!r}{_suggest(name, _OPTIONS)}")
+
+
 def _suggest(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -381,16 +399,21 @@ def parse_options(
     first problem."""
     given = tuple(given)
     values: dict[str, Any] = {}
-    for name, value in given:
-        if name in _ALIASES:
+    spelt: dict[str, str] = {}  # each option set, by the spelling that set it
+    for written, value in given:
+        name = written
+        if written in _ALIASES:
             if value is not None:
-                raise option_error(f"option {name} takes no value (write WITH {name})")
-            name, value = _ALIASES[name]
+                raise option_error(f"option {written} takes no value (write WITH {written})")
+            name, value = _ALIASES[written]
         parser = _OPTIONS.get(name)
         if parser is None:
             raise option_error(f"unknown option {name!r}{_suggest(name, _OPTIONS)}")
         if name in values:
-            raise option_error(f"option {name} is given more than once")
+            if spelt[name] != written:
+                raise option_error(_both_spellings(spelt[name], written))
+            raise option_error(f"option {written} is given more than once")
+        spelt[name] = written
         values[name] = parser(name, value, now)
     if values.get("envelope") in _DESIGN_ENVELOPES:
         values["envelope"], diff = _DESIGN_ENVELOPES[values["envelope"]]

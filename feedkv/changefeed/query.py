@@ -18,6 +18,9 @@ expressions:
   when the row's schema (descriptor version) was written and
   ``changefeed_creation_timestamp()`` the changefeed's start, each an HLC DECIMAL
   (``<wall ns>.<logical, 10 digits>``) as CockroachDB's preferred overloads return;
+  ``transaction_timestamp()`` and ``statement_timestamp()`` are the change's MVCC
+  timestamp as a TIMESTAMPTZ, and ``now()`` (``current_timestamp``) is refused, as
+  CockroachDB's CDC queries docs say (a changefeed has no one statement time);
 - JSON operators ``->`` and ``->>`` and ``jsonb_build_object()`` work as in SQL.
 
 A change the predicate does not accept (false or NULL) is not emitted. Deletions are
@@ -56,6 +59,7 @@ from feedkv.sql.expr import (
 from feedkv.sql.mvcc_column import MVCC_COLUMN
 from feedkv.sql.parser import parse
 from feedkv.sql.types import ColumnType, Kind
+from feedkv.sql.volatility import refuse_volatile
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["CDCQuery", "EVENT_OP_COLUMN"]
@@ -66,6 +70,7 @@ PREV_ROW_COLUMN = "__feedkv_cdc_prev"
 IS_DELETE_COLUMN = "__feedkv_cdc_is_delete"
 CREATED_COLUMN = "__feedkv_changefeed_creation_timestamp"
 SCHEMA_TS_COLUMN = "__feedkv_event_schema_timestamp"
+EVENT_TIME_COLUMN = "__feedkv_event_time"
 
 # The functions of a change, each read from a column of its own in the query's row
 _FUNCTIONS = {
@@ -73,6 +78,8 @@ _FUNCTIONS = {
     "cdc_is_delete": IS_DELETE_COLUMN,
     "changefeed_creation_timestamp": CREATED_COLUMN,
     "event_schema_timestamp": SCHEMA_TS_COLUMN,
+    "transaction_timestamp": EVENT_TIME_COLUMN,
+    "statement_timestamp": EVENT_TIME_COLUMN,
 }
 # Those columns, after the row and the previous row, with their types
 _EXTRA = (
@@ -82,16 +89,25 @@ _EXTRA = (
     (MVCC_COLUMN, Kind.DECIMAL),
     (CREATED_COLUMN, Kind.DECIMAL),
     (SCHEMA_TS_COLUMN, Kind.DECIMAL),
+    (EVENT_TIME_COLUMN, Kind.TIMESTAMPTZ),
 )
 
 
 def _as_columns(node: exp.Expr) -> exp.Expr:
     """The query with the change's functions and ``cdc_prev`` as columns."""
+    if isinstance(node, exp.CurrentTimestamp):
+        raise SQLError(
+            "0A000",
+            "now() is not supported in a changefeed query: use transaction_timestamp() or "
+            "crdb_internal_mvcc_timestamp for the change's time, or "
+            "changefeed_creation_timestamp() for the changefeed's start",
+        )
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _FUNCTIONS:
         name = str(node.this).lower()
         if node.expressions:
             raise SQLError("42883", f"{name}() takes no arguments")
-        return exp.column(_FUNCTIONS[name], quoted=True)
+        # NB: named for the function, as CockroachDB names such an item's column
+        return exp.alias_(exp.column(_FUNCTIONS[name], quoted=True), name)
     if (
         isinstance(node, exp.Dot)
         and isinstance(node.this, exp.Paren)
@@ -113,9 +129,18 @@ def _as_columns(node: exp.Expr) -> exp.Expr:
 class CDCQuery:
     """A parsed CDC query over one table; :meth:`apply` filters and projects changes."""
 
-    def __init__(self, text: str, *, created: Timestamp | None = None, diff: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        *,
+        created: Timestamp | None = None,
+        diff: bool = False,
+        user: str | None = None,
+    ) -> None:
         """``created``: the changefeed's start, ``changefeed_creation_timestamp()``;
-        ``diff``: the changefeed has the option (see ``event_op()``)."""
+        ``diff``: the changefeed has the option (see ``event_op()``); ``user``: who
+        created it, ``current_user`` (as CockroachDB evaluates session functions with
+        the creating session's data)."""
         (statement,) = parse(text)
         if not isinstance(statement, st.Select) or not isinstance(statement.table, st.TableName):
             raise SQLError("42601", "a changefeed query is SELECT ... FROM <table>")
@@ -123,13 +148,17 @@ class CDCQuery:
         self.select = statement
         self._items = [_unaliased(i.transform(_as_columns)) for i in statement.items]
         self._where = (
-            _unaliased(statement.where.transform(_as_columns))
+            _unaliased(statement.where.transform(_as_columns), keep_root=False)
             if statement.where is not None
             else None
         )
         for node in [*self._items, *([self._where] if self._where is not None else [])]:
             if any(True for _ in node.find_all(*AGGREGATES)):
                 raise SQLError("42803", "aggregate functions are not allowed in a changefeed query")
+            if any(True for _ in node.find_all(exp.Window)):
+                raise SQLError("42P20", "window functions are not allowed in a changefeed query")
+            # NB: as CockroachDB's CDC queries docs list: a value per call, not per change
+            refuse_volatile(node, "a changefeed query")
         nodes = [*self._items, *([self._where] if self._where is not None else [])]
         reads_prev = any(
             (qualifier_of(c) or "").lower() == PREV or expression_name(c) == PREV_ROW_COLUMN
@@ -142,8 +171,11 @@ class CDCQuery:
             tuple[int, int], tuple[list[tuple[str, Compiled]], Compiled | None]
         ] = {}
         self._columns: dict[tuple[int, int], Columns] = {}
-        # NB: now() is the query's creation time for every row (not each row's own).
-        self._context = Context(now=datetime.datetime.now(datetime.UTC))
+        # NB: the context's now is the query's creation time (now() itself is refused)
+        self._context = Context(
+            now=datetime.datetime.now(datetime.UTC),
+            variable=lambda name: _session_variable(name, user),
+        )
         self._created = _hlc(created or Timestamp(time.time_ns(), 0))
         # When a descriptor version was written (event_schema_timestamp()); set by the
         # changefeed that reads the schema history (None: NULL).
@@ -240,6 +272,7 @@ class CDCQuery:
             _hlc(event.mvcc_ts),
             self._created,
             None if schema_ts is None else _hlc(schema_ts),
+            _moment(event.mvcc_ts),
         ]
         env: list[Any] = [*after, *(before.get(n) for n in names), *extra]
         if where is not None and where(env, self._context) is not True:
@@ -257,12 +290,28 @@ def _hlc(ts: Timestamp) -> decimal.Decimal:
     return decimal.Decimal(str(ts))
 
 
-def _unaliased(node: exp.Expr) -> exp.Expr:
-    """An alias ``_as_columns`` put inside an expression (only a whole SELECT item may
-    keep one, to name its column ``cdc_prev``) replaced by what it names."""
+def _session_variable(name: str, user: str | None) -> str:
+    """What a session function reads in a changefeed query: the creating user."""
+    if name == "session_user" and user is not None:
+        return user
+    shown = {"session_user": "current_user", "database": "current_database()"}.get(name, name)
+    raise SQLError("0A000", f"{shown} is not available in a changefeed query")
+
+
+def _moment(ts: Timestamp) -> datetime.datetime:
+    """An HLC timestamp as the TIMESTAMPTZ of its wall time (microseconds, as SQL's)."""
+    seconds, nanos = divmod(ts.wall, 10**9)
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment + datetime.timedelta(microseconds=nanos // 1000)
+
+
+def _unaliased(node: exp.Expr, *, keep_root: bool = True) -> exp.Expr:
+    """An alias ``_as_columns`` put inside an expression replaced by what it names.
+    Only a whole SELECT item (``keep_root``) keeps one, to name its column
+    (``cdc_prev``, ``event_op``); a predicate such as ``WHERE cdc_is_delete()`` keeps none."""
 
     def strip(inner: exp.Expr) -> exp.Expr:
-        if isinstance(inner, exp.Alias) and inner is not node:
+        if isinstance(inner, exp.Alias) and (inner is not node or not keep_root):
             stripped: exp.Expr = inner.this
             return stripped
         return inner

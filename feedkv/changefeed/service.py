@@ -371,14 +371,14 @@ class Changefeeds:
             if not admin:
                 for each in ids:
                     self._require_owner(session, snapshot, each)
-            records = [existing_job(get_job(snapshot, i), i) for i in reversed(ids)]
+            records = [existing_job(get_job(snapshot, i), i, snapshot) for i in reversed(ids)]
         elif job_id is None:
             owner = None if admin else session.user
             records = [r for r in list_jobs(snapshot) if owner in (None, r.spec.user)]
         elif statement.shape != "changefeed" and get_job(snapshot, job_id) is None:
             return self._show_schema_jobs(statement, session, admin, job_id)
         else:
-            records = [existing_job(get_job(snapshot, job_id), job_id)]
+            records = [existing_job(get_job(snapshot, job_id), job_id, snapshot)]
         if statement.wait:
             records = [self._wait_complete(r.id, session) for r in records]
         records.reverse()  # newest first (SHOW JOBS (query): the query's order)
@@ -477,7 +477,7 @@ class Changefeeds:
 
     def _show_create(self, job_id: int) -> Result:
         snapshot = self._snapshot()
-        record = existing_job(get_job(snapshot, job_id), job_id)
+        record = existing_job(get_job(snapshot, job_id), job_id, snapshot)
         row = (record.name, feed_names.create_statement(record, snapshot))
         return Result(columns=SHOW_CREATE_COLUMNS, rows=[row], tag="SHOW 1")
 
@@ -487,7 +487,7 @@ class Changefeeds:
         finds its record gone stops too)."""
 
         def cancel(txn: Txn) -> None:
-            record = existing_job(get_job(txn, job_id), job_id)
+            record = existing_job(get_job(txn, job_id), job_id, txn)
             if record.status not in TERMINAL:
                 request(txn, job_id, "cancel")
             feed_names.forget(txn, record)
@@ -510,7 +510,7 @@ class Changefeeds:
             # A new sink is made and checked as CREATE CHANGEFEED's is, before the job
             # moves to it.
             snapshot = self._snapshot()
-            record = existing_job(get_job(snapshot, job_id), job_id)
+            record = existing_job(get_job(snapshot, job_id), job_id, snapshot)
             options = sink_defaults(statement.sink, record.spec.options)
             parsed = parse_sink_uri(statement.sink, options)
             require_explicit_access(session, snapshot, parsed)  # before it is reached
@@ -519,7 +519,7 @@ class Changefeeds:
                 self._reach(sink, options, record.high_water or record.spec.start)
         self._db.run_transaction(lambda txn: alter(txn, job_id, statement, session))
         snapshot = self._snapshot()
-        altered = existing_job(get_job(snapshot, job_id), job_id)
+        altered = existing_job(get_job(snapshot, job_id), job_id, snapshot)
         return Result(
             columns=("job_id", "job_description"),
             rows=[(job_id, altered.spec.description)],

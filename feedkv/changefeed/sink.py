@@ -633,8 +633,7 @@ class SinkURI:
         if text.lower() in ("false", "f", "0"):
             return False
         raise option_error(
-            f"sink parameter {name}={text!r} is not a boolean: "
-            f"{name}={text!r} must be true or false"
+            f"sink parameter {name}={text!r} is not a boolean: write {name}=true or {name}=false"
         )
 
     def pem_param(self, name: str) -> bytes | None:
@@ -770,6 +769,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
                 "webhook_auth_header",
                 "webhook_client_timeout",
                 "extra_headers",
+                "compression",
             }
         ),
         keyless=True,

@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from feedkv.changefeed.changefeed import ChangefeedError
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import (
     AmbiguousResultError,
@@ -1408,6 +1409,10 @@ def _as_sql_error(exc: BaseException) -> SQLError:
         # NB: CockroachDB's statement_completion_unknown: the client must look before it
         # retries, unlike the 58000 of a node that applied nothing
         return SQLError("40003", f"result is ambiguous: {exc}")
+    if isinstance(exc, ChangefeedError):
+        # NB: a sinkless changefeed that ended (schema_change_policy='stop', a dropped
+        # table) is no internal error; CockroachDB sends its message uncategorized
+        return SQLError("XXUUU", str(exc))
     if isinstance(exc, ExternalError | ClockOffsetError):
         # NB: a node that cannot serve now (down, its clock off) is no internal error
         return SQLError("58000", str(exc))

@@ -1905,7 +1905,9 @@ class _Compiler:
         if name in ("gen_random_uuid", "uuid_generate_v4"):
             return self.uuid(node)
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
-            return self.current_timestamp(node)
+            # NB: not current_timestamp(node): this node's ``this`` is its name, which
+            # that would read as a precision
+            return lambda row, ctx: ctx.now
         if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
             return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")

@@ -3022,6 +3022,12 @@ class _Statement:
             raise SQLError(
                 "0A000", "a changefeed query takes no ORDER BY, LIMIT or OFFSET: it never ends"
             )
+        if select.distinct or select.distinct_on or select.group_by or select.having is not None:
+            raise SQLError(
+                "0A000",
+                "a changefeed query takes no DISTINCT, GROUP BY or HAVING: it sees one "
+                "change at a time",
+            )
         if select.as_of is not None:
             raise SQLError("0A000", "a changefeed query takes no AS OF SYSTEM TIME; use cursor")
         return select

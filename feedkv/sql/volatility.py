@@ -18,7 +18,7 @@ from sqlglot import exp
 from feedkv.errors import SQLError
 from feedkv.sql.types import ColumnType, Kind
 
-__all__ = ["TypeOf", "refuse_non_immutable", "refuse_zoned_casts"]
+__all__ = ["TypeOf", "refuse_non_immutable", "refuse_volatile", "refuse_zoned_casts"]
 
 _STABLE = frozenset(
     """now current_timestamp current_date current_time localtime localtimestamp
@@ -32,7 +32,8 @@ _VOLATILE = frozenset(
     nextval currval lastval setval clock_timestamp pg_sleep gen_random_ulid""".split()  # noqa: SIM905
 )
 _STABLE_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.CurrentUser)
-_VOLATILE_NODES = (exp.Rand,)
+_VOLATILE_NODES = (exp.Rand, exp.Uuid)  # random(), gen_random_uuid() as sqlglot parses them
+_NODE_NAMES: dict[type[exp.Expr], str] = {exp.Rand: "random", exp.Uuid: "gen_random_uuid"}
 TypeOf = Callable[[exp.Expr], ColumnType | None]
 _ZONED = frozenset({Kind.TIMESTAMPTZ})
 _LOCAL = frozenset({Kind.DATE, Kind.TIMESTAMP, Kind.TIME, Kind.STRING})
@@ -55,6 +56,15 @@ def refuse_non_immutable(node: exp.Expr, where: str) -> None:
             raise SQLError("0A000", f"volatile functions are not allowed in {where}")
         if isinstance(found, _STABLE_NODES) or name in _STABLE:
             raise SQLError("0A000", f"context-dependent operators are not allowed in {where}")
+
+
+def refuse_volatile(node: exp.Expr, where: str) -> None:
+    """0A000 if ``node`` calls a volatile function (stable ones pass), naming it."""
+    for found in node.walk():
+        name = _function_name(found)
+        if isinstance(found, _VOLATILE_NODES) or name in _VOLATILE:
+            shown = _NODE_NAMES.get(type(found), name)
+            raise SQLError("0A000", f"volatile functions are not allowed in {where}: {shown}()")
 
 
 def _zoned(source: Kind, target: Kind) -> bool:

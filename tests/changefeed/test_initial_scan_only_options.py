@@ -34,3 +34,39 @@ def test_initial_scan_only_refuses_what_cockroachdb_refuses(name: str, value: st
 def test_initial_scan_only_keeps_the_options_it_can_honour() -> None:
     options = parse_options([("initial_scan", "only"), ("format", "csv")], now=NOW)
     assert options.initial_scan == "only" and options.format == "csv"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            [("initial_scan", "yes"), ("no_initial_scan", None)],
+            "cannot specify both initial_scan and no_initial_scan",
+        ),
+        (
+            [("no_initial_scan", None), ("initial_scan", "no")],
+            "cannot specify both initial_scan and no_initial_scan",
+        ),
+        (
+            [("initial_scan_only", None), ("initial_scan", "only")],
+            "cannot specify both initial_scan and initial_scan_only",
+        ),
+        (
+            [("no_initial_scan", None), ("initial_scan_only", None)],
+            "cannot specify both initial_scan='only' and no_initial_scan",
+        ),
+        (
+            [("no_initial_scan", None), ("no_initial_scan", None)],
+            "option no_initial_scan is given more than once",
+        ),
+    ],
+)
+def test_two_spellings_of_the_initial_scan_are_refused_as_cockroachdb_words_it(
+    given: list[tuple[str, str | None]], message: str
+) -> None:
+    """Not "initial_scan is given more than once", which names an option the user may
+    have written only once."""
+    with pytest.raises(SQLError) as caught:
+        parse_options(given, now=NOW)
+    assert caught.value.code == "22023"
+    assert caught.value.message == message

@@ -103,6 +103,16 @@ def test_all_changefeed_jobs_are_the_ones_the_action_moves(table: DB, tmp_path: 
     assert set(statuses(db).values()) == {"canceled"}
 
 
+def test_a_paused_job_canceled_no_longer_says_it_is_paused(table: DB, tmp_path: Path) -> None:
+    db = table
+    job_id = create(db, tmp_path / "a")
+    db.sql(f"PAUSE JOB {job_id}")
+    query = f"SELECT status, running_status FROM [SHOW CHANGEFEED JOB {job_id}]"
+    assert db.sql(query).rows == [("paused", "paused")]
+    db.sql(f"CANCEL JOB {job_id}")
+    assert db.sql(query).rows == [("canceled", "")]
+
+
 def test_pause_takes_a_reason(table: DB, tmp_path: Path) -> None:
     db = table
     job_id = create(db, tmp_path / "a")

@@ -451,6 +451,7 @@ def paused_job(table: DB, tmp_path: Path) -> int:
         ("SET resolved = 'soon'", "22023", "not a duration"),
         ("SET updated = 'yes'", "22023", "takes no value"),
         ("UNSET cursor", "22023", "option cursor says where the changefeed started"),
+        ("UNSET resolvd", "22023", "unknown option 'resolvd'; did you mean 'resolved'?"),
         ("SET initial_scan = 'no'", "22023", "option initial_scan says where"),
         ("UNSET initial_scan", "22023", "option initial_scan says where"),
         ("SET initial_scan_only", "22023", "option initial_scan_only says where"),

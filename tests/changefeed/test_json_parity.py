@@ -84,6 +84,20 @@ def test_wrapped_json_bytes_are_cockroachdbs(db: DB) -> None:
     Timestamp.parse(rest[:-2])
 
 
+def test_floats_are_written_as_cockroachdbs_decimals_of_them(db: DB) -> None:
+    """CockroachDB turns a FLOAT into JSON through apd: the decimal of the float's
+    shortest digits (SetFloat64 parses strconv's 'E' form), printed in the General
+    Decimal Arithmetic's scientific form (String): 100.0 is 1E+2, not 100.0."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, f FLOAT)")
+    floats = [1.5, 100.0, 1.5e300, 1e-7, 0.000001, 0.0, 1234.0, 1230.0, -3.25]
+    for i, f in enumerate(floats):
+        db.sql("INSERT INTO t VALUES ($1, $2)", i, f)
+    result = changefeed(db, "initial_scan = 'only'")
+    values = [value for _topic, _key, value in result]
+    written = ["1.5", "1E+2", "1.5E+300", "1E-7", "0.000001", "0", "1234", "1.23E+3", "-3.25"]
+    assert values == [f'{{"after": {{"f": {w}, "id": {i}}}}}' for i, w in enumerate(written)]
+
+
 def test_resolved_messages_are_written_without_spaces(db: DB) -> None:
     """CockroachDB marshals a resolved message with Go's encoding/json:
     ``{"resolved":"<ts>"}``, no spaces (encoder_json.go EncodeResolvedTimestamp)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 from pathlib import Path
 
@@ -39,6 +40,58 @@ def test_a_query_filters_and_projects_with_the_previous_row_and_the_operation(ta
     assert second == ("t", "[1]", json.dumps({"dbl": 60, "k": 1, "old": 1, "op": "update"}))
     # a deletion in the bare envelope: the projection of the row with only its key set
     assert third == ("t", "[2]", json.dumps({"dbl": None, "k": 2, "old": 3, "op": "delete"}))
+
+
+def test_a_change_function_without_an_alias_names_its_column_for_itself(table: DB) -> None:
+    """CockroachDB names the column of an unaliased ``event_op()`` (and the other
+    functions of a change) ``event_op``; a predicate that is such a function alone works."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED AS SELECT k, event_op(), cdc_is_delete() FROM t "
+        "WHERE cdc_is_delete()"
+    )
+    assert isinstance(result, FeedResult)
+    table.sql("UPDATE t SET n = 2 WHERE k = 1")  # filtered out: not a deletion
+    table.sql("DELETE FROM t WHERE k = 2")
+    deleted = result.poll(DEADLINE)
+    result.close()
+    assert deleted == (
+        "t",
+        "[2]",
+        json.dumps({"cdc_is_delete": True, "event_op": "delete", "k": 2}),
+    )
+
+
+def test_transaction_timestamp_is_the_changes_mvcc_timestamp_and_now_is_refused(
+    table: DB,
+) -> None:
+    """CockroachDB's CDC queries docs: transaction_timestamp() and statement_timestamp()
+    return the event's MVCC timestamp; now() is not supported."""
+    result = table.sql(
+        "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS SELECT k, "
+        "transaction_timestamp() = statement_timestamp() AS same, "
+        "extract(epoch FROM transaction_timestamp()) * 1000000 AS micros, "
+        "crdb_internal_mvcc_timestamp AS mvcc FROM t WHERE k = 1"
+    )
+    [(_table, _key, value)] = list(result)
+    row = json.loads(value, parse_float=decimal.Decimal)
+    assert row["same"] is True
+    assert row["micros"] == int(row["mvcc"]) // 1000  # the MVCC timestamp's wall time
+    with pytest.raises(SQLError) as raised:
+        table.sql("EXPERIMENTAL CHANGEFEED AS SELECT k, now() FROM t")
+    assert raised.value.code == "0A000"
+    assert "use transaction_timestamp()" in raised.value.message
+
+
+def test_current_user_is_the_user_who_created_the_changefeed(table: DB) -> None:
+    """CockroachDB evaluates a session function in a CDC query with the data of the
+    session that created it."""
+    table.sql("CREATE USER maxroach")
+    table.sql("GRANT SELECT ON t TO maxroach")
+    result = table.session(user="maxroach").execute(
+        "EXPERIMENTAL CHANGEFEED WITH initial_scan='only' AS "
+        "SELECT k, current_user AS who FROM t WHERE k = 1"
+    )
+    assert [value for _table, _key, value in result] == ['{"k": 1, "who": "maxroach"}']
 
 
 def test_a_query_with_star_and_the_wrapped_envelope(table: DB) -> None:
@@ -84,6 +137,13 @@ def test_a_query_job_keeps_the_bare_envelope_and_alter_keeps_it_too(
         ("SELECT k FROM nope", "42P01"),
         ("SELECT k FROM t ORDER BY k", "0A000"),
         ("SELECT cdc_prev.nope FROM t", "42703"),
+        # what CockroachDB's CDC queries docs list as not permitted, or that would have
+        # been ignored: a query sees one change at a time
+        ("SELECT DISTINCT k FROM t", "0A000"),
+        ("SELECT k FROM t GROUP BY k", "0A000"),
+        ("SELECT k, row_number() OVER () FROM t", "42P20"),
+        ("SELECT k, random() FROM t", "0A000"),
+        ("SELECT k FROM t WHERE gen_random_uuid() IS NOT NULL", "0A000"),
     ],
 )
 def test_bad_queries_are_refused_at_creation(table: DB, query: str, code: str) -> None:

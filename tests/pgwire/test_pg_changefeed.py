@@ -91,3 +91,19 @@ def test_stopping_the_server_ends_a_streaming_changefeed(db: DB, pg_server: PGSe
         pg_server.stop()
         client.read_closed()
     wait_until(lambda: feeds_running() == 0, what="the changefeed to stop with the server")
+
+
+@pytest.mark.usefixtures("table")
+def test_a_feed_ended_by_a_schema_change_is_no_internal_error(db: DB, pg_url: str) -> None:
+    """Under schema_change_policy='stop' the feed ends with its own message (and
+    CockroachDB's uncategorized SQLSTATE), not as an internal error of the server."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stream = conn.cursor().stream(
+            "EXPERIMENTAL CHANGEFEED FOR t WITH schema_change_policy = 'stop'"
+        )
+        assert next(stream) == ("t", "[1]", '{"after": {"id": 1, "s": "a"}}')
+        db.sql("ALTER TABLE t ADD COLUMN n INT DEFAULT 1")
+        with pytest.raises(psycopg.Error) as raised:
+            next(stream)
+        assert raised.value.sqlstate == "XXUUU"
+        assert str(raised.value).startswith("schema change occurred at ")

@@ -52,6 +52,29 @@ def test_truncate_shows_its_jobs_in_crdb_internal_jobs_too(db: DB) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "PAUSE JOB {}",
+        "RESUME JOB {}",
+        "CANCEL JOB {}",
+        "SHOW CHANGEFEED JOB {}",
+        "ALTER CHANGEFEED {} SET diff",
+    ],
+)
+def test_a_changefeed_statement_on_a_gc_job_says_what_the_job_is(db: DB, statement: str) -> None:
+    """Not "job with ID ... does not exist" for a job SHOW JOBS lists."""
+    db.sql("CREATE TABLE a (id INT PRIMARY KEY)")
+    db.sql("DROP TABLE a")
+    [(job_id,)] = db.sql("SELECT job_id FROM [SHOW JOBS] WHERE job_type = 'SCHEMA CHANGE GC'").rows
+    with pytest.raises(SQLError) as raised:
+        db.sql(statement.format(job_id))
+    assert raised.value.code == "0A000"
+    assert raised.value.message == (
+        f"job {job_id} is a SCHEMA CHANGE GC job: this statement applies to changefeed jobs only"
+    )
+
+
 def test_a_drop_that_rolled_back_leaves_no_job(db: DB) -> None:
     db.sql("CREATE TABLE a (id INT PRIMARY KEY)")
     with pytest.raises(SQLError):

@@ -10,7 +10,12 @@ from feedkv.sql.describe import type_of
 from feedkv.sql.expr import Scope
 from feedkv.sql.parser import parse_expression
 from feedkv.sql.types import ColumnType, Kind
-from feedkv.sql.volatility import TypeOf, refuse_non_immutable, refuse_zoned_casts
+from feedkv.sql.volatility import (
+    TypeOf,
+    refuse_non_immutable,
+    refuse_volatile,
+    refuse_zoned_casts,
+)
 
 
 @pytest.mark.parametrize(
@@ -20,6 +25,8 @@ from feedkv.sql.volatility import TypeOf, refuse_non_immutable, refuse_zoned_cas
         ("current_user = 'root'", "context-dependent operators are not allowed in index predicate"),
         ("a > 0 AND random() > 0.5", "volatile functions are not allowed in index predicate"),
         ("a = nextval('s')", "volatile functions are not allowed in index predicate"),
+        # sqlglot's Uuid node, not a function name
+        ("gen_random_uuid() IS NOT NULL", "volatile functions are not allowed in index predicate"),
         ("abs(a) > extract(year FROM now())", "context-dependent operators are not allowed"),
     ],
 )
@@ -28,6 +35,20 @@ def test_a_stable_or_volatile_call_is_refused(text: str, message: str) -> None:
         refuse_non_immutable(parse_expression(text), "index predicate")
     assert raised.value.code == "0A000"
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [("random() > 0.5", "random()"), ("uuid_generate_v4() = u", "uuid_generate_v4()")],
+)
+def test_refuse_volatile_names_the_call_and_lets_stable_ones_pass(text: str, named: str) -> None:
+    with pytest.raises(SQLError) as raised:
+        refuse_volatile(parse_expression(text), "a changefeed query")
+    assert (
+        str(raised.value.message)
+        == f"volatile functions are not allowed in a changefeed query: {named}"
+    )
+    assert refuse_volatile(parse_expression("now() > '2020-01-01'"), "a changefeed query") is None
 
 
 @pytest.mark.parametrize("text", ["a > 0", "lower(s) = 'x' AND abs(a) < 3", "s || 'x' = 'yx'"])

@@ -13,7 +13,10 @@ the changefeed-sinks docs' webhook output is compact), its digits untouched (so 
 DECIMAL keeps every digit). The body is CockroachDB's byte for byte, nothing added. A
 message without a value (a deletion under envelope ``bare`` or ``row``; every message
 under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
-``{"resolved":"<ts>"}``. ``webhook_auth_header`` is
+the encoder's marker, as CockroachDB's sink posts it: ``{"resolved":"<ts>"}``, or
+``{"__crdb__":{"resolved":"<ts>"}}`` under ``bare`` (a CDC query's default). With
+``compression`` (``gzip`` or ``zstd``, as CockroachDB takes it for webhooks since 25.2)
+every body is compressed so and sent with that ``Content-Encoding``. ``webhook_auth_header`` is
 sent as the ``Authorization`` header of every request. Under ``wrapped`` (and in
 ``bare``'s ``__crdb__``) a JSON value carries the row's key and its topic
 (``key_in_value`` and ``topic_in_value`` are on for this sink, as in CockroachDB, whose
@@ -68,16 +71,19 @@ a base64-encoded PEM certificate and its unencrypted key, presented to the serve
 from __future__ import annotations
 
 import difflib
+import gzip
 import json
 import os
 import re
 import ssl
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.node_buffers import NodeBuffers
 from feedkv.changefeed.options import ChangefeedOptions, option_error
 from feedkv.changefeed.sink import (
@@ -140,12 +146,20 @@ class WebhookClient:
         timeout: float = DEFAULT_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
         extra_headers: dict[str, str] | None = None,
+        compression: str | None = None,
+        envelope: str = "wrapped",
     ) -> None:
         """``extra_headers``: sent with every request (the option ``extra_headers``);
-        ``Content-Type`` and ``Authorization`` are the sink's own and win."""
+        ``Content-Type``, ``Content-Encoding`` and ``Authorization`` are the sink's own
+        and win. ``compression``: ``gzip``, ``zstd`` or ``None`` (bodies as they are).
+        ``envelope``: the changefeed's, which shapes resolved markers."""
+        self._envelope = envelope
         headers = {**(extra_headers or {}), "Content-Type": "application/json"}
         if auth_header is not None:
             headers["Authorization"] = auth_header
+        if compression is not None:
+            headers["Content-Encoding"] = compression
+        self._compress = _COMPRESSORS[compression]
         self.url = httpx.URL(url)
         # NB: errors name the URL without its user information, which may be a password.
         self._shown = str(self.url.copy_with(username=None, password=None))
@@ -159,14 +173,14 @@ class WebhookClient:
         self._post(body, f"a batch of {counted(len(batch), 'message')} of {topic}")
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
-        self._post(f'{{"resolved":"{ts}"}}'.encode(), f"resolved timestamp {ts}")
+        self._post(resolved_json(ts, self._envelope), f"resolved timestamp {ts}")
 
     def close(self) -> None:
         self._client.close()
 
     def _post(self, body: bytes, what: str) -> None:
         try:
-            response = self._client.post(self.url, content=body)
+            response = self._client.post(self.url, content=self._compress(body))
         except httpx.TimeoutException as exc:
             raise SinkError(
                 f"webhook sink: posting {what} to {self._shown} timed out ({exc}); "
@@ -181,6 +195,24 @@ class WebhookClient:
                 f"webhook sink: {self._shown} refused {what}: {response.status_code} "
                 f"{response.reason_phrase}" + (f": {answer}" if answer else "")
             )
+
+
+def _gzip(body: bytes) -> bytes:
+    # NB: no modification time in the header, so a batch sent again is the same bytes
+    return gzip.compress(body, mtime=0)
+
+
+def _zstd(body: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(body)
+
+
+_COMPRESSORS: dict[str | None, Callable[[bytes], bytes]] = {
+    None: lambda body: body,
+    "gzip": _gzip,
+    "zstd": _zstd,
+}
 
 
 # Configuration.
@@ -216,6 +248,8 @@ def make(
         timeout=timeout,
         verify=_verify(uri),
         extra_headers=options.extra_headers,
+        compression=options.compression,
+        envelope=options.envelope,
     )
     return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 

@@ -1335,10 +1335,6 @@ class _Compiler:
         """now(), current_timestamp [(precision)]: the transaction's timestamp, its
         microseconds rounded to ``precision`` digits (0 to 6) when given (now() takes
         none)."""
-        if isinstance(node, exp.Anonymous):  # statement_timestamp(), transaction_timestamp()
-            if node.expressions:
-                raise SQLError("42883", f"unknown signature: {node.name}() takes no arguments")
-            return lambda row, ctx: ctx.now
         if node.meta.get("spelled") == "now":
             _no_arguments(node)
         digits = _time_precision(node)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
@@ -68,6 +69,7 @@ __all__ = ["Processor"]
 
 log = logging.getLogger(__name__)
 
+_KEY = attrgetter("key")
 _MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
 _ZERO = Timestamp(0, 0)
 
@@ -89,6 +91,8 @@ class Processor:
         self.log = EventLog(0, [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
+        # the lowest and highest key logged: none yet (an empty interval, high < low)
+        self.key_bounds = (span.end, span.start)
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
         self._deferred = -1  # the Waker's token while this processor's streams are pending
@@ -273,8 +277,12 @@ class Processor:
             self.budget.release(size)
             return False
         self._held += size
-        if op.ts > self.max_ts:  # before the value is visible: readers take it as a bound
+        # before the value is visible: readers take these as bounds
+        if op.ts > self.max_ts:
             self.max_ts = op.ts
+        key, (low, high) = op.key, self.key_bounds
+        if not low <= key <= high:
+            self.key_bounds = (min(low, key), max(high, key))
         entries = self.log
         entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)
@@ -348,6 +356,11 @@ class Processor:
         )
         self._low = low
         self._slice = None  # let the old log go
+        # NB: narrowed to the values kept. A reader that still holds the old log reads it
+        # only from its cursor, which is at or above ``low``: what it reads is kept.
+        kept = self.log.values
+        if kept:
+            self.key_bounds = (min(kept, key=_KEY).key, max(kept, key=_KEY).key)
         self._held -= freed
         self.budget.release(freed)
 

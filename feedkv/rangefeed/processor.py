@@ -281,8 +281,12 @@ class Processor:
         if op.ts > self.max_ts:
             self.max_ts = op.ts
         key, (low, high) = op.key, self.key_bounds
-        if not low <= key <= high:
-            self.key_bounds = (min(low, key), max(high, key))
+        # NB: no min() or max() calls: keys written in ascending order widen the bounds at
+        # every append
+        if key > high:
+            self.key_bounds = (low if low <= key else key, key)
+        elif key < low:
+            self.key_bounds = (key, high)
         entries = self.log
         entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
@@ -69,7 +68,6 @@ __all__ = ["Processor"]
 
 log = logging.getLogger(__name__)
 
-_KEY = attrgetter("key")
 _MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
 _ZERO = Timestamp(0, 0)
 
@@ -91,7 +89,10 @@ class Processor:
         self.log = EventLog(0, [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
-        # the lowest and highest key logged: none yet (an empty interval, high < low)
+        # the lowest and highest key ever logged: none yet (an empty interval, high < low).
+        # NB: not narrowed when a trim lets values go: that costs a pass over the values
+        # kept, at every trim, and trims come every few values while a reader lags near
+        # its bound
         self.key_bounds = (span.end, span.start)
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
@@ -360,11 +361,6 @@ class Processor:
         )
         self._low = low
         self._slice = None  # let the old log go
-        # NB: narrowed to the values kept. A reader that still holds the old log reads it
-        # only from its cursor, which is at or above ``low``: what it reads is kept.
-        kept = self.log.values
-        if kept:
-            self.key_bounds = (min(kept, key=_KEY).key, max(kept, key=_KEY).key)
         self._held -= freed
         self.budget.release(freed)
 

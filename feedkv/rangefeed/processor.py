@@ -89,6 +89,11 @@ class Processor:
         self.log = EventLog(0, [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
+        # the lowest and highest key ever logged: none yet (an empty interval, high < low).
+        # NB: not narrowed when a trim lets values go: that costs a pass over the values
+        # kept, at every trim, and trims come every few values while a reader lags near
+        # its bound
+        self.key_bounds = (span.end, span.start)
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
         self._deferred = -1  # the Waker's token while this processor's streams are pending
@@ -273,8 +278,16 @@ class Processor:
             self.budget.release(size)
             return False
         self._held += size
-        if op.ts > self.max_ts:  # before the value is visible: readers take it as a bound
+        # before the value is visible: readers take these as bounds
+        if op.ts > self.max_ts:
             self.max_ts = op.ts
+        key, (low, high) = op.key, self.key_bounds
+        # NB: no min() or max() calls: keys written in ascending order widen the bounds at
+        # every append
+        if key > high:
+            self.key_bounds = (low if low <= key else key, key)
+        elif key < low:
+            self.key_bounds = (key, high)
         entries = self.log
         entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)

@@ -117,6 +117,9 @@ class LogOwner(Protocol):
     def max_ts(self) -> Timestamp: ...
 
     @property
+    def key_bounds(self) -> tuple[bytes, bytes]: ...
+
+    @property
     def resolved(self) -> Timestamp: ...
 
     def read_slice(self, entries: EventLog, start: int, stop: int, with_diff: bool) -> LogSlice: ...
@@ -251,12 +254,14 @@ class Registration:
         entries = processor.log
         source = entries.diffs if self.with_diff else entries.values
         stop = entries.base + len(source)
-        bound = processor.max_ts  # read after the length: bounds every value before it
+        # read after the length: they bound every value before it
+        bound, keys = processor.max_ts, processor.key_bounds
         if self.final is not None:
             stop = min(stop, self.final_pos)
         start = max(self.cursor, entries.base)
         if self.values and stop > start:
-            self._emit(processor.read_slice(entries, start, stop, self.with_diff), bound, out)
+            piece = processor.read_slice(entries, start, stop, self.with_diff)
+            self._emit(piece, bound, keys, out)
             self.cursor = stop
         # NB: the newest mark read goes after all the values read, even those logged after
         # it: a value logged after a mark is above its timestamp, so the promise holds, and
@@ -271,8 +276,15 @@ class Registration:
                 break
 
     def _emit(
-        self, piece: LogSlice, bound: Timestamp, out: list[tuple[Hashable, StreamItem]]
+        self,
+        piece: LogSlice,
+        bound: Timestamp,
+        keys: tuple[bytes, bytes],
+        out: list[tuple[Hashable, StreamItem]],
     ) -> None:
+        """Append ``piece``'s values after ``start_ts`` in the span; ``bound`` is above
+        none of them, ``keys`` holds every one's key (both are the processor's, for its
+        whole log)."""
         values = piece.values
         if not values:
             return
@@ -283,7 +295,13 @@ class Registration:
             values = [v for v in values if v.ts > after]
         if values and not self.whole:
             start, end = self.span.start, self.span.end
-            low, high = piece.key_bounds()  # most slices lie wholly inside a feed's span
+            low, high = keys
+            # NB: the log's bounds first: a feed's span usually holds every key its range's
+            # log does (the log holds only keys some registration reads), and they cost
+            # nothing per value, where a slice's cost each of its readers a pass over it
+            # (about as much as the consumer's own loop over the values)
+            if low < start or high >= end:
+                low, high = piece.key_bounds()
             if low < start or high >= end:
                 values = [v for v in values if start <= v.key < end]
         if values:

@@ -257,6 +257,37 @@ def test_values_outside_the_span_are_not_sent() -> None:
     assert [e.key for e in taken(part) if isinstance(e, Value)] == [b"c", b"k"]
 
 
+def test_the_log_key_bounds_hold_every_key_ever_logged() -> None:
+    processor = make_processor()
+    reg = live(processor, span=RANGE, per_registration=3)
+    assert processor.key_bounds[0] > processor.key_bounds[1]  # nothing logged: empty
+    log(processor, value(21, b"k"), value(22, b"d"))
+    assert processor.key_bounds == (b"d", b"k")
+    log(processor, value(23, b"x"))
+    assert processor.key_bounds == (b"d", b"x")
+    assert [e.key for e in taken(reg) if isinstance(e, Value)] == [b"k", b"d", b"x"]
+    log(processor, value(24, b"e"), value(25, b"f"), value(26, b"a"))  # a trim at e
+    assert processor.log.base == 3
+    assert processor.key_bounds == (b"a", b"x")
+
+
+def test_a_part_of_the_range_gets_only_its_keys_before_and_after_the_log_held_others() -> None:
+    processor = make_processor()
+    whole = live(processor, "whole", span=RANGE, per_registration=3)
+    part = live(processor, "part", span=SPAN, per_registration=3)  # [c, m)
+
+    def keys(reg: Registration) -> list[bytes]:
+        return [e.key for e in taken(reg) if isinstance(e, Value)]
+
+    log(processor, value(21, b"d"), value(22, b"e"))
+    assert (keys(part), keys(whole)) == ([b"d", b"e"], [b"d", b"e"])
+    log(processor, value(23, b"b"), value(24, b"k"), value(25, b"y"))
+    assert (keys(part), keys(whole)) == ([b"k"], [b"b", b"k", b"y"])
+    log(processor, value(26, b"f"), value(27, b"g"))  # a trim: b and y are let go
+    assert processor.key_bounds == (b"b", b"y")  # so part's reads check each slice
+    assert (keys(part), keys(whole)) == ([b"f", b"g"], [b"f", b"g"])
+
+
 def test_a_value_no_registration_covers_is_not_logged() -> None:
     processor = make_processor()
     reg = live(processor)

@@ -1101,7 +1101,7 @@ class _Compiler:
         matches somewhere in the string, as CockroachDB's (``!~`` is its NOT)."""
         inner = self.compile(node.this)
         pattern_of = self.compile(node.expression)
-        flags = re.IGNORECASE if isinstance(node, exp.RegexpILike) else 0
+        flags = "i" if isinstance(node, exp.RegexpILike) else ""
         symbol = "~*" if flags else "~"
 
         def regexp_like(row: Env, ctx: Context) -> Any:

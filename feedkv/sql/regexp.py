@@ -2,12 +2,19 @@
 ``regexp_replace``, ``regexp_extract`` and ``regexp_split_to_array``, as CockroachDB
 defines them: pure functions of their argument values.
 
-CockroachDB matches with Go's RE2; feedkv with Python's :mod:`re`, after turning the
-POSIX bracket classes RE2 knows (``[[:alpha:]]``, ``[[:digit:]]``, ...) into their
-ASCII ranges. What differs: Python accepts back-references and look-around (RE2 refuses
-them, 2201B), ``$`` without the ``n`` flag also matches before a final newline, and the
-newline-sensitive flags do not keep ``[^a]`` from matching a newline. A pattern that does
-not compile is 2201B (``invalid regular expression``).
+CockroachDB matches with Go's RE2, and so does feedkv, through ``google-re2`` (Google's
+binding of the C++ RE2, BSD-licensed, pinned in pyproject.toml). NB: not Python's
+:mod:`re`: it backtracks, so a pattern such as ``(a+)+b`` takes time exponential in the
+string's length, and ``%a%a%a%c`` as SIMILAR TO seconds of CPU on 800 characters, in a
+call no statement timeout can interrupt. RE2 matches in time linear in the string, and
+refuses what it cannot match so (back-references, look-around) as CockroachDB does:
+2201B, with RE2's reason, as for any pattern that does not compile. What RE2 gives that
+:mod:`re` did not, as Go's: ``\\w``, ``\\d``, ``\\s`` and the POSIX classes
+(``[[:alpha:]]``, ``[[:^digit:]]``) are ASCII; ``$`` without the ``m`` flag matches at
+the end only, not before a final newline; ``\\Z`` and ``\\u`` are refused; a repeat
+count is at most 1000. A compiled pattern takes at most 8 MiB (RE2's default
+``max_mem``); a larger one is refused, 2201B. As before, the newline-sensitive flags do
+not keep ``[^a]`` from matching a newline (PostgreSQL's do).
 
 The flags of ``regexp_replace`` and ``regexp_split_to_array``, as CockroachDB's: ``g``
 every match (``regexp_replace`` only), ``i`` case-insensitive, ``c`` case-sensitive (the
@@ -24,53 +31,78 @@ matches the whole string.
 from __future__ import annotations
 
 import functools
-import re
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import re2
 
 from feedkv.errors import SQLError
 
-__all__ = ["compiled", "regexp_extract", "regexp_replace", "regexp_split", "similar_to"]
-
-# NB: RE2's POSIX classes are ASCII only, as these ranges are
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z",
-    "alpha": "A-Za-z",
-    "ascii": "\\x00-\\x7f",
-    "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "digit": "0-9",
-    "graph": "!-~",
-    "lower": "a-z",
-    "print": " -~",
-    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
-    "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z",
-    "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_POSIX_CLASS = re.compile(r"\[:(\^?)([a-z]+):\]")
+__all__ = [
+    "Match",
+    "Regex",
+    "compiled",
+    "regexp_extract",
+    "regexp_replace",
+    "regexp_split",
+    "similar_to",
+]
 
 
-def _posix_class(match: re.Match[str]) -> str:
-    negated, name = match.groups()
-    ranges = _POSIX_CLASSES.get(name)
-    if ranges is None:
-        raise SQLError("2201B", f"invalid regular expression: invalid character class: {name}")
-    if negated:
-        raise SQLError(
-            "2201B", "invalid regular expression: a negated POSIX class is not supported"
-        )
-    return ranges
+class Match(Protocol):
+    """One match of a :class:`Regex` (google-re2 ships no types: the part used here)."""
+
+    @property
+    def re(self) -> Regex: ...
+
+    def group(self, group: int = 0) -> str | None:
+        """The text of group ``group`` (0: the whole match); None when it took no part."""
+
+    def span(self) -> tuple[int, int]:
+        """Where the whole match starts and ends, in characters."""
+
+
+class Regex(Protocol):
+    """A compiled pattern (:func:`compiled`); every method runs in time linear in the
+    string."""
+
+    @property
+    def groups(self) -> int: ...
+
+    def search(self, text: str) -> Match | None:
+        """The leftmost match, or None."""
+
+    def fullmatch(self, text: str) -> Match | None:
+        """The match of the whole string, or None."""
+
+    def finditer(self, text: str) -> Iterator[Match]:
+        """The matches left to right, none overlapping."""
+
+    def sub(self, repl: Callable[[Match], str], text: str, count: int = 0) -> str:
+        """``text`` with the first ``count`` matches (0: every one) replaced."""
+
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # NB: RE2 would also write every refused pattern to stderr
 
 
 @functools.lru_cache(maxsize=512)
-def compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+def compiled(pattern: str, flags: str = "") -> Regex:
     """``pattern`` compiled once (bounded and shared by every statement: a pattern from a
-    placeholder or a column may differ every run); 2201B when it does not compile."""
+    placeholder or a column may differ every run). ``flags`` are RE2's letters: ``i``
+    case-insensitive, ``s`` ``.`` matches a newline, ``m`` ``^`` and ``$`` match at
+    lines. 2201B when RE2 refuses the pattern."""
+    group = f"(?{flags})" if flags else ""
     try:
-        return re.compile(_POSIX_CLASS.sub(_posix_class, pattern), flags)
-    except re.error as exc:
-        raise SQLError("2201B", f"invalid regular expression: {exc}") from None
+        regex: Regex = re2.compile(group + pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = bytes(exc.args[0]).decode(errors="replace")
+        # NB: RE2 quotes a whole pattern it cannot close ("missing ): (?s)("): the group of
+        # flags is ours, not the user's
+        raise SQLError(
+            "2201B", f"invalid regular expression: {reason.replace(group, '', 1)}"
+        ) from None
+    return regex
 
 
 # NB: the characters a SIMILAR TO pattern keeps as regular-expression syntax; any other
@@ -79,7 +111,7 @@ _SIMILAR_SYNTAX = frozenset("|*+?(){},")
 
 
 @functools.lru_cache(maxsize=512)
-def similar_to(pattern: str, escape: str | None) -> re.Pattern[str]:
+def similar_to(pattern: str, escape: str | None) -> Regex:
     """The regular expression of ``SIMILAR TO pattern [ESCAPE escape]``, to be matched
     against the whole string: ``%`` is any run of characters, ``_`` any one, ``|``,
     ``*``, ``+``, ``?``, ``{m,n}``, parentheses and bracket expressions are as in a
@@ -110,9 +142,9 @@ def similar_to(pattern: str, escape: str | None) -> re.Pattern[str]:
         elif ch in _SIMILAR_SYNTAX:
             out.append(ch)
         else:
-            out.append(re.escape(ch))
+            out.append(re2.escape(ch))
         i += 1
-    return compiled("".join(out), re.S)
+    return compiled("".join(out), "s")
 
 
 def _escaped(pattern: str, at: int) -> str:
@@ -121,13 +153,13 @@ def _escaped(pattern: str, at: int) -> str:
     if at + 1 == len(pattern):
         raise SQLError("2201B", "invalid regular expression: trailing escape character")
     follower = pattern[at + 1]
-    return "\\" + follower if follower.isalnum() else re.escape(follower)
+    return "\\" + follower if follower.isalnum() else re2.escape(follower)
 
 
 def _bracket(pattern: str, at: int, escape: str) -> tuple[int, str]:
-    """The bracket expression that starts at ``at``: where it ends, and its set as
-    Python's regular expressions write it (a ``]`` first in it, after any ``^``, is
-    itself; a ``[`` is itself unless it starts a POSIX class, ``[:digit:]``)."""
+    """The bracket expression that starts at ``at``: where it ends, and its set as RE2
+    writes it (a ``]`` first in it, after any ``^``, is itself; a ``[`` is itself unless
+    it starts a POSIX class, ``[:digit:]``)."""
     out, j, n = ["["], at + 1, len(pattern)
     if pattern[j : j + 1] == "^":
         out.append("^")
@@ -142,7 +174,7 @@ def _bracket(pattern: str, at: int, escape: str) -> tuple[int, str]:
             return j + 1, "".join(out)
         close = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
         if close > 0:
-            out.append(pattern[j : close + 2])  # NB: compiled() spells the class out
+            out.append(pattern[j : close + 2])  # NB: RE2 knows the POSIX classes
             j = close + 2
         elif escape and ch == escape:
             out.append(_escaped(pattern, j))
@@ -162,30 +194,23 @@ def _text(value: Any) -> str:
     return value
 
 
-def _flags(text: str) -> tuple[int, bool]:
-    """The :mod:`re` flags of CockroachDB's flag letters, and whether ``g`` was given."""
-    flags, every = re.S, False
+def _flags(text: str) -> tuple[str, bool]:
+    """RE2's flag letters (:func:`compiled`) of CockroachDB's, and whether ``g`` was
+    given."""
+    fold, dot_nl, lines, every = False, True, False, False
     for letter in text:
         if letter == "g":
             every = True
-        elif letter == "i":
-            flags |= re.I
-        elif letter == "c":
-            flags &= ~re.I
-        elif letter == "s":
-            flags = (flags | re.S) & ~re.M
-        elif letter in "nm":
-            flags = (flags | re.M) & ~re.S
-        elif letter == "p":
-            flags &= ~(re.S | re.M)
-        elif letter == "w":
-            flags |= re.S | re.M
+        elif letter in "ic":
+            fold = letter == "i"
+        elif letter in "snmpw":
+            dot_nl, lines = letter in "sw", letter in "nmw"
         else:
             raise SQLError("22023", f"invalid regexp flag: {letter!r}")
-    return flags, every
+    return "i" * fold + "s" * dot_nl + "m" * lines, every
 
 
-def _expand(replacement: str, match: re.Match[str]) -> str:
+def _expand(replacement: str, match: Match) -> str:
     r"""``replacement`` for one match: ``\1`` .. ``\9`` its groups (an absent one
     empty), ``\&`` the whole match, ``\\`` a backslash; any other backslash stays."""
     out, at = [], 0
@@ -194,10 +219,10 @@ def _expand(replacement: str, match: re.Match[str]) -> str:
         follower = replacement[at + 1] if at + 1 < len(replacement) else ""
         if ch == "\\" and follower.isdigit():
             group = int(follower)
-            out.append((match.group(group) or "") if group <= (match.re.groups or 0) else "")
+            out.append((match.group(group) or "") if group <= match.re.groups else "")
             at += 2
         elif ch == "\\" and follower in ("&", "\\"):
-            out.append(match.group(0) if follower == "&" else "\\")
+            out.append((match.group(0) or "") if follower == "&" else "\\")
             at += 2
         else:
             out.append(ch)

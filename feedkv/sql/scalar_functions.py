@@ -251,10 +251,13 @@ def _ascii(value: Any) -> int:
 
 
 def _chr(value: Any) -> str:
+    """``chr(n)``: the character of code point ``n``; a surrogate (U+D800..U+DFFF) is
+    U+FFFD, as CockroachDB's (Go's ``string(rune(n))``) is. NB: a lone surrogate is no
+    UTF-8 text: RE2 (:mod:`feedkv.sql.regexp`) and the key encoding cannot take one."""
     code = _int(value)
     if not 0 < code <= 0x10FFFF:
         raise SQLError("22023", f"requested character too large for encoding: {code}")
-    return chr(code)
+    return "\ufffd" if 0xD800 <= code <= 0xDFFF else chr(code)
 
 
 def _substring(value: Any, start: Any, length: Any = None) -> str:

@@ -63,6 +63,7 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import expression_name
 from feedkv.sql.parser import column_type
+from feedkv.sql.regexp import compiled
 from feedkv.sql.sequences import shown_default
 from feedkv.sql.types import DECIMAL_QUOTIENT, ColumnType, Kind, format_value
 
@@ -1838,7 +1839,9 @@ def _functions(
             db.create_function(name, count, call, deterministic=True)
 
     define(
-        "regexp", lambda pattern, text: text is not None and re.search(pattern, text) is not None, 2
+        "regexp",
+        lambda pattern, text: text is not None and compiled(pattern).search(text) is not None,
+        2,
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
     for visible in ("pg_type_is_visible", "pg_opclass_is_visible", "pg_opfamily_is_visible",

@@ -122,7 +122,6 @@ _INTENT_WRITERS = Helpers(16, "feedkv-intents")
 # so its record too when both anchored on one key: its commit found the earlier commit
 # and returned, leaving its intents to be committed at the earlier, lower timestamp.
 _IDS = random.Random()
-_PLAIN = Header()  # a plain batch's, without a deadline (see Txn._commit_unread)
 os.register_at_fork(after_in_child=_IDS.seed)
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
@@ -804,10 +803,8 @@ class Txn:
         a batch is never aborted (it waits for the intents it meets, pushing them with a
         random priority, as this transaction would have). ``False`` when the range split
         under it."""
-        deadline = self.deadline
-        header = _PLAIN if deadline is None else Header(deadline=deadline)
         try:
-            response = self._router.send_key(key, header, requests, span=span)
+            response = self._router.send_key_as(key, requests, deadline=self.deadline, span=span)
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp
@@ -1071,7 +1068,7 @@ class Txn:
     def _send_key(
         self, key: bytes, requests: tuple[Request, ...], *, span: Span | None = None
     ) -> BatchResponse:
-        response = self._router.send_key(key, self._header(), requests, span=span)
+        response = self._router.send_key_as(key, requests, txn=self._txn, span=span)
         self._adopt(response)
         return response
 

@@ -48,8 +48,7 @@ class TxnMetrics:
 
     def committed_after(self, restarts: int) -> None:
         """A transaction committed after ``restarts`` retries (``run_transaction``'s)."""
-        self._tally.add(_COMMITS)
-        self.restarts.observe(restarts)
+        self.restarts.observe_tallied(restarts, self._tally, _COMMITS)
 
     def aborted(self) -> None:
         """A transaction was rolled back."""

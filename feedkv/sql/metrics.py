@@ -61,7 +61,7 @@ _BY_CLASS: dict[type[st.Statement], int] = {
 
 class SQLMetrics:
     """A node's SQL metrics. A statement is counted by its type and timed in one call
-    (:meth:`ran`), neither under a lock: the counts in a :class:`Tally` that the type's
+    (:meth:`ran`), without a lock: the counts in a :class:`Tally` that the type's
     counters read at scrape time, the latency in a lean histogram."""
 
     def __init__(self, registry: Registry | None = None) -> None:
@@ -97,15 +97,15 @@ class SQLMetrics:
         index = _BY_CLASS.get(type(statement))
         if index is None:
             index = _other_index(statement)
-        self._tally.add(index)
-        self.service_latency.observe(nanos)
+        self.service_latency.observe_tallied(nanos, self._tally, index)
 
     def ran_together(self, statements: Sequence[st.Statement], nanos: int) -> None:
         """Count each of ``statements`` by its type and observe their latency together
         (``nanos``): statements sent as one implicit transaction are one observation."""
-        for statement in statements:
+        *counted, last = statements
+        for statement in counted:
             self._tally.add(_index(statement))
-        self.service_latency.observe(nanos)
+        self.service_latency.observe_tallied(nanos, self._tally, _index(last))
 
 
 def _index(statement: st.Statement) -> int:

@@ -102,7 +102,7 @@ def test_labelled_samples_and_two_registries_apart() -> None:
     assert "changefeed_running" not in families(two)
 
 
-def test_a_tally_counts_each_kind_and_sampled_metrics_expose_it() -> None:
+def test_a_tally_counts_each_kind_alone_or_with_an_observation() -> None:
     registry = Registry()
     tally = registry.tally(2)
     registry.sampled(
@@ -116,8 +116,14 @@ def test_a_tally_counts_each_kind_and_sampled_metrics_expose_it() -> None:
     tally.add(1)
     tally.add(0)
     assert families(registry)["by_kind"][1] == {"by_kind{kind=a}": 1.0, "by_kind{kind=b}": 2.0}
-    tally.add(0)
-    assert tally.counts() == (2, 2)
+    latency = registry.lean_histogram("latency", "latency", buckets=(10.0, 100.0))
+    latency.observe_tallied(5, tally, 0)
+    latency.observe_tallied(50, tally, 1)
+    assert tally.counts() == (2, 3)
+    found = families(registry)["latency"][1]
+    assert found["latency_count"] == 2.0  # a tally's add alone observes nothing
+    assert found["latency_sum"] == 55.0
+    assert found["latency_bucket{le=10.0}"] == 1.0
 
 
 def test_a_tally_and_a_lean_histogram_of_many_threads_lose_nothing_however_often_read() -> None:
@@ -130,8 +136,11 @@ def test_a_tally_and_a_lean_histogram_of_many_threads_lose_nothing_however_often
 
     def observe() -> None:
         for i in range(20_000):
-            tally.add(i % 2)
-            latency.observe(1 if i % 2 else 100)
+            if i % 2:
+                latency.observe_tallied(1, tally, 1)
+            else:
+                tally.add(0)
+                latency.observe(100)
 
     def scrape() -> None:
         while not done.is_set():
@@ -164,6 +173,7 @@ def test_a_registry_with_metrics_off_records_and_exposes_nothing() -> None:
     registry.lean_histogram("l", "a lean histogram").observe(1.0)
     tally = registry.tally(1)
     tally.add(0)
+    registry.lean_histogram("t", "a tallied histogram").observe_tallied(1.0, tally, 0)
     assert tally.counts() == (0,)
     registry.sampled("s", "sampled", lambda: 1.0)
     # NB: names may repeat: nothing is registered

@@ -194,6 +194,7 @@ class Txn:
     _savepoints = 0  # held; while any is, writes are journaled
     _heartbeat_thread: TxnHeartbeat | None = None
     _recorded = False  # whether the record was written (not only its heartbeats)
+    _txn: Transaction  # made at its first use (see __getattr__)
 
     def __init__(
         self,
@@ -211,14 +212,7 @@ class Txn:
         # A priority drawn at random is worth no more than the random one a batch without
         # a transaction pushes with: only then may the writes go as such a batch.
         self._any_priority = priority is None
-        self._txn = Transaction(
-            id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)
-            key=b"",
-            epoch=0,
-            read_ts=ZERO_TIMESTAMP,
-            write_ts=ZERO_TIMESTAMP,
-            priority=priority if priority is not None else _random_priority(),
-        )
+        self._priority = priority
         self._writes_map: dict[bytes, bytes | None] = {}
         self._present: set[bytes] = set()  # written keys that must hold a value before
         self._absent_set: set[bytes] = set()  # written keys that must hold nothing before
@@ -226,6 +220,36 @@ class Txn:
         self._locked: list[Span] = []
         self._lock_reads: list[Span] = []  # spans read with locks (see scan's ``lock``)
         self._journal: list[_Undo] = []
+
+    if not TYPE_CHECKING:  # NB: so mypy still refuses any other missing attribute
+
+        def __getattr__(self, name: str) -> Transaction:
+            """Make the transaction as its coordinator tracks it (``_txn``) when it is
+            first needed.
+
+            NB: Python calls this only for an attribute the instance lacks, so it runs
+            once, at the first use of ``_txn``, and costs nothing after. A statement
+            alone that reads nothing commits its writes as a plain batch (see
+            _commit_unread) and never needs one: its id and random priority cost every
+            such statement a few calls."""
+            if name != "_txn":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            priority = self._priority
+            self._txn = txn = Transaction(
+                id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)
+                key=b"",
+                epoch=0,
+                read_ts=ZERO_TIMESTAMP,
+                write_ts=ZERO_TIMESTAMP,
+                priority=priority if priority is not None else _random_priority(),
+            )
+            return txn
+
+    def _has_read(self) -> bool:
+        """Whether the transaction has started (read, or been given a timestamp),
+        without making it (see __getattr__): one not made yet has not."""
+        txn: Transaction | None = self.__dict__.get("_txn")
+        return txn is not None and txn.started()
 
     @property
     def id(self) -> bytes:
@@ -752,7 +776,7 @@ class Txn:
         # one key goes to its range whatever the range's bounds
         span = Span(keys[0], key_next(keys[-1])) if len(keys) > 1 else None
         requests = self._one_range_requests(keys)
-        if self._any_priority and not self._txn.started():
+        if self._any_priority and not self._has_read():
             if self._commit_unread(keys[0], requests, span):
                 return
         elif self._commit_one_phase(keys[0], requests, span):
@@ -768,7 +792,7 @@ class Txn:
             return False
         span = Span(keys[0], key_next(keys[-1]))
         requests: tuple[Request, ...] = (Ingest(span, tuple(keys), tuple(values)),)
-        if self._any_priority and not self._txn.started():
+        if self._any_priority and not self._has_read():
             return self._commit_unread(keys[0], requests, span)
         return self._commit_one_phase(keys[0], requests, span)
 

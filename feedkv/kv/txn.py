@@ -170,6 +170,15 @@ def _set_member(keys: set[bytes], key: bytes, member: bool) -> None:
         keys.discard(key)
 
 
+# The containers Txn.__getattr__ makes at their first use, by attribute (besides the
+# Transaction): each cost every transaction made an allocation.
+_MADE_AT_FIRST_USE: dict[str, Callable[[], object]] = {
+    "_reads": list,
+    "_lock_reads": list,
+    "_journal": list,
+}
+
+
 class TxnState(enum.Enum):
     OPEN = "open"
     COMMITTED = "committed"
@@ -194,7 +203,12 @@ class Txn:
     _savepoints = 0  # held; while any is, writes are journaled
     _heartbeat_thread: TxnHeartbeat | None = None
     _recorded = False  # whether the record was written (not only its heartbeats)
-    _txn: Transaction  # made at its first use (see __getattr__)
+    # Made at their first use (see __getattr__): a statement alone that reads nothing
+    # (an INSERT, an UPDATE by key) needs none of them.
+    _txn: Transaction
+    _reads: list[Span]
+    _lock_reads: list[Span]  # spans read with locks (see scan's ``lock``)
+    _journal: list[_Undo]  # journaled writes, while a savepoint is held
 
     def __init__(
         self,
@@ -216,16 +230,13 @@ class Txn:
         self._writes_map: dict[bytes, bytes | None] = {}
         self._present: set[bytes] = set()  # written keys that must hold a value before
         self._absent_set: set[bytes] = set()  # written keys that must hold nothing before
-        self._reads: list[Span] = []
         self._locked: list[Span] = []
-        self._lock_reads: list[Span] = []  # spans read with locks (see scan's ``lock``)
-        self._journal: list[_Undo] = []
 
     if not TYPE_CHECKING:  # NB: so mypy still refuses any other missing attribute
 
-        def __getattr__(self, name: str) -> Transaction:
-            """Make the transaction as its coordinator tracks it (``_txn``) when it is
-            first needed.
+        def __getattr__(self, name: str) -> object:
+            """Make the transaction as its coordinator tracks it (``_txn``), or one of
+            the lists of _MADE_AT_FIRST_USE, when it is first needed.
 
             NB: Python calls this only for an attribute the instance lacks, so it runs
             once, at the first use of ``_txn``, and costs nothing after. A statement
@@ -233,7 +244,14 @@ class Txn:
             _commit_unread) and never needs one: its id and random priority cost every
             such statement a few calls."""
             if name != "_txn":
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+                make = _MADE_AT_FIRST_USE.get(name)
+                if make is None:
+                    raise AttributeError(
+                        f"{type(self).__name__!r} object has no attribute {name!r}"
+                    )
+                made = make()
+                setattr(self, name, made)
+                return made
             priority = self._priority
             self._txn = txn = Transaction(
                 id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)

@@ -18,25 +18,23 @@ _COMMITS, _ABORTS = 0, 1  # places in TxnMetrics' tally
 
 
 class TxnMetrics:
-    """A KV client's transaction metrics. A transaction's end is counted under the
-    restarts histogram's one lock, the counts in a list (``_tally``) that the two
-    counters read at scrape time: so a commit by ``run_transaction`` is counted and its
-    restarts observed in one call (:meth:`committed_after`), where a counter would take
-    a lock of its own."""
+    """A KV client's transaction metrics. A transaction's end is counted in a
+    :class:`~feedkv.util.metrics.Tally` that the two counters read at scrape time, and
+    a commit's restarts observed in a lean histogram: neither takes a lock."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         r = registry or Registry()
-        self._tally = tally = [0, 0]
+        self._tally = tally = r.tally(2)
         r.sampled(
             "txn_commits",
             "Number of committed KV transactions",
-            lambda: tally[_COMMITS],
+            lambda: tally.counts()[_COMMITS],
             kind="counter",
         )
         r.sampled(
             "txn_aborts",
             "Number of aborted KV transactions",
-            lambda: tally[_ABORTS],
+            lambda: tally.counts()[_ABORTS],
             kind="counter",
         )
         # NB: observed for each transaction: a lean histogram (see feedkv.util.metrics)
@@ -46,7 +44,7 @@ class TxnMetrics:
 
     def committed(self) -> None:
         """A transaction committed."""
-        self.restarts.add_to_tally(self._tally, _COMMITS)
+        self._tally.add(_COMMITS)
 
     def committed_after(self, restarts: int) -> None:
         """A transaction committed after ``restarts`` retries (``run_transaction``'s)."""
@@ -54,7 +52,7 @@ class TxnMetrics:
 
     def aborted(self) -> None:
         """A transaction was rolled back."""
-        self.restarts.add_to_tally(self._tally, _ABORTS)
+        self._tally.add(_ABORTS)
 
 
 @cache

@@ -35,6 +35,7 @@ from feedkv.kv.api import (
     Request,
     Scan,
     ScanResponse,
+    Transaction,
 )
 from feedkv.kv.range_cache import RangeCache
 from feedkv.kv.range_descriptor import RangeDescriptor
@@ -267,11 +268,29 @@ class Router:
         *,
         span: Span | None = None,
     ) -> BatchResponse:
-        """Send ``requests`` (all inside the range holding ``key``) to that range.
+        """Send ``requests`` (all inside the range holding ``key``) to that range, as
+        ``header`` says (its range fields are the router's to fill).
 
         ``span`` covers every key of the requests; when the fresh descriptors show it no
         longer fits in one range, the routing error is raised so the caller can divide
         the batch."""
+        return self.send_key_as(
+            key, requests, header.timestamp, header.txn, header.deadline, span=span
+        )
+
+    def send_key_as(
+        self,
+        key: bytes,
+        requests: tuple[Request, ...],
+        timestamp: Timestamp | None = None,
+        txn: Transaction | None = None,
+        deadline: Timestamp | None = None,
+        *,
+        span: Span | None = None,
+    ) -> BatchResponse:
+        """:meth:`send_key` with the header's fields (see :class:`Header`) rather than
+        one: the batch's one header is the addressed one built here, as a hot path (a
+        transaction's writes) sends."""
         error: RetryableError | None = None
         # NB: a store's own client (no dialer) sends to its transport directly, without
         # _send's replica walk: every embedded write takes this path
@@ -281,10 +300,7 @@ class Router:
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
             addressed = BatchRequest(
-                Header(
-                    desc.range_id, desc.generation, header.timestamp, header.txn, header.deadline
-                ),
-                requests,
+                Header(desc.range_id, desc.generation, timestamp, txn, deadline), requests
             )
             try:
                 return send(addressed) if send is not None else self._send(addressed, desc)

@@ -122,7 +122,6 @@ _INTENT_WRITERS = Helpers(16, "feedkv-intents")
 # so its record too when both anchored on one key: its commit found the earlier commit
 # and returned, leaving its intents to be committed at the earlier, lower timestamp.
 _IDS = random.Random()
-_PLAIN = Header()  # a plain batch's, without a deadline (see Txn._commit_unread)
 os.register_at_fork(after_in_child=_IDS.seed)
 
 ONE_PHASE_ATTEMPTS = 2  # pushes a one-phase commit takes before it goes two-phase
@@ -171,6 +170,15 @@ def _set_member(keys: set[bytes], key: bytes, member: bool) -> None:
         keys.discard(key)
 
 
+# The containers Txn.__getattr__ makes at their first use, by attribute (besides the
+# Transaction): each cost every transaction made an allocation.
+_MADE_AT_FIRST_USE: dict[str, Callable[[], object]] = {
+    "_reads": list,
+    "_lock_reads": list,
+    "_journal": list,
+}
+
+
 class TxnState(enum.Enum):
     OPEN = "open"
     COMMITTED = "committed"
@@ -195,6 +203,12 @@ class Txn:
     _savepoints = 0  # held; while any is, writes are journaled
     _heartbeat_thread: TxnHeartbeat | None = None
     _recorded = False  # whether the record was written (not only its heartbeats)
+    # Made at their first use (see __getattr__): a statement alone that reads nothing
+    # (an INSERT, an UPDATE by key) needs none of them.
+    _txn: Transaction
+    _reads: list[Span]
+    _lock_reads: list[Span]  # spans read with locks (see scan's ``lock``)
+    _journal: list[_Undo]  # journaled writes, while a savepoint is held
 
     def __init__(
         self,
@@ -212,21 +226,48 @@ class Txn:
         # A priority drawn at random is worth no more than the random one a batch without
         # a transaction pushes with: only then may the writes go as such a batch.
         self._any_priority = priority is None
-        self._txn = Transaction(
-            id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)
-            key=b"",
-            epoch=0,
-            read_ts=ZERO_TIMESTAMP,
-            write_ts=ZERO_TIMESTAMP,
-            priority=priority if priority is not None else _random_priority(),
-        )
+        self._priority = priority
         self._writes_map: dict[bytes, bytes | None] = {}
         self._present: set[bytes] = set()  # written keys that must hold a value before
         self._absent_set: set[bytes] = set()  # written keys that must hold nothing before
-        self._reads: list[Span] = []
         self._locked: list[Span] = []
-        self._lock_reads: list[Span] = []  # spans read with locks (see scan's ``lock``)
-        self._journal: list[_Undo] = []
+
+    if not TYPE_CHECKING:  # NB: so mypy still refuses any other missing attribute
+
+        def __getattr__(self, name: str) -> object:
+            """Make the transaction as its coordinator tracks it (``_txn``), or one of
+            the lists of _MADE_AT_FIRST_USE, when it is first needed.
+
+            NB: Python calls this only for an attribute the instance lacks, so it runs
+            once, at the first use of ``_txn``, and costs nothing after. A statement
+            alone that reads nothing commits its writes as a plain batch (see
+            _commit_unread) and never needs one: its id and random priority cost every
+            such statement a few calls."""
+            if name != "_txn":
+                make = _MADE_AT_FIRST_USE.get(name)
+                if make is None:
+                    raise AttributeError(
+                        f"{type(self).__name__!r} object has no attribute {name!r}"
+                    )
+                made = make()
+                setattr(self, name, made)
+                return made
+            priority = self._priority
+            self._txn = txn = Transaction(
+                id=_IDS.randbytes(16),  # NB: unique, not secret; no system call (see _IDS)
+                key=b"",
+                epoch=0,
+                read_ts=ZERO_TIMESTAMP,
+                write_ts=ZERO_TIMESTAMP,
+                priority=priority if priority is not None else _random_priority(),
+            )
+            return txn
+
+    def _has_read(self) -> bool:
+        """Whether the transaction has started (read, or been given a timestamp),
+        without making it (see __getattr__): one not made yet has not."""
+        txn: Transaction | None = self.__dict__.get("_txn")
+        return txn is not None and txn.started()
 
     @property
     def id(self) -> bytes:
@@ -489,7 +530,9 @@ class Txn:
         commit, which then raises :class:`ConditionFailedError`: an insert's existence
         check without the read :meth:`conditional_put` makes first. A key this
         transaction already wrote is checked at once, against that write."""
-        writes = self._writes
+        # NB: the map itself unless a bulk batch is to move (see _writes): a call fewer
+        # on every row an INSERT writes
+        writes = self._writes_map if self._bulk is None else self._writes
         if key in writes:
             written = writes[key]
             if written is not None:
@@ -725,7 +768,8 @@ class Txn:
 
     def _puts(self) -> list[Put | ConditionalPut]:
         """The buffered writes as requests, with their checks."""
-        writes = self._writes  # NB: first: it moves a bulk load's batch into the sets
+        # NB: first: it moves a bulk load's batch into the sets (see put_if_absent)
+        writes = self._writes_map if self._bulk is None else self._writes
         absent, present = self._absent_set, self._present
         return [
             ConditionalPut(k, v, None)
@@ -753,7 +797,7 @@ class Txn:
         # one key goes to its range whatever the range's bounds
         span = Span(keys[0], key_next(keys[-1])) if len(keys) > 1 else None
         requests = self._one_range_requests(keys)
-        if self._any_priority and not self._txn.started():
+        if self._any_priority and not self._has_read():
             if self._commit_unread(keys[0], requests, span):
                 return
         elif self._commit_one_phase(keys[0], requests, span):
@@ -769,7 +813,7 @@ class Txn:
             return False
         span = Span(keys[0], key_next(keys[-1]))
         requests: tuple[Request, ...] = (Ingest(span, tuple(keys), tuple(values)),)
-        if self._any_priority and not self._txn.started():
+        if self._any_priority and not self._has_read():
             return self._commit_unread(keys[0], requests, span)
         return self._commit_one_phase(keys[0], requests, span)
 
@@ -804,10 +848,8 @@ class Txn:
         a batch is never aborted (it waits for the intents it meets, pushing them with a
         random priority, as this transaction would have). ``False`` when the range split
         under it."""
-        deadline = self.deadline
-        header = _PLAIN if deadline is None else Header(deadline=deadline)
         try:
-            response = self._router.send_key(key, header, requests, span=span)
+            response = self._router.send_key_as(key, requests, deadline=self.deadline, span=span)
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp
@@ -1071,7 +1113,7 @@ class Txn:
     def _send_key(
         self, key: bytes, requests: tuple[Request, ...], *, span: Span | None = None
     ) -> BatchResponse:
-        response = self._router.send_key(key, self._header(), requests, span=span)
+        response = self._router.send_key_as(key, requests, txn=self._txn, span=span)
         self._adopt(response)
         return response
 

@@ -77,10 +77,14 @@ class ActiveSession:
         self.cancel = cancel
         self.terminate: Callable[[], None] | None = None
         self.application_name = application_name
-        # The running query's text, start (wall ns) and low half of its id. NB: a tuple,
-        # set and cleared in one step, so another thread reads one query's three; and
-        # not an ActiveQuery, whose making cost every statement a call
-        self._running: tuple[str, int, int] | None = None
+        # The running query's text and start (wall ns). NB: a tuple, set and cleared in
+        # one step, so another thread reads one query's two; and not an ActiveQuery,
+        # whose making cost every statement a call
+        self._running: tuple[str, int] | None = None
+        # The low half of the running query's id, with the tuple above it belongs to:
+        # drawn when the query is first asked for (see query), under _low_lock
+        self._low: tuple[tuple[str, int], int] | None = None
+        self._low_lock = threading.Lock()
         self.last_query = ""
         self.terminated = False
         self.cancelled_by_statement = False  # CANCEL QUERY stopped the last query
@@ -96,9 +100,8 @@ class ActiveSession:
         manager: a statement takes tens of microseconds, a generator's a few of them.)"""
         if self.terminated:
             raise SQLError("57P01", "terminating connection due to administrator command")
-        registry = self.registry
         self.cancelled_by_statement = False
-        self._running = (text, registry.wall_ns(), registry.new_low())
+        self._running = (text, self.registry.wall_ns())
 
     def finish(self) -> None:
         """The active query ended."""
@@ -108,9 +111,23 @@ class ActiveSession:
 
     @property
     def query(self) -> ActiveQuery | None:
-        """The query the session runs now (``None``: it runs none)."""
+        """The query the session runs now (``None``: it runs none).
+
+        NB: its id's low half (a count) is drawn here, when the query is first asked
+        for, not by :meth:`begin`: most queries end unseen, and drawing one cost every
+        statement a call. The id still sorts by start (its high half), and stays the
+        same for every later ask while the query runs (SHOW QUERIES, then CANCEL
+        QUERY)."""
         running = self._running
-        return None if running is None else ActiveQuery(*running)
+        if running is None:
+            return None
+        low = self._low
+        if low is None or low[0] is not running:
+            with self._low_lock:
+                low = self._low
+                if low is None or low[0] is not running:
+                    low = self._low = (running, self.registry.new_low())
+        return ActiveQuery(*running, low[1])
 
     def end(self) -> None:
         """CANCEL SESSION: stop its query and close its connection."""

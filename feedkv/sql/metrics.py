@@ -61,13 +61,13 @@ _BY_CLASS: dict[type[st.Statement], int] = {
 
 class SQLMetrics:
     """A node's SQL metrics. A statement is counted by its type and timed in one call
-    (:meth:`ran`): both under the latency histogram's one lock, the counts in a list
-    (``_tally``) that the type's counters read at scrape time."""
+    (:meth:`ran`), without a lock: the counts in a :class:`Tally` that the type's
+    counters read at scrape time, the latency in a lean histogram."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         r = registry or Registry()
         self.enabled = r.enabled  # False: every metric records nothing
-        self._tally = [0] * len(_TALLIED)
+        self._tally = r.tally(len(_TALLIED))
         for index, (name, documentation) in enumerate(_TALLIED):
             self._tallied(r, index, name, documentation)
         # NB: each statement is counted once, in its type's count; their sum, read at
@@ -83,17 +83,17 @@ class SQLMetrics:
         )
 
     def _tallied(self, r: Registry, index: int, name: str, documentation: str) -> None:
-        """A counter read from ``_tally[index]`` at scrape time."""
+        """A counter read from the tally's ``index`` at scrape time."""
         tally = self._tally
-        r.sampled(name, documentation, lambda: tally[index], kind="counter")
+        r.sampled(name, documentation, lambda: tally.counts()[index], kind="counter")
 
     def _statements(self) -> float:
         """Statements of every type."""
-        return sum(self._tally)
+        return sum(self._tally.counts())
 
     def ran(self, statement: st.Statement, nanos: int) -> None:
-        """Count ``statement`` by its type and observe its latency (``nanos``), under
-        one lock: what every statement a session runs alone costs the metrics."""
+        """Count ``statement`` by its type and observe its latency (``nanos``): what
+        every statement a session runs alone costs the metrics."""
         index = _BY_CLASS.get(type(statement))
         if index is None:
             index = _other_index(statement)
@@ -104,7 +104,7 @@ class SQLMetrics:
         (``nanos``): statements sent as one implicit transaction are one observation."""
         *counted, last = statements
         for statement in counted:
-            self.service_latency.add_to_tally(self._tally, _index(statement))
+            self._tally.add(_index(statement))
         self.service_latency.observe_tallied(nanos, self._tally, _index(last))
 
 

@@ -286,6 +286,9 @@ def expression_name(node: exp.Expr) -> str:
     else its type's (``1::STRING`` is text), ``?column?`` for an operator."""
     if isinstance(node, exp.Alias):
         return node.alias
+    written = node.meta.get("named_for")  # NB: parser._NAMED_FOR (parser cannot import this module)
+    if written is not None:
+        return expression_name(written)
     return _figured_name(node)[1] or "?column?"
 
 

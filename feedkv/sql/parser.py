@@ -4624,6 +4624,10 @@ _LOCKSTEP = "set-returning functions"
 # its list run after it (see _series_after_aggregation); quoted, as _LOCKSTEP
 _AGGREGATED = "aggregated rows"
 
+# The meta key of a column that stands for an expression moved into a derived table: the
+# expression as written, which names the result column (feedkv.sql.expr.expression_name)
+_NAMED_FOR = "named_for"
+
 
 def _series_after_aggregation(node: exp.Select) -> None:
     """``SELECT count(*), generate_series(1, 2) FROM t [GROUP BY ...]``: set-returning
@@ -4659,8 +4663,6 @@ def _series_after_aggregation(node: exp.Select) -> None:
                 break
             if isinstance(ancestor, nested):
                 return
-    from feedkv.sql.expr import expression_name
-
     inner_items: list[exp.Expr] = []
 
     def moved(expression: exp.Expr, prefix: str) -> exp.Column:
@@ -4688,8 +4690,12 @@ def _series_after_aggregation(node: exp.Select) -> None:
     for item in node.expressions:
         value = _unaliased(item)
         if id(value) not in around_calls:
-            name = exp.to_identifier(expression_name(item))
-            outer_items.append(exp.alias_(moved(value, "c"), name))
+            column = moved(value, "c")
+            if isinstance(item, exp.Alias):
+                outer_items.append(exp.alias_(column, item.args["alias"].copy()))
+            else:
+                column.meta[_NAMED_FOR] = value  # NB: its result column is named for it
+                outer_items.append(column)
             continue
         lift(value)
         outer_items.append(item)

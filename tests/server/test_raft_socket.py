@@ -1,6 +1,7 @@
 """The Raft connection between nodes: frames read back as written, a torn or oversized
 one fails the connection, a secure listener takes only a node's connection (TLS, its
-hello checked as a gRPC call between nodes is), and stopping it ends its connections."""
+hello checked as a gRPC call between nodes is), stopping it ends its connections, and a
+node behind a proxy connects through it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from feedkv.security.tls import ClientTLS, ServerTLS
 from feedkv.server.raft_socket import MAX_FRAME, RaftListener, dial, frame, read_frame
 from feedkv.testing.certs import make_certs_dir
+from feedkv.testing.partition import Network
 from feedkv.testing.waiting import wait_until
 
 
@@ -120,3 +122,24 @@ def test_stopping_a_listener_ends_its_connections() -> None:
     finally:
         connection.close()
         listener.stop()
+
+
+def test_a_node_behind_grpc_proxy_connects_through_it_as_its_grpc_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So a partition the test network cuts holds Raft messages too."""
+    taken = _Taken()
+    listener = RaftListener("127.0.0.1", None, taken)
+    with Network(2) as network:
+        network.locate(lambda address: 1 if address == f"127.0.0.1:{listener.port}" else None)
+        for name, value in network.env(0).items():
+            monkeypatch.setenv(name, value)
+        connection = dial("127.0.0.1", listener.port, 1, None, None, 5.0)
+        try:
+            request = frame(msgpack.packb({"from": 1}))
+            connection.sendall(request)
+            wait_until(lambda: len(taken.requests) == 1, timeout_s=30, what="the request")
+        finally:
+            connection.close()
+            listener.stop()
+        assert network.bytes_between[(0, 1)] >= len(request)

@@ -17,7 +17,8 @@ Ranges are replicated when the cluster's replication factor (``--replicas``, fro
 ``ClusterConfig.replicas``) is above one: each node looks every ``replicate_interval_s``
 at the ranges it holds alone or holds the lease of, and adds a replica on the live node
 with the fewest ranges to each that has fewer than the factor (a range held alone first
-becomes a Raft group of one). Raft messages travel on a ``RaftStream`` per pair of nodes,
+becomes a Raft group of one). Raft messages travel on a TCP connection per pair of nodes
+(to the Raft port each node opens beside its gRPC port, :mod:`feedkv.server.raft_socket`),
 and each snapshot, in chunks, on a ``RaftSnapshot`` call of its own
 (:mod:`feedkv.server.raft_transport`); the rebalancer moves only ranges held alone.
 
@@ -98,7 +99,8 @@ from feedkv.kv.replica_refusal import SnapshotRefusedError
 from feedkv.kv.router import Router, Transport
 from feedkv.kv.store import Store
 from feedkv.raft import Config as RaftConfig
-from feedkv.security.tls import ClientTLS, open_channel
+from feedkv.security.tls import ClientTLS, ServerTLS, open_channel
+from feedkv.server.raft_socket import RaftListener
 from feedkv.server.raft_transport import (
     ChunkAssembler,
     RaftTransport,
@@ -117,7 +119,6 @@ __all__ = [
     "cannot_shut_down",
     "drain_call_timeout",
     "Cluster",
-    "ENDLESS_METHODS",
     "ClusterConfig",
     "ClusterIdent",
     "ZoneSettings",
@@ -375,9 +376,12 @@ class Cluster:
         join: Sequence[str] = (),
         config: ClusterConfig | None = None,
         tls: ClientTLS | None = None,
+        server_tls: ServerTLS | None = None,
         store_dir: Path | None = None,
     ) -> None:
-        """``tls``: the node's identity when it calls other nodes (``None``: plaintext).
+        """``tls``: the node's identity when it calls other nodes (``None``: plaintext);
+        ``server_tls``: its side when other nodes connect to its Raft port (``None``:
+        plaintext).
         ``store_dir``: where the node keeps the addresses of the nodes it knows, and
         calls them (besides ``join``) until it hears of the cluster (``None``: only
         ``join``)."""
@@ -436,15 +440,16 @@ class Cluster:
         self._kv: KVClient | None = None  # reads the memberships
         self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
-        self._streams_lock = threading.Lock()  # guards the two below
-        self._raft_streams: set[Callable[[], None]] = set()  # cancels of those coming in
-        self._raft_closed = False  # stopped: no more come in
+        # NB: on the host of the gRPC address, which the other nodes reach
+        self.raft_listener = RaftListener(
+            address.rpartition(":")[0].strip("[]"), server_tls, self.on_raft
+        )
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
         )
         self.raft = RaftTransport(
-            ident.node_id, self.liveness.address, self._channel, store.clock.now
+            ident.node_id, self.liveness.address, self._channel, store.clock.now, tls=tls
         )
         self._chunks = ChunkAssembler()
         self.report()
@@ -645,14 +650,10 @@ class Cluster:
             self._replicator.join(STOP_REPLICATOR_S)
 
     def stop(self) -> None:
-        """Stop (after :meth:`quiesce`, if not yet): the other nodes' Raft streams into
-        this one end, and this node's to them. Idempotent."""
+        """Stop (after :meth:`quiesce`, if not yet): the other nodes' Raft connections
+        into this one end, and this node's to them. Idempotent."""
         self.quiesce()
-        with self._streams_lock:
-            self._raft_closed = True
-            streams, self._raft_streams = list(self._raft_streams), set()
-        for cancel in streams:
-            cancel()
+        self.raft_listener.stop()
         self.raft.stop()
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
@@ -1132,6 +1133,7 @@ class Cluster:
             # a waiting node's claim to bootstrap (feedkv.server.init_claim): too late
             "Claim": lambda message: {"refused": ALREADY_INITIALIZED},
             "Release": lambda message: {},
+            "RaftPort": lambda message: {"port": self.raft_listener.port},
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
@@ -1177,30 +1179,8 @@ class Cluster:
         self._take(message, None)
         return self._message()
 
-    @property
-    def raft_streams_in(self) -> int:
-        """How many other nodes' ``RaftStream`` calls this node is taking now."""
-        with self._streams_lock:
-            return len(self._raft_streams)
-
-    def serve_raft_stream(self, requests: Iterator[bytes], cancel: Callable[[], None]) -> None:
-        """Take another node's ``RaftStream`` until it ends, or until this node stops:
-        then ``cancel()`` ends it (the sender drops what it held, as a lost stream, and
-        opens another to this node's next life), so that the stop need not wait for the
-        server's grace. Raises :class:`NodeUnavailableError` once this node stops."""
-        with self._streams_lock:
-            if self._raft_closed:
-                raise NodeUnavailableError(f"node n{self.ident.node_id} is stopping")
-            self._raft_streams.add(cancel)
-        try:
-            for data in requests:
-                self.on_raft(msgpack.unpackb(data))
-        finally:
-            with self._streams_lock:
-                self._raft_streams.discard(cancel)
-
     def on_raft(self, message: dict[str, Any]) -> None:
-        """Take one request of another node's ``RaftStream``."""
+        """Take one request of another node's Raft connection (on its thread)."""
         loop = self.store.replicas
         if loop is None:
             return
@@ -1318,9 +1298,6 @@ def _node_from(raw: list[Any]) -> NodeDescriptor:
     )
 
 
-# the calls that last until the node ends them as it stops (Cluster.stop)
-ENDLESS_METHODS = frozenset({"RaftStream"})
-
 METHODS = (
     "Gossip",
     "Join",
@@ -1333,6 +1310,7 @@ METHODS = (
     "Activate",
     "Discard",
     "MoveStatus",
+    "RaftPort",
 )
 
 
@@ -1362,19 +1340,6 @@ def method_handlers(
 
         return grpc.unary_unary_rpc_method_handler(serve)
 
-    def raft_stream(requests: Iterator[bytes], context: Any) -> bytes:
-        member = cluster()
-        if member is None:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "this node is not in a cluster")
-            raise NodeUnavailableError("unreachable: abort raises")
-        try:
-            member.serve_raft_stream(requests, context.cancel)
-        except NodeUnavailableError as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except grpc.RpcError:
-            pass  # NB: cancelled (this node stops, or the sender went): nothing to answer
-        return msgpack.packb({})  # type: ignore[no-any-return]
-
     def raft_snapshot(requests: Iterator[bytes], context: Any) -> bytes:
         member = cluster()
         if member is None:
@@ -1390,6 +1355,5 @@ def method_handlers(
         return msgpack.packb({})  # type: ignore[no-any-return]
 
     handlers = {method: handler(method) for method in METHODS}
-    handlers["RaftStream"] = grpc.stream_unary_rpc_method_handler(raft_stream)
     handlers["RaftSnapshot"] = grpc.stream_unary_rpc_method_handler(raft_snapshot)
     return handlers

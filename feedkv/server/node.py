@@ -67,7 +67,6 @@ from feedkv.security.secrets import Sealer, load_key
 from feedkv.security.tls import ClientTLS, ServerTLS
 from feedkv.server.blob_service import blob_handlers
 from feedkv.server.cluster import (
-    ENDLESS_METHODS,
     Cluster,
     ClusterConfig,
     ClusterIdent,
@@ -255,6 +254,7 @@ class Node:
             join=join,
             config=config,
             tls=self.tls.client() if self.tls is not None else None,
+            server_tls=self.tls,
             store_dir=self.path,
         )
         cluster.relocations = Relocations(cluster)
@@ -283,7 +283,6 @@ class Node:
                     more_methods=methods,
                     tls=self.tls,
                     access=access,
-                    endless=ENDLESS_METHODS,
                 )
                 server.start()
                 self.server = server

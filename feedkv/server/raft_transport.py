@@ -1,17 +1,16 @@
 """Raft messages between nodes: a node's replica loop hands them here, per destination.
 
 The loop must never wait on the network, so :meth:`RaftTransport.send` only queues. For
-each destination node a stream (``RaftStream``: msgpack requests over the node's gRPC
-service, as CockroachDB's Raft transport keeps one stream of message batches per node)
-carries everything queued for it: each request holds all that was queued when the
-stream was ready for more, the messages of every range between the two nodes together.
-A message on an open stream costs a fraction of a call of its own (a unary call per
-batch cost about three times as much CPU on both sides). A slow or dead node holds up
-only its own queue, which keeps the newest ``MAX_QUEUED`` batches; a stream that fails,
-or takes nothing for ``CALL_TIMEOUT_S`` while messages wait, is dropped with what it
-held, as a lossy network would drop them (Raft resends what matters), and opened again.
-A stream ends after ``STREAM_LIFETIME_S`` and opens anew, so its credentials are checked
-again at least that often.
+each destination node a thread of its own keeps a connection
+(:mod:`feedkv.server.raft_socket`: length-prefixed msgpack frames on a TCP socket, TLS on
+a secure cluster, as CockroachDB's Raft transport keeps one stream of message batches per
+node) and writes on it everything queued for it: each write holds all that was queued
+since the last, the messages of every range between the two nodes together. A slow or
+dead node holds up only its own queue, which keeps the newest ``MAX_QUEUED`` batches; a
+connection that fails, or whose receiver takes nothing for ``CALL_TIMEOUT_S`` while a
+write waits, is dropped with what it held, as a lossy network would drop them (Raft
+resends what matters), and opened again. A connection ends after ``STREAM_LIFETIME_S``
+and opens anew, so its credentials are checked again at least that often.
 
 Each request carries the sender's clock, which the receiver takes in before it
 steps the messages (an HLC's rule for messages): a leader that confirms a read with its
@@ -21,9 +20,9 @@ and so to whichever replica that quorum elects next (see
 
 A request carries at most ``CHUNK_BYTES`` of messages. A message larger than that (a
 snapshot of a big range, whatever gRPC's message limit) goes alone, in requests of one
-chunk each of that size, one after another, in its place among the stream's requests;
+chunk each of that size, one after another, in its place among the connection's requests;
 the receiver's :class:`ChunkAssembler` puts it together and hands it on whole
-(:func:`take_request`). A stream lost midway loses the message, and the leader sends the
+(:func:`take_request`). A connection lost midway loses the message, and the leader sends the
 snapshot again.
 
 A snapshot goes on a call of its own (``RaftSnapshot``, as CockroachDB streams its
@@ -42,9 +41,11 @@ frames, not the snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,7 +57,8 @@ import msgpack
 from feedkv.errors import NodeUnavailableError
 from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.wire import SERVICE
-from feedkv.security.tls import call_metadata
+from feedkv.security.tls import ClientTLS, call_metadata
+from feedkv.server.raft_socket import dial, frame
 from feedkv.util.hlc import Timestamp
 
 __all__ = [
@@ -76,8 +78,8 @@ MAX_QUEUED = 1024  # batches waiting for one node; older ones are dropped first
 CALL_TIMEOUT_S = 5.0
 CHUNK_BYTES = 4 << 20  # the most one request carries
 STREAM_LIFETIME_S = 60.0
-RETRY_S = 0.2  # after a stream failed, before the next is opened
-_POLL_S = 1.0  # how often a waiting stream looks whether it should end
+RETRY_S = 0.2  # after a connection failed, before the next is opened
+_POLL_S = 1.0  # how often a waiting connection looks whether it should end
 SNAPSHOT_WINDOW = 2  # a snapshot's frames read ahead of what gRPC sent
 REFUSAL_METADATA = "feedkv-snapshot-refusal"  # a refused snapshot's Refusal (its value)
 
@@ -87,9 +89,7 @@ Batch = list[tuple[int, bytes]]
 class _Peer:
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()  # None: stop
-        self.waiting = False  # the stream waits for messages (it is not stuck sending)
-        self.taken_at = 0.0  # when the stream last took messages (monotonic)
-        self.stream: grpc.Future | None = None
+        self.connection: socket.socket | None = None  # open to the node now
 
     def take(self, timeout: float | None) -> list[Batch] | None:
         """Everything queued, once there is something (waiting at most ``timeout``:
@@ -116,7 +116,9 @@ class _Peer:
 
 
 class RaftTransport:
-    """Sends this node's Raft messages; see the module docstring."""
+    """Sends this node's Raft messages; see the module docstring. ``tls``: the node's
+    identity on a secure cluster (``None``: plaintext), for its Raft connections; its
+    gRPC calls (the Raft port, snapshots) go on ``channel_to``'s channels."""
 
     def __init__(
         self,
@@ -125,10 +127,12 @@ class RaftTransport:
         channel_to: Callable[[str], grpc.Channel],
         now: Callable[[], Timestamp],
         *,
+        tls: ClientTLS | None = None,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self._node_id = node_id
         self._now = now
+        self._tls = tls
         self._chunk_bytes = chunk_bytes
         self._transfers = itertools.count(1)
         self._address_of = address_of
@@ -219,8 +223,10 @@ class RaftTransport:
         self._stopping.set()
         for peer in list(self._peers.values()):
             peer.queue.put(None)
-            if peer.stream is not None:
-                peer.stream.cancel()
+            connection = peer.connection
+            if connection is not None:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)  # NB: wakes a blocked send
         for thread in self._threads:
             thread.join()
 
@@ -230,7 +236,7 @@ class RaftTransport:
             if peer is None:
                 peer = self._peers[node] = _Peer()
                 thread = threading.Thread(
-                    target=self._keep_stream,
+                    target=self._keep_connection,
                     args=(node, peer),
                     name=f"raft-to-n{node}",
                     daemon=True,
@@ -239,8 +245,8 @@ class RaftTransport:
                 thread.start()
             return peer
 
-    def _keep_stream(self, node: int, peer: _Peer) -> None:
-        """Keep a stream to ``node`` open while there is something to send."""
+    def _keep_connection(self, node: int, peer: _Peer) -> None:
+        """Keep a connection to ``node`` open while there is something to send."""
         while True:
             batches = peer.take(None)
             if batches is None or self._stopping.is_set():
@@ -248,68 +254,65 @@ class RaftTransport:
             address = self._address_of(node)
             if address is None:
                 continue  # not known yet: as if lost
-            channel = self._channel_to(address)
-            opened: list[grpc.Future] = []
-            stub = channel.stream_unary(f"/{SERVICE}/RaftStream")
-            peer.taken_at = time.monotonic()
-            peer.stream = stub.future(
-                self._requests(node, peer, address, batches, opened),
-                metadata=call_metadata(channel),
-            )
-            opened.append(peer.stream)
-            ended = threading.Event()
-            peer.stream.add_done_callback(lambda _, ended=ended: ended.set())
-            if not self._watch(peer, peer.stream, ended):
+            try:
+                peer.connection = self._connect(address)
+                if self._stopping.is_set():
+                    return
+                self._carry(node, peer, address, batches, peer.connection)
+            except (NodeUnavailableError, OSError) as exc:
+                log.debug("raft connection to n%s lost: %s", node, exc)
                 peer.drop()
                 self._stopping.wait(RETRY_S)
+            finally:
+                if peer.connection is not None:
+                    peer.connection.close()
+                    peer.connection = None
 
-    def _watch(self, peer: _Peer, stream: grpc.Future, ended: threading.Event) -> bool:
-        """Wait for ``stream`` to end (``ended`` is set then); cancel it when it takes
-        nothing for ``CALL_TIMEOUT_S`` while messages wait. Whether it ended well.
-        NB: not a timed ``stream.result()``: that waits on the call's condition, which
-        gRPC notifies at every request sent, so it woke this thread for each one."""
-        while not ended.wait(_POLL_S):
-            stuck = not peer.waiting and not peer.queue.empty()
-            if stuck and time.monotonic() - peer.taken_at > CALL_TIMEOUT_S:
-                stream.cancel()
+    def _connect(self, address: str) -> socket.socket:
+        """A connection to the Raft port of the node at ``address``, which its gRPC
+        ``RaftPort`` call names. Raises :class:`~feedkv.errors.NodeUnavailableError`."""
+        channel = self._channel_to(address)
+        metadata = call_metadata(channel)
+        ask = channel.unary_unary(f"/{SERVICE}/RaftPort")
         try:
-            stream.result(timeout=0)
-            return True
-        except (grpc.RpcError, grpc.FutureCancelledError, grpc.FutureTimeoutError) as exc:
-            log.debug("raft stream lost: %s", exc)
-            return False
+            answer = msgpack.unpackb(
+                ask(msgpack.packb({}), timeout=CALL_TIMEOUT_S, metadata=metadata)
+            )
+        except grpc.RpcError as exc:
+            raise NodeUnavailableError(f"cannot ask {address} for its Raft port: {exc}") from exc
+        host, _, _ = address.rpartition(":")
+        port = int(answer["port"])
+        return dial(host.strip("[]"), port, self._node_id, metadata, self._tls, CALL_TIMEOUT_S)
 
-    def _requests(
-        self,
-        node: int,
-        peer: _Peer,
-        address: str,
-        batches: list[Batch],
-        opened: list[grpc.Future],
-    ) -> Iterator[bytes]:
-        """The stream's requests (gRPC's thread pulls them): ``batches``, then what is
-        queued, as it comes, until the stream fails, ages out or ``node`` moves to
-        another address."""
+    def _carry(
+        self, node: int, peer: _Peer, address: str, batches: list[Batch], connection: socket.socket
+    ) -> None:
+        """Write ``batches``, then what is queued, as it comes, on ``connection`` (each
+        send waits at most ``CALL_TIMEOUT_S`` for the receiver to take it, or raises),
+        until the connection ages out, the transport stops, or ``node`` moves to another
+        address."""
         ends = time.monotonic() + STREAM_LIFETIME_S
         while True:
             if self._address_of(node) != address:
-                return  # NB: its messages are lost; the next stream goes to the new address
+                return  # NB: its messages are lost; the next connection goes to the new address
             messages = [message for batch in batches for message in batch]
-            for group in _groups(messages, self._chunk_bytes):
-                if len(group) == 1 and len(group[0][1]) > self._chunk_bytes:
-                    yield from self._chunks(*group[0])
-                else:
-                    clock = tuple(self._now())
-                    yield msgpack.packb({"from": self._node_id, "messages": group, "clock": clock})
+            connection.sendall(b"".join(frame(r) for r in self._requests(messages)))
             taken: list[Batch] | None = []
-            peer.waiting = True
-            while taken == [] and time.monotonic() < ends and not (opened and opened[0].done()):
+            while taken == [] and time.monotonic() < ends:
                 taken = peer.take(_POLL_S)
-            peer.waiting = False
-            if not taken:  # stopping, aged out, or ended
+            if not taken:  # stopping, or aged out
                 return
             batches = taken
-            peer.taken_at = time.monotonic()
+
+    def _requests(self, messages: Batch) -> Iterator[bytes]:
+        """The requests carrying ``messages``, at most ``chunk_bytes`` each, a larger
+        message in chunks."""
+        for group in _groups(messages, self._chunk_bytes):
+            if len(group) == 1 and len(group[0][1]) > self._chunk_bytes:
+                yield from self._chunks(*group[0])
+            else:
+                clock = tuple(self._now())
+                yield msgpack.packb({"from": self._node_id, "messages": group, "clock": clock})
 
     def _chunks(self, range_id: int, raw: bytes) -> Iterator[bytes]:
         """The requests carrying ``raw``, a message too large for one, a chunk each."""
@@ -418,7 +421,7 @@ def snapshot_frames(
 
 
 def take_request(assembler: ChunkAssembler, request: dict[str, Any]) -> list[tuple[int, bytes]]:
-    """The messages one ``RaftStream`` request (unpacked) completes: those it carries, or
+    """The messages one Raft request (unpacked) completes: those it carries, or
     the message its chunk makes whole (``assembler`` holds the sender's earlier ones)."""
     chunk = request.get("chunk")
     if chunk is None:

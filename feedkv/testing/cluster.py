@@ -16,6 +16,7 @@ connects as root; with ``insecure=True`` they run ``--insecure``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import subprocess
@@ -24,9 +25,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
+import grpc
+import msgpack
+
 from feedkv.db import DB, connect
+from feedkv.errors import NodeUnavailableError
+from feedkv.kv.address import host_port
 from feedkv.kv.db import RangeInfo
 from feedkv.kv.dialer import nodes
+from feedkv.kv.wire import SERVICE
+from feedkv.security.tls import ClientTLS, call_metadata, open_channel
 from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.node_process import NodeProcess, free_port
 from feedkv.testing.waiting import wait_until
@@ -79,6 +87,8 @@ class LocalCluster:
         self.processes: list[NodeProcess | None] = []
         # init mode: each node's gRPC port, fixed at its every start, and so the join list
         self.ports = [self._free_port() for _ in range(nodes)] if init else []
+        # the nodes' Raft ports found (node_at): address -> (index, its process then)
+        self._raft_addresses: dict[str, tuple[int, NodeProcess]] = {}
         try:
             if init:
                 self._start_on_free_ports(start_timeout_s)
@@ -217,10 +227,39 @@ class LocalCluster:
         return f"feedkv://{hosts}{secure}"
 
     def node_at(self, address: str) -> int | None:
-        """The index of the running node whose gRPC listens at ``host:port``."""
-        return next(
+        """The index of the running node whose gRPC or Raft port listens at
+        ``host:port``."""
+        found = next(
             (i for i, p in enumerate(self.processes) if p is not None and p.address == address),
             None,
+        )
+        return found if found is not None else self._raft_node_at(address)
+
+    def _raft_node_at(self, address: str) -> int | None:
+        """The index of the running node whose Raft port is at ``address``, each node asked
+        for its port (``RaftPort``) when the address is not known yet."""
+        known = self._raft_addresses.get(address)
+        if known is None or self.processes[known[0]] is not known[1]:
+            for index, process in enumerate(self.processes):
+                if process is not None:
+                    with contextlib.suppress(NodeUnavailableError):
+                        raft = self._raft_address(process.address)
+                        self._raft_addresses[raft] = (index, process)
+            known = self._raft_addresses.get(address)
+        if known is None or self.processes[known[0]] is not known[1]:
+            return None
+        return known[0]
+
+    def _raft_address(self, address: str) -> str:
+        tls = ClientTLS.load(self.certs_dir, "root") if self.certs_dir is not None else None
+        with open_channel(address, [], tls) as channel:
+            ask = channel.unary_unary(f"/{SERVICE}/RaftPort")
+            try:
+                answer = ask(msgpack.packb({}), timeout=5.0, metadata=call_metadata(channel))
+            except grpc.RpcError as exc:
+                raise NodeUnavailableError(f"{address} did not name its Raft port") from exc
+        return host_port(
+            address.rpartition(":")[0].strip("[]"), int(msgpack.unpackb(answer)["port"])
         )
 
     def connect(self, index: int = 0) -> DB:

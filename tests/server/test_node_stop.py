@@ -50,8 +50,12 @@ class _Stopping:
         with feedkv.connect(nodes[0].url) as db:
             await_replicas(db, 3, timeout_s=DEADLINE_S)
             db.relocate(WRITE.key, 2)  # the lease of its range to n2
-        # NB: n2 leads the range: n1 and n3 stream their answers to it
-        wait_until(lambda: member.raft_streams_in > 0, timeout_s=DEADLINE_S, what="Raft streams")
+        # NB: n2 leads the range: n1 and n3 send their answers to it
+        wait_until(
+            lambda: member.raft_listener.connections > 0,
+            timeout_s=DEADLINE_S,
+            what="Raft connections",
+        )
         entered, self.gate = threading.Event(), threading.Event()
         intercept = node.store.intercept
 
@@ -98,7 +102,7 @@ def stopping(nodes: list[Node]) -> Iterator[_Stopping]:
 
 
 @pytest.mark.slow(20)
-def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raft_streams(
+def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raft_connections(
     nodes: list[Node], stopping: _Stopping
 ) -> None:
     """The write held goes on once the drain began: Raft still runs, so it commits on
@@ -107,7 +111,7 @@ def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raf
     assert member is not None
     stopping.release()
     assert [type(a.responses[0]) for a in stopping.answers] == [PutResponse]
-    assert member.raft_streams_in == 0
+    assert member.raft_listener.connections == 0
     with feedkv.connect(nodes[0].url) as db:
         assert db.get(WRITE.key) == b"written while stopping"
 

@@ -1,6 +1,7 @@
-"""Raft messages over gRPC, on a stream per node, in requests of bounded size: large
-ones in chunks, put together whole by the receiver, and a message with a chunk lost is
-lost whole; a stream that ends or fails is opened again."""
+"""Raft messages on a connection per node (its port asked of the node's gRPC service),
+in requests of bounded size: large ones in chunks, put together whole by the receiver,
+and a message with a chunk lost is lost whole; a connection that ends or fails is opened
+again. Snapshots on a gRPC call of their own."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.snapshot_spool import SnapshotSpool
 from feedkv.kv.wire import SERVICE
 from feedkv.server import raft_transport
+from feedkv.server.raft_socket import RaftListener
 from feedkv.server.raft_transport import (
     ChunkAssembler,
     RaftTransport,
@@ -33,9 +35,10 @@ CHUNK = 64
 
 
 class _Receiver:
-    """A node's Raft stream method on a real gRPC server: what arrives, in order."""
+    """A node's Raft port and its gRPC methods on a real gRPC server: what arrives, in
+    order."""
 
-    streams = 0  # RaftStream calls taken
+    connections = 0  # RaftPort calls taken: one per connection opened
 
     def __init__(self, spool: SnapshotSpool | None = None) -> None:
         self.spool = spool
@@ -49,15 +52,17 @@ class _Receiver:
         self.received: list[tuple[int, bytes]] = []
         self.calls: list[int] = []  # the size of each call's payload
         self._lock = threading.Lock()
+        self.listener = RaftListener("127.0.0.1", None, self._take)
+
+    def _take(self, request: dict[str, Any]) -> None:
+        messages = take_request(self.assembler, request)
+        self._took(msgpack.packb(request), [(r, bytes(m)) for r, m in messages])
 
     def handlers(self) -> grpc.GenericRpcHandler:
-        def raft(requests: Iterator[bytes], _context: Any) -> bytes:
+        def raft_port(_request: bytes, _context: Any) -> bytes:
             with self._lock:
-                self.streams += 1
-            for data in requests:
-                messages = take_request(self.assembler, msgpack.unpackb(data))
-                self._took(data, [(r, bytes(m)) for r, m in messages])
-            return msgpack.packb({})  # type: ignore[no-any-return]
+                self.connections += 1
+            return msgpack.packb({"port": self.listener.port})  # type: ignore[no-any-return]
 
         def snapshot(requests: Iterator[bytes], context: Any) -> bytes:
             self.stall.wait(30)
@@ -75,7 +80,7 @@ class _Receiver:
         return grpc.method_handlers_generic_handler(
             SERVICE,
             {
-                "RaftStream": grpc.stream_unary_rpc_method_handler(raft),
+                "RaftPort": grpc.unary_unary_rpc_method_handler(raft_port),
                 "RaftSnapshot": grpc.stream_unary_rpc_method_handler(snapshot),
             },
         )
@@ -103,6 +108,7 @@ def receiver(tmp_path: Path) -> Iterator[tuple[_Receiver, str]]:
         yield held, f"127.0.0.1:{port}"
     finally:
         server.stop(None)
+        held.listener.stop()
 
 
 def test_large_messages_cross_in_chunks_and_arrive_whole_in_order(
@@ -256,7 +262,7 @@ def test_a_new_message_replaces_one_left_half_assembled() -> None:
     assert assembler.take(_chunk(1, 1, 1, 2, b"rest")) is None
 
 
-def test_a_stream_that_ends_is_opened_again_and_what_comes_next_arrives(
+def test_a_connection_that_ends_is_opened_again_and_what_comes_next_arrives(
     receiver: tuple[_Receiver, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held, address = receiver
@@ -271,7 +277,7 @@ def test_a_stream_that_ends_is_opened_again_and_what_comes_next_arrives(
         transport.stop()
         channel.close()
     assert held.received == [(1, b"m1"), (1, b"m2"), (1, b"m3")]
-    assert held.streams >= 3
+    assert held.connections >= 3
 
 
 def test_messages_to_a_node_that_is_down_are_dropped_and_flow_once_it_is_up(
@@ -288,7 +294,7 @@ def test_messages_to_a_node_that_is_down_are_dropped_and_flow_once_it_is_up(
     transport = RaftTransport(1, known.get, channel_to, Clock().now)
     try:
         transport.send(2, [(1, b"lost")])
-        wait_until(lambda: len(channels) >= 1, timeout_s=30, what="a stream to the dead address")
+        wait_until(lambda: len(channels) >= 1, timeout_s=30, what="a try at the dead address")
         known[2] = address  # the node came up elsewhere
         wait_until(
             lambda: (transport.send(2, [(1, b"later")]), bool(held.received))[1],

@@ -46,13 +46,13 @@ from typing import Protocol
 
 from feedkv.changefeed.buffer_ledger import COUNTS
 from feedkv.changefeed.node_buffers import NodeBuffers
+from feedkv.storage.gc import DEFAULT_GC_TTL_NS
 from feedkv.util.hlc import Timestamp
 from feedkv.util.metrics import Counter, LeanHistogram, Registry
 
 __all__ = ["DEFAULT_SCOPE", "ChangefeedMetrics", "FeedMetrics", "Progress"]
 
 DEFAULT_SCOPE = "default"
-DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # the store's default (StoreConfig.gc_ttl_ns)
 
 
 class Progress(Protocol):

@@ -150,7 +150,7 @@ from feedkv.raft import Config as RaftConfig
 from feedkv.raft.engine_storage import read_conf_state
 from feedkv.storage import mvcc
 from feedkv.storage.engine import Completion, Reader, ReadWriter, Snapshot
-from feedkv.storage.gc import forward_threshold, gc_threshold
+from feedkv.storage.gc import DEFAULT_GC_TTL_NS, forward_threshold, gc_threshold
 from feedkv.storage.intent import Intent, TxnMeta, TxnStatus
 from feedkv.storage.lmdb_engine import LMDBEngine
 from feedkv.storage.logical_ops import LogicalOp
@@ -160,7 +160,6 @@ from feedkv.util.keys import KEY_MAX, KEY_MIN, Span, key_next
 
 __all__ = ["DEFAULT_GC_TTL_NS", "Store", "StoreConfig"]
 
-DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # StoreConfig.gc_ttl_ns unless configured
 
 # Requests that never write: they are answered without waiting for a group's fsync.
 _READ_ONLY = frozenset({Get, Scan, RefreshRange, RangeLookup, Export, IncrementalScan})

@@ -22,7 +22,6 @@ from feedkv.errors import (
     SQLError,
 )
 from feedkv.kv.db import RangeInfo
-from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.security.scram import make_verifier
 from feedkv.sql import (
     catalog,
@@ -80,6 +79,7 @@ from feedkv.sql.types import (
     from_key,
 )
 from feedkv.sql.volatility import refuse_zoned_casts
+from feedkv.storage.gc import DEFAULT_GC_TTL_NS
 from feedkv.util.encoding import Direction, decode_value
 from feedkv.util.keys import check_key
 from feedkv.util.units import counted, parse_duration_ns

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedkv.errors import SQLError
-from feedkv.kv.store import DEFAULT_GC_TTL_NS
 from feedkv.kv.txn import Txn
 from feedkv.sql import catalog
+from feedkv.storage.gc import DEFAULT_GC_TTL_NS
 
 __all__ = [
     "DEFAULT_RETENTION_NS",

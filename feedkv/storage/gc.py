@@ -26,7 +26,16 @@ from feedkv.storage.schema import CHANGES, GC_THRESHOLDS, VERSIONS
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
-__all__ = ["GCResult", "check_gc_threshold", "forward_threshold", "gc", "gc_threshold"]
+__all__ = [
+    "DEFAULT_GC_TTL_NS",
+    "GCResult",
+    "check_gc_threshold",
+    "forward_threshold",
+    "gc",
+    "gc_threshold",
+]
+
+DEFAULT_GC_TTL_NS = 4 * 3600 * 1_000_000_000  # history a store keeps, unless configured
 
 _RECORD = struct.Struct(">QI")
 _TAG = b"t"  # NB: record keys are tagged: LMDB refuses the empty key a span from KEY_MIN has

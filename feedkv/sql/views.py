@@ -12,6 +12,7 @@ renamed, since its text names them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from feedkv.errors import SQLError
@@ -61,48 +62,42 @@ def tables_read(query: st.Query) -> list[st.TableName]:
 def indexes_read(query: st.Query) -> list[tuple[st.TableName, str]]:
     """The indexes ``query`` names (``t@i``, ``t@{FORCE_INDEX=i}``), each with its
     table's name as written, in the order written."""
-    found: list[tuple[st.TableName, str]] = []
-
-    def note(value: Any) -> None:
-        named = isinstance(value, st.Select | st.Join) and isinstance(value.table, st.TableName)
-        if named and value.index is not None:
-            found.append((value.table, value.index))
-        if isinstance(value, tuple):
-            for item in value:
-                note(item)
-        elif isinstance(value, st.Cte):
-            note(value.query)
-        elif isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
-            for f in dataclasses.fields(value):
-                note(getattr(value, f.name))
-
-    note(query)
-    return found
+    return [
+        (value.table, value.index)
+        for value in _parts(query)
+        if isinstance(value, st.Select | st.Join)
+        and isinstance(value.table, st.TableName)
+        and value.index is not None
+    ]
 
 
 def writes_in(query: st.Query) -> list[str]:
     """The writes ``query`` reads the rows of (``FROM [INSERT ... RETURNING ...]``), by
     their verbs (INSERT, UPSERT, UPDATE, DELETE), in the order written."""
     found: list[str] = []
-
-    def note(value: Any) -> None:
+    for value in _parts(query):
         if isinstance(value, st.StatementSource):
             inner = value.statement
             if isinstance(inner, st.Insert):
                 found.append("UPSERT" if inner.upsert else "INSERT")
             elif isinstance(inner, st.Update | st.Delete):
                 found.append(type(inner).__name__.upper())
-        elif isinstance(value, tuple):
-            for item in value:
-                note(item)
-        elif isinstance(value, st.Cte):
-            note(value.query)
-        elif isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
-            for f in dataclasses.fields(value):
-                note(getattr(value, f.name))
-
-    note(query)
     return found
+
+
+def _parts(value: Any) -> Iterator[Any]:
+    """``value`` and what it holds, in the order written, down through its queries
+    (their sources, joins, CTEs and set operations; a statement source's statement is
+    not gone into)."""
+    yield value
+    if isinstance(value, tuple):
+        for item in value:
+            yield from _parts(item)
+    elif isinstance(value, st.Cte):
+        yield from _parts(value.query)
+    elif isinstance(value, st.Select | st.SetOperation | st.Values | st.Derived | st.Join):
+        for f in dataclasses.fields(value):
+            yield from _parts(getattr(value, f.name))
 
 
 def _qualify(name: st.TableName, database: str) -> st.TableName:

@@ -32,7 +32,7 @@ releases its locks without a scan.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from feedkv.errors import FeedKVError
 from feedkv.storage.intent import TxnMeta
@@ -58,7 +58,7 @@ class LockConflictError(FeedKVError):
 @dataclass(slots=True)
 class _Lock:
     holder: TxnMeta | None
-    queue: list[bytes] = field(default_factory=list)  # waiting transactions, first first
+    queue: list[bytes]  # waiting transactions, first first
 
 
 class LockTable:
@@ -116,19 +116,21 @@ class LockTable:
         """Lock ``keys`` for ``txn``, all or none: raises :class:`LockConflictError` if
         :meth:`check` refuses one (another evaluation took it since the caller checked:
         the reads of a replicated range run beside each other). Idempotent."""
+        locks = self._locks
         with self._cond:
             for key in keys:
-                self.check(key, txn.id)
+                if key in locks:
+                    self.check(key, txn.id)
             held = self._held.setdefault(txn.id, set())
             for key in keys:
-                lock = self._locks.get(key)
+                lock = locks.get(key)
                 if lock is None:
-                    self._locks[key] = _Lock(txn)
+                    locks[key] = _Lock(txn, [])
                 else:
                     lock.holder = txn
                     if txn.id in lock.queue:
                         lock.queue.remove(txn.id)
-                held.add(key)
+            held.update(keys)
 
     def release(self, txn_id: bytes, span: Span | None = None) -> int:
         """Let go of ``txn_id``'s locks (those in ``span``, if given), waking the waiters;

@@ -631,10 +631,16 @@ class _Compiler:
             node.expression, exp.Parameter
         )
 
+        exact = _INT_ARITHMETIC.get(op)
+
         def arith(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
+            if exact is not None and type(a) is int and type(b) is int:
+                result = exact(a, b)
+                if INT64_MIN <= result <= INT64_MAX:
+                    return result
             if right_number and isinstance(a, float) and _is_number(b):
                 b = _as_float_like(b, a)
             elif left_number and isinstance(b, float) and _is_number(a):
@@ -2416,8 +2422,22 @@ def _as_kind_of(text: str, other: object, symbol: str) -> Any:
     return coerce(text, ColumnType(kind), None)
 
 
+# NB: a tuple, not ``int | float | decimal.Decimal``: an isinstance of a union written
+# in place builds the union at each call, three times the cost of the check itself
+_NUMBER_TYPES = (int, float, decimal.Decimal)
+
+
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool)
+    return isinstance(value, _NUMBER_TYPES) and value.__class__ is not bool
+
+
+# INT op INT whose result needs no more than the operator (the common case of a row's
+# ``n + 1``); a result outside INT8 takes the checked path, which says so
+_INT_ARITHMETIC: dict[type, Callable[[int, int], int]] = {
+    exp.Add: operator.add,
+    exp.Sub: operator.sub,
+    exp.Mul: operator.mul,
+}
 
 
 def _truth(value: object) -> bool | None:

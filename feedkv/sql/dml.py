@@ -36,7 +36,7 @@ from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
 )
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import Execution, Result, tagged
 from feedkv.sql.expr import (
     Compiled,
     Scope,
@@ -402,7 +402,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             # does not the session reports UPDATE 0 (nothing was written).
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
-            return Result(tag="UPDATE 1")
+            return tagged("UPDATE 1")
     check_full_scan(ex, desc, plan.selection, s)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
@@ -641,7 +641,7 @@ def _check_target_order(s: st.Delete, desc: TableDescriptor) -> None:
 def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:
     """A write's result: its RETURNING rows if it has the clause, else its tag alone."""
     if returning is None:
-        return Result(tag=tag)
+        return tagged(tag)
     return Result(returning[0], rows, tag)
 
 

@@ -85,10 +85,10 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     if _reads_rows(s):  # NB: a plain INSERT needs INSERT alone, which table() checked
         for privilege in _insert_privileges(s)[1:]:
             ex.require_privilege(desc, privilege)
-    txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     if plan.single and ex.autocommit and not desc.constrained:
         return _insert_one(ex, desc, plan)
+    txn = ex.write_txn
     targets, returning, filled = plan.targets, plan.returning, plan.filled
     assigned = plan.assigned
     proposed: Iterable[Sequence[Any]]
@@ -222,9 +222,10 @@ def _insert_one(ex: Execution, desc: TableDescriptor, plan: InsertPlan) -> Resul
     of a statement's). Written blind (see _insert_blind) unless its primary family
     encodes no value."""
     context = ex.context
-    row = _proposed_row(
-        ex, desc, plan.targets, [make((), context) for make in plan.rows[0]], plan.filled
-    )
+    picked = plan.picked
+    # NB: the session checked that the parameters number the statement's placeholders
+    values = picked(context.params) if picked else [make((), context) for make in plan.rows[0]]
+    row = _proposed_row(ex, desc, plan.targets, values, plan.filled)
     kvs = row_kvs(desc, row)
     if not _insert_blind(ex, desc, row, kvs, generated=False):
         txn = ex.write_txn
@@ -646,8 +647,8 @@ def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str
 
 
 def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:
-    for column in desc.columns:
-        if row.get(column.id) is None and not column.nullable:
+    for column in desc.not_null_columns:
+        if row.get(column.id) is None:
             raise SQLError(
                 "23502", f'null value in column "{column.name}" violates not-null constraint'
             )

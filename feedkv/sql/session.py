@@ -451,7 +451,10 @@ class Session:
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result (an empty
         one, no columns and no tag, for text with no statement)."""
-        prepared = self._prepare_checked(text)
+        last = self._last_prepared
+        # NB: _prepare_checked's first question, asked here: the text run last (a loop's,
+        # a prepared statement's) is run again without its call
+        prepared = last[1] if last is not None and last[0] is text else self._prepare_checked(text)
         if len(prepared) == 1:  # NB: the common case, run without a list of results
             statement, count = prepared[0]
             return self._run(statement, count, params)

@@ -82,7 +82,9 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     if s.conflict_constraint is not None:
         s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
-    if _reads_rows(s):  # NB: a plain INSERT needs INSERT alone, which table() checked
+    # NB: a plain INSERT needs INSERT alone, which table() checked; _reads_rows's
+    # question, asked here without its call (every INSERT asks it)
+    if s.on_conflict is not None or s.upsert or s.returning is not None:
         for privilege in _insert_privileges(s)[1:]:
             ex.require_privilege(desc, privilege)
     plan = ex.plan(s, desc, InsertPlan.of)
@@ -233,11 +235,10 @@ def _insert_one(ex: Execution, desc: TableDescriptor, plan: InsertPlan) -> Resul
             raise duplicate_key(desc, row)
         _insert_row(txn, ex, desc, kvs, row)
     returning = plan.returning
-    out_rows = []
-    if returning is not None:
-        env = tuple(row[c.id] for c in desc.columns)
-        out_rows.append(tuple(f(env, context) for f in returning[1]))
-    return _result(returning, out_rows, "INSERT 0 1")
+    if returning is None:
+        return tagged("INSERT 0 1")
+    env = tuple(row[c.id] for c in desc.columns)
+    return Result(returning[0], [tuple(f(env, context) for f in returning[1])], "INSERT 0 1")
 
 
 def _reads_rows(s: st.Insert) -> bool:

@@ -25,6 +25,7 @@ from feedkv.storage.intent import TxnMeta, TxnStatus
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp
 from feedkv.util.keys import Span
+from feedkv.util.value_types import value_type
 
 __all__ = [
     "MAX_PRIORITY",
@@ -148,7 +149,7 @@ class Put:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type  # NB: made for each request (see feedkv.util.value_types)
 class ConditionalPut:
     """Write ``value`` only if the current value is ``expected`` (``None``: absent); with
     ``exists``, only if the key holds a value, whatever it is (``expected`` is unused)."""
@@ -555,7 +556,7 @@ Response = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value_type  # NB: made for each request (see feedkv.util.value_types)
 class Header:
     """Where a batch goes and as what: ``timestamp`` (none: the node stamps it), ``txn``.
 
@@ -573,7 +574,7 @@ class Header:
     deadline: Timestamp | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value_type  # NB: made for each request (see feedkv.util.value_types)
 class BatchRequest:
     header: Header
     requests: tuple[Request, ...] = field(default_factory=tuple)

@@ -103,11 +103,13 @@ class ActiveSession:
         self.cancelled_by_statement = False
         self._running = (text, self.registry.wall_ns())
 
-    def finish(self) -> None:
-        """The active query ended."""
+    def finish(self) -> bool:
+        """The active query ended; whether CANCEL QUERY stopped it (then the session
+        must not let the next query see the cancel)."""
         running, self._running = self._running, None
         if running is not None:
             self.last_query = running[0]
+        return self.cancelled_by_statement
 
     @property
     def query(self) -> ActiveQuery | None:

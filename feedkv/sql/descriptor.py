@@ -327,6 +327,7 @@ class TableDescriptor:
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _by_id: dict[int, Column] = field(init=False, repr=False, compare=False)
     _computed_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
+    _not_null_columns: tuple[Column, ...] = field(init=False, repr=False, compare=False)
     _constrained: bool = field(init=False, repr=False, compare=False)
     # NB: the row codec keeps its per-version decoding plan here (row_codec._layout).
     _codec: Any = field(default=None, init=False, repr=False, compare=False)
@@ -344,6 +345,8 @@ class TableDescriptor:
         object.__setattr__(self, "_by_id", {c.id: c for c in self.columns})
         computed = tuple(c for c in self.columns if c.computed is not None)
         object.__setattr__(self, "_computed_columns", computed)
+        not_null = tuple(c for c in self.columns if not c.nullable)
+        object.__setattr__(self, "_not_null_columns", not_null)
         constrained = bool(self.indexes or self.checks or self.foreign_keys or self.referenced_by)
         object.__setattr__(self, "_constrained", constrained)
 
@@ -386,6 +389,12 @@ class TableDescriptor:
     def computed_columns(self) -> tuple[Column, ...]:
         """The computed columns, in column order (:mod:`feedkv.sql.computed`)."""
         return self._computed_columns
+
+    @property
+    def not_null_columns(self) -> tuple[Column, ...]:
+        """The NOT NULL columns (the primary key's among them), in column order: what a
+        write checks of each row, kept with the version."""
+        return self._not_null_columns
 
     def without_virtual(self) -> TableDescriptor:
         """This version as a changefeed that leaves VIRTUAL columns out sees it

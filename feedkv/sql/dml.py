@@ -36,7 +36,7 @@ from feedkv.sql.descriptor import (
     Column,
     TableDescriptor,
 )
-from feedkv.sql.execution import Execution, Result
+from feedkv.sql.execution import Execution, Result, tagged
 from feedkv.sql.expr import (
     Compiled,
     Scope,
@@ -82,13 +82,15 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     if s.conflict_constraint is not None:
         s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
-    if _reads_rows(s):  # NB: a plain INSERT needs INSERT alone, which table() checked
+    # NB: a plain INSERT needs INSERT alone, which table() checked; _reads_rows's
+    # question, asked here without its call (every INSERT asks it)
+    if s.on_conflict is not None or s.upsert or s.returning is not None:
         for privilege in _insert_privileges(s)[1:]:
             ex.require_privilege(desc, privilege)
-    txn = ex.write_txn
     plan = ex.plan(s, desc, InsertPlan.of)
     if plan.single and ex.autocommit and not desc.constrained:
         return _insert_one(ex, desc, plan)
+    txn = ex.write_txn
     targets, returning, filled = plan.targets, plan.returning, plan.filled
     assigned = plan.assigned
     proposed: Iterable[Sequence[Any]]
@@ -222,9 +224,10 @@ def _insert_one(ex: Execution, desc: TableDescriptor, plan: InsertPlan) -> Resul
     of a statement's). Written blind (see _insert_blind) unless its primary family
     encodes no value."""
     context = ex.context
-    row = _proposed_row(
-        ex, desc, plan.targets, [make((), context) for make in plan.rows[0]], plan.filled
-    )
+    picked = plan.picked
+    # NB: the session checked that the parameters number the statement's placeholders
+    values = picked(context.params) if picked else [make((), context) for make in plan.rows[0]]
+    row = _proposed_row(ex, desc, plan.targets, values, plan.filled)
     kvs = row_kvs(desc, row)
     if not _insert_blind(ex, desc, row, kvs, generated=False):
         txn = ex.write_txn
@@ -232,11 +235,10 @@ def _insert_one(ex: Execution, desc: TableDescriptor, plan: InsertPlan) -> Resul
             raise duplicate_key(desc, row)
         _insert_row(txn, ex, desc, kvs, row)
     returning = plan.returning
-    out_rows = []
-    if returning is not None:
-        env = tuple(row[c.id] for c in desc.columns)
-        out_rows.append(tuple(f(env, context) for f in returning[1]))
-    return _result(returning, out_rows, "INSERT 0 1")
+    if returning is None:
+        return tagged("INSERT 0 1")
+    env = tuple(row[c.id] for c in desc.columns)
+    return Result(returning[0], [tuple(f(env, context) for f in returning[1])], "INSERT 0 1")
 
 
 def _reads_rows(s: st.Insert) -> bool:
@@ -402,7 +404,7 @@ def update(ex: Execution, s: st.Update) -> Result:
             # does not the session reports UPDATE 0 (nothing was written).
             ex.write_txn.put_if_present(*pair)
             ex.missing[pair[0]] = "UPDATE 0"
-            return Result(tag="UPDATE 1")
+            return tagged("UPDATE 1")
     check_full_scan(ex, desc, plan.selection, s)
     prepare_subqueries(ex, query, s.subqueries, plan.scope)
     sets, returning, assigned = plan.sets, plan.returning, plan.assigned
@@ -641,13 +643,13 @@ def _check_target_order(s: st.Delete, desc: TableDescriptor) -> None:
 def _result(returning: Projections | None, rows: list[tuple[Any, ...]], tag: str) -> Result:
     """A write's result: its RETURNING rows if it has the clause, else its tag alone."""
     if returning is None:
-        return Result(tag=tag)
+        return tagged(tag)
     return Result(returning[0], rows, tag)
 
 
 def _check_not_null(desc: TableDescriptor, row: dict[int, Any]) -> None:
-    for column in desc.columns:
-        if row.get(column.id) is None and not column.nullable:
+    for column in desc.not_null_columns:
+        if row.get(column.id) is None:
             raise SQLError(
                 "23502", f'null value in column "{column.name}" violates not-null constraint'
             )

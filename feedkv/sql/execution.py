@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, SupportsIndex, TypeVar
 
 from sqlglot import exp
 
@@ -69,7 +69,15 @@ if TYPE_CHECKING:
     from feedkv.kv.db import KVClient
     from feedkv.util.hlc import Timestamp
 
-__all__ = ["ROW_IDS", "Execution", "Result", "RowIds", "RowLocking", "publish_added_columns"]
+__all__ = [
+    "ROW_IDS",
+    "Execution",
+    "Result",
+    "RowIds",
+    "RowLocking",
+    "publish_added_columns",
+    "tagged",
+]
 
 
 @dataclass(frozen=True, slots=True)  # NB: slots: one is made per statement, in half the time
@@ -94,6 +102,42 @@ class Result:
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
         return self.rows[index]
+
+
+class _NoRows(list[tuple[Any, ...]]):
+    """The rows of a result :func:`tagged` shares: an empty list (the result compares and
+    reads as one made anew) that refuses to grow, so no caller's change reaches the
+    results of other statements. What cannot change an empty list (``sort``, ``pop``,
+    ``clear``, ...) is left as it is."""
+
+    __slots__ = ()
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        raise _unchanging()
+
+    def insert(self, index: SupportsIndex, row: tuple[Any, ...]) -> None:
+        raise _unchanging()
+
+    def extend(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        raise _unchanging()
+
+    def __iadd__(self, rows: Iterable[tuple[Any, ...]]) -> Self:  # type: ignore[override, misc]
+        raise _unchanging()
+
+    def __setitem__(self, index: Any, rows: Any) -> None:
+        raise _unchanging()
+
+
+def _unchanging() -> TypeError:
+    return TypeError("this result has no rows and is shared by statements: its rows do not change")
+
+
+@lru_cache(maxsize=256)
+def tagged(tag: str) -> Result:
+    """``Result(tag=tag)``, made once for each recent tag: a write without RETURNING
+    answers with one on every statement, and making a frozen result costs a call per
+    field (about a fiftieth of an INSERT's bytecodes)."""
+    return Result(rows=_NoRows(), tag=tag)
 
 
 class RowIds:
@@ -365,7 +409,9 @@ class Execution:
                 f"user {self.session.user} does not have {privilege} privilege on database "
                 f"{desc.name}",
             )
-        if self.is_admin():
+        # NB: root's question first, without is_admin's call: each statement asks once
+        # or twice
+        if self.session.user == "root" or self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
             kind = "database" if isinstance(desc, DatabaseDescriptor) else "relation"
@@ -656,7 +702,7 @@ class Execution:
         if self.outer_scopes:
             return make(desc, s, self._plan_database(s))
         # NB: the database is worked out only when the plan is made (a kept one is not)
-        return self.session.plan(s, desc, lambda: make(desc, s, self._plan_database(s)))
+        return self.session.plan(s, desc, make, self._plan_database)
 
     def _plan_database(self, s: Planned) -> str:
         """The database ``s``'s table is named in (a plan's names resolve there)."""

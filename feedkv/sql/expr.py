@@ -92,6 +92,7 @@ __all__ = [
     "is_constant",
     "is_fixed_value",
     "outer_nodes",
+    "placeholder_index",
     "qualifier_of",
     "refuse_aggregates",
 ]
@@ -407,6 +408,15 @@ def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
     return _Compiler(scope).compile(node)
 
 
+def placeholder_index(node: exp.Parameter) -> int:
+    """The index among the statement's parameters of the placeholder ``node`` (``$1``:
+    0); 42601 for one that names none."""
+    text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
+    if not text.isdigit() or int(text) < 1:
+        raise SQLError("42601", f"invalid placeholder ${text}")
+    return int(text) - 1
+
+
 def condition(node: exp.Expr, scope: Scope, clause: str = "WHERE") -> exp.Expr:
     """``node`` checked as a condition, whatever rows it will meet: a string constant
     must read as a bool (``'true'``; it then stands for that bool), and an expression
@@ -542,10 +552,7 @@ class _Compiler:
         return lambda row, ctx: value
 
     def parameter(self, node: exp.Parameter) -> Compiled:
-        text = node.this.name if isinstance(node.this, exp.Expr) else str(node.this)
-        if not text.isdigit() or int(text) < 1:
-            raise SQLError("42601", f"invalid placeholder ${text}")
-        index = int(text) - 1
+        index = placeholder_index(node)
 
         def param(row: Env, ctx: Context) -> Any:
             try:

@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from functools import cache
 
 from feedkv.sql import statements as st
-from feedkv.sql.statement_kinds import StatementKind
 from feedkv.util.metrics import Registry
 
 __all__ = ["SQLMetrics", "unregistered_sql_metrics"]
 
-_DDL = StatementKind(
+_DDL = (
     st.CreateDatabase
     | st.DropDatabase
     | st.CreateTable
@@ -48,15 +47,29 @@ _TALLIED = (
     ("sql_txn_rollback_count", "Number of SQL transaction ROLLBACK"),
 )
 _DDL_INDEX, _MISC_INDEX = 4, 5
-_BY_CLASS: dict[type[st.Statement], int] = {
-    st.Select: 0,
-    st.Insert: 1,
-    st.Update: 2,
-    st.Delete: 3,
-    st.Begin: 6,
-    st.Commit: 7,
-    st.Rollback: 8,
-}
+
+
+class _Places(dict[type, int]):
+    """Each statement class's place in the tally: those of a type of their own listed,
+    any other's (DDL or the rest) found at its first statement and kept. Thread-safe:
+    two threads that ask of a new class at once store the same answer."""
+
+    def __missing__(self, cls: type) -> int:
+        place = self[cls] = _DDL_INDEX if issubclass(cls, _DDL) else _MISC_INDEX
+        return place
+
+
+_PLACES = _Places(
+    {
+        st.Select: 0,
+        st.Insert: 1,
+        st.Update: 2,
+        st.Delete: 3,
+        st.Begin: 6,
+        st.Commit: 7,
+        st.Rollback: 8,
+    }
+)
 
 
 class SQLMetrics:
@@ -94,29 +107,15 @@ class SQLMetrics:
     def ran(self, statement: st.Statement, nanos: int) -> None:
         """Count ``statement`` by its type and observe its latency (``nanos``): what
         every statement a session runs alone costs the metrics."""
-        index = _BY_CLASS.get(type(statement))
-        if index is None:
-            index = _other_index(statement)
-        self.service_latency.observe_tallied(nanos, self._tally, index)
+        self.service_latency.observe_tallied(nanos, self._tally, _PLACES[type(statement)])
 
     def ran_together(self, statements: Sequence[st.Statement], nanos: int) -> None:
         """Count each of ``statements`` by its type and observe their latency together
         (``nanos``): statements sent as one implicit transaction are one observation."""
         *counted, last = statements
         for statement in counted:
-            self._tally.add(_index(statement))
-        self.service_latency.observe_tallied(nanos, self._tally, _index(last))
-
-
-def _index(statement: st.Statement) -> int:
-    """``statement``'s place in the tally, by its type."""
-    index = _BY_CLASS.get(type(statement))
-    return _other_index(statement) if index is None else index
-
-
-def _other_index(statement: st.Statement) -> int:
-    """The place of a statement of no type of its own: DDL or the rest."""
-    return _DDL_INDEX if _DDL.holds(statement) else _MISC_INDEX
+            self._tally.add(_PLACES[type(statement)])
+        self.service_latency.observe_tallied(nanos, self._tally, _PLACES[type(last)])
 
 
 @cache

@@ -15,6 +15,7 @@ import decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlglot import exp
@@ -42,6 +43,7 @@ from feedkv.sql.expr import (
     is_constant,
     is_fixed_value,
     outer_nodes,
+    placeholder_index,
     qualifier_of,
     refuse_aggregates,
     static_kind,
@@ -58,6 +60,8 @@ from feedkv.sql.row_codec import (
     table_span,
 )
 from feedkv.sql.types import (
+    INT64_MAX,
+    INT64_MIN,
     ColumnType,
     Kind,
     coerce,
@@ -322,7 +326,16 @@ def _bound(compiled: Compiled, column: Column, context: Context) -> tuple[Any, b
 
 
 def _as_column(raw: Any, column: Column) -> tuple[Any, bool]:
-    value = coerce(raw, column.type, column.name)
+    ctype = column.type
+    # NB: an int for an INT8, the commonest key, is itself (as assign answers it)
+    if (
+        type(raw) is int
+        and ctype.kind is Kind.INT
+        and ctype.width is None
+        and INT64_MIN <= raw <= INT64_MAX
+    ):
+        return raw, True
+    value = coerce(raw, ctype, column.name)
     return value, type(value) is type(raw) and value == raw
 
 
@@ -449,7 +462,8 @@ def _point(desc: TableDescriptor, plan: _KeyPlan) -> Callable[[Context], list[An
         values = []
         for compiled, column in zip(plan.equal, keys, strict=True):
             try:
-                value, kept = _bound(compiled, column, context)
+                # NB: _bound, without its call: the point of every UPDATE or DELETE by key
+                value, kept = _as_column(compiled((), context), column)
             except SQLError:
                 return None
             if value is None or not kept:
@@ -906,6 +920,10 @@ class InsertPlan:
     # One row of VALUES without subqueries, and no ON CONFLICT or UPSERT: the common
     # INSERT, which has a path of its own (feedkv.sql.dml._insert_one)
     single: bool = False
+    # A single row of two or more values, each a bare placeholder (VALUES ($1, $2), a
+    # driver's): its values picked from the statement's parameters in one C call, not
+    # each made by its compiled closure (None: they are made so)
+    picked: Callable[[Sequence[Any]], tuple[Any, ...]] | None = None
 
     def targets_for(self, width: int) -> tuple[list[Column], list[tuple[Column, Compiled | None]]]:
         """The columns a SELECT's rows of ``width`` values fill, and the others with
@@ -1030,6 +1048,18 @@ class InsertPlan:
             and all(c.type.kind is not Kind.DECIMAL for c in desc.key_columns)
             and (s.upsert or _sets_excluded(desc, s, conflict_scope, conflict_index))
         )
+        single = (
+            len(rows) == 1
+            and s.query is None
+            and not s.subqueries
+            and not s.conflict_subqueries
+            and s.on_conflict is None
+            and not s.upsert
+        )
+        picked = None
+        placeholders = [n for n in s.rows[0] if isinstance(n, exp.Parameter)] if single else []
+        if len(placeholders) > 1 and len(placeholders) == len(s.rows[0]):
+            picked = itemgetter(*map(placeholder_index, placeholders))
         return cls(
             targets,
             rows,
@@ -1046,14 +1076,8 @@ class InsertPlan:
             conflict_scope,
             always if s.query is not None else frozenset(),
             mvcc,
-            single=(
-                len(rows) == 1
-                and s.query is None
-                and not s.subqueries
-                and not s.conflict_subqueries
-                and s.on_conflict is None
-                and not s.upsert
-            ),
+            single=single,
+            picked=picked,
         )
 
 

@@ -97,6 +97,7 @@ __all__ = ["ChangefeedService", "Result", "Session", "prepare"]
 
 T = TypeVar("T")
 P = TypeVar("P")
+S = TypeVar("S", bound=st.Statement)
 
 
 _CACHED_TEXT_CHARS = 2000
@@ -328,7 +329,13 @@ class Session:
         self.user = user
         self.database = database
         self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
-        self._zone: tuple[str, datetime.tzinfo] = ("UTC", datetime.UTC)  # (name, zone)
+        # NB: what every statement reads of the variables, kept in step with them by
+        # _variables_changed, which each write to them calls: asked of the dict, it
+        # cost each statement three lookups and a parse. The time zone (name, zone),
+        # statement_timeout (ms, 0: none), default_transaction_read_only
+        self._zone: tuple[str, datetime.tzinfo] = ("UTC", datetime.UTC)
+        self._timeout_ms = 0
+        self._read_only_default = False
         # SET LOCAL: each variable's value before the transaction changed it (None: it
         # was not set), put back when the transaction ends
         self._local_saved: dict[str, str | None] = {}
@@ -391,6 +398,7 @@ class Session:
         self._attached = True
         if application_name:
             self.variables["application_name"] = application_name
+            self._variables_changed()
         if self.active is not None:
             self.active.client_address = client_address
             self.active.cancel = cancel
@@ -398,8 +406,7 @@ class Session:
 
     def _finish(self, active: ActiveSession) -> None:
         """The active query ended (see :meth:`ActiveSession.begin`)."""
-        active.finish()
-        if active.cancelled_by_statement and not self._attached:
+        if active.finish() and not self._attached:
             # NB: CANCEL QUERY was for this query: the next one must not see it (a
             # connection resets the interrupt before each query itself)
             self.interrupt.reset()
@@ -439,11 +446,15 @@ class Session:
             self.database = self.resolve_database(reader, value).name
         else:
             self.variables[name] = value
+            self._variables_changed()
 
     def execute(self, text: str, *params: Any) -> Result:
         """Run every statement in ``text``; returns the last one's result (an empty
         one, no columns and no tag, for text with no statement)."""
-        prepared = self._prepare_checked(text)
+        last = self._last_prepared
+        # NB: _prepare_checked's first question, asked here: the text run last (a loop's,
+        # a prepared statement's) is run again without its call
+        prepared = last[1] if last is not None and last[0] is text else self._prepare_checked(text)
         if len(prepared) == 1:  # NB: the common case, run without a list of results
             statement, count = prepared[0]
             return self._run(statement, count, params)
@@ -740,11 +751,7 @@ class Session:
         active = self.active
         if active is not None:
             active.begin(statement.text if shown is None else shown)
-        # NB: self.zone's question, its answer kept while the variable names it: a call
-        # fewer on every statement's path
-        named, zone = self._zone
-        if self.variables.get("timezone", "UTC") != named:
-            zone = self.zone
+        zone = self._zone[1]
         # NB: set only when it differs: a thread's zone is UTC until one is set
         token = None if ZONE.get() is zone else ZONE.set(zone)
         give_up = GIVE_UP.set(self.interrupt.check)  # a lock wait ends at a cancel
@@ -754,7 +761,7 @@ class Session:
         measured = metrics.enabled
         started = time.perf_counter_ns() if measured else 0
         try:
-            timeout_ms = int(self.variables.get("statement_timeout", "0"))
+            timeout_ms = self._timeout_ms
             if not timeout_ms:
                 result = self._run_statement(statement, placeholders, params)
             else:
@@ -774,8 +781,8 @@ class Session:
             GIVE_UP.reset(give_up)
             if token is not None:
                 ZONE.reset(token)
-            if active is not None:
-                self._finish(active)
+            if active is not None and active.finish() and not self._attached:
+                self.interrupt.reset()  # NB: as _finish does, without its call
 
     def _in_zone(self, result: Result) -> Result:
         """``result`` with its TIMESTAMPTZ values (aware datetimes, the same instants) in
@@ -797,10 +804,17 @@ class Session:
     @property
     def zone(self) -> datetime.tzinfo:
         """The session's time zone (``SET TIME ZONE``), which its statements run in."""
-        name = self.variables.get("timezone", "UTC")
+        return self._zone[1]
+
+    def _variables_changed(self) -> None:
+        """Keep what every statement reads of the variables in step with them (see
+        ``__init__``): each write to ``self.variables`` calls this."""
+        variables = self.variables
+        name = variables.get("timezone", "UTC")
         if name != self._zone[0]:
             self._zone = (name, zone_named(name))
-        return self._zone[1]
+        self._timeout_ms = int(variables.get("statement_timeout", "0"))
+        self._read_only_default = variables.get("default_transaction_read_only") == "on"
 
     def _run_statement(
         self, statement: st.Statement, placeholders: int, params: Sequence[Any]
@@ -939,7 +953,7 @@ class Session:
         the session's zone)."""
         # NB: _refuse_if_read_only's question outside a transaction, asked here first:
         # a call fewer on every statement's path
-        if self.variables.get("default_transaction_read_only") == "on":
+        if self._read_only_default:
             self._refuse_if_read_only(statement)
         executions: list[Execution] = []  # one an attempt
 
@@ -1190,20 +1204,23 @@ class Session:
                 (None, None) if changed in names else (changed, before)
                 for changed, before in self._local_changes
             ]
-        for name in names:
-            variable = VARIABLES[name]
-            if s.action == "reset":
-                if not variable.read_only:
-                    self.variables.pop(name, None)
+        try:
+            for name in names:
+                variable = VARIABLES[name]
+                if s.action == "reset":
+                    if not variable.read_only:
+                        self.variables.pop(name, None)
+                    if name == "database":
+                        self.database = catalog.DEFAULT_DATABASE
+                    continue
+                value = checked_value(name, s.value or "")
                 if name == "database":
-                    self.database = catalog.DEFAULT_DATABASE
-                continue
-            value = checked_value(name, s.value or "")
-            if name == "database":
-                reader = catalog.Snapshot(self.db, self.db.now())
-                self.database = self.resolve_database(reader, value).name  # 3D000 if none
-            else:
-                self.variables[name] = value
+                    reader = catalog.Snapshot(self.db, self.db.now())
+                    self.database = self.resolve_database(reader, value).name  # 3D000 if none
+                else:
+                    self.variables[name] = value
+        finally:
+            self._variables_changed()
         return Result(tag="RESET" if s.text.lstrip()[:5].upper() == "RESET" else "SET")
 
     def _savepoint(self, s: st.Savepoint) -> Result:
@@ -1456,6 +1473,7 @@ class Session:
             self.variables.pop(name, None)
         else:
             self.variables[name] = value
+        self._variables_changed()
 
     def _end(self) -> None:
         self._restore_local()
@@ -1558,11 +1576,19 @@ class Session:
             for key in [k for k, v in self._table_ids.items() if v == table]:
                 del self._table_ids[key]
 
-    def plan(self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], P]) -> P:
-        """``build()``, what ``statement`` compiles to against ``desc`` (its expressions,
-        its key plan), made once per statement and table version in this session, so a
-        statement run again goes straight to its rows. A failed build is not kept: its
-        error comes again on the next run."""
+    def plan(
+        self,
+        statement: S,
+        desc: TableDescriptor,
+        make: Callable[[TableDescriptor, S, str], P],
+        database: Callable[[S], str],
+    ) -> P:
+        """``make(desc, statement, database(statement))``, what ``statement`` compiles to
+        against ``desc`` (its expressions, its key plan) in its database, made once per
+        statement and table version in this session, so a statement run again goes
+        straight to its rows. A failed making is not kept: its error comes again on the
+        next run. (The parts, not a function making it: a closure cost each statement
+        more than the lookup.)"""
         key = (id(statement), desc.id)
         found = self._plans.get(key) or self._long_plans.get(key)
         # NB: the statement is kept with its plan, so its id is not reused while the entry
@@ -1572,8 +1598,9 @@ class Session:
             plan: P = found[2]
             return plan
         if not _kept(statement.text):
-            return build()  # a long literal statement is not kept either (see prepare)
-        plan = build()
+            # a long literal statement is not kept either (see prepare)
+            return make(desc, statement, database(statement))
+        plan = make(desc, statement, database(statement))
         # NB: long texts (a loader's 1,000-row INSERT) have few plans of their own, each
         # as large as a thousand short ones
         plans = self._plans if len(statement.text) <= _CACHED_TEXT_CHARS else self._long_plans

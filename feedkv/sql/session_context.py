@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["SequenceState", "SessionContext"]
 
 P = TypeVar("P")
+S = TypeVar("S", bound="st.Statement")
 
 
 @dataclass
@@ -106,4 +107,10 @@ class SessionContext(Protocol):
 
     def forget(self, *, database: str | None = None, table: int | None = None) -> None: ...
 
-    def plan(self, statement: st.Statement, desc: TableDescriptor, build: Callable[[], P]) -> P: ...
+    def plan(
+        self,
+        statement: S,
+        desc: TableDescriptor,
+        make: Callable[[TableDescriptor, S, str], P],
+        database: Callable[[S], str],
+    ) -> P: ...

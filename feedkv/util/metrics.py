@@ -192,10 +192,14 @@ class _Labelled:
 
     def _unlabelled(self) -> None:
         if self._children is not None:
-            raise ValueError(
-                f"this metric has labels {self._labelnames}: record on one of its children "
-                "(labels(...))"
-            )
+            raise _labelled(self._labelnames)
+
+
+def _labelled(labelnames: tuple[str, ...]) -> ValueError:
+    """The error of a value recorded on a metric with labels rather than on a child."""
+    return ValueError(
+        f"this metric has labels {labelnames}: record on one of its children (labels(...))"
+    )
 
 
 def _take(pending: list[_V]) -> list[_V]:
@@ -297,6 +301,21 @@ class Gauge(_Valued):
         self.inc(-amount)
 
 
+class _Refused(list[float]):
+    """The pending observations of a labelled lean histogram, which holds none of its
+    own (see :class:`_Labelled`): an observation on it rather than on a child is refused
+    as :meth:`_Labelled._unlabelled` refuses it."""
+
+    __slots__ = ("_labelnames",)
+
+    def __init__(self, labelnames: tuple[str, ...]) -> None:
+        super().__init__()
+        self._labelnames = labelnames
+
+    def append(self, value: float) -> None:
+        raise _labelled(self._labelnames)
+
+
 class LeanHistogram(_Labelled):
     """A histogram for a hot path: an observation is appended to a list without a lock;
     every :data:`FOLD_EVERY` of them, and at each scrape, they are counted in one batch
@@ -324,12 +343,12 @@ class LeanHistogram(_Labelled):
         self._counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
         self._sum = 0.0
         self._scale = float(scale)
-        self._pending: list[float] = []
+        # NB: a labelled one's refuses what is observed on it, not on a child: the check
+        # then costs an observation nothing
+        self._pending: list[float] = _Refused(self._labelnames) if labelnames else []
 
     def observe(self, value: float) -> None:
         """Count ``value`` (times the scale), without a lock (see :func:`_take`)."""
-        if self._children is not None:
-            self._unlabelled()
         pending = self._pending
         pending.append(value)
         if len(pending) >= FOLD_EVERY:
@@ -344,8 +363,6 @@ class LeanHistogram(_Labelled):
         NB: the tally's appends are counted when this histogram's are (or at a read of
         the tally, or its own :meth:`Tally.add`), so it holds at most twice
         :data:`FOLD_EVERY` of them."""
-        if self._children is not None:
-            self._unlabelled()
         pending = self._pending
         pending.append(value)
         tally._pending.append(index)

@@ -6,6 +6,7 @@ often it is asked.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -208,3 +209,37 @@ def test_evicting_an_uncached_or_older_generation_descriptor_changes_nothing() -
     cache.evict(desc(2, b"d", b"m", generation=0))
 
     assert cache.cached() == [R2]
+
+
+def test_a_hit_without_the_lock_reads_one_version_of_the_entries() -> None:
+    """Hits read the cache without its lock while another thread replaces and evicts
+    entries: each answer is a range holding the key, from the node's split or merged
+    layout, never a start key paired with another range's descriptor."""
+    merged = desc(5, KEY_MIN, KEY_MAX, generation=2)
+    node = FakeNode(RANGES)
+    cache = RangeCache(node.lookup)
+    cache.insert(RANGES)
+    stop = threading.Event()
+    wrong: list[tuple[bytes, RangeDescriptor]] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            for key in (b"a", b"f", b"p", b"x"):
+                found = cache.get(key)
+                if not found.contains_key(key):
+                    wrong.append((key, found))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        for round_ in range(2000):
+            cache.insert([merged] if round_ % 2 else RANGES)
+            if round_ % 7 == 0:
+                cache.evict(R2)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert wrong == []
+    assert cache.get(b"f") in (R2, merged)

@@ -1155,6 +1155,21 @@ def test_statement_timeout_cancels_a_statement_of_an_embedded_session(db: DB) ->
     assert session.execute("SELECT pg_sleep(0.2)").rows == [(True,)]
 
 
+def test_a_statement_alone_reads_the_zone_and_read_only_default_set_before_it(db: DB) -> None:
+    """SET and RESET of timezone and default_transaction_read_only take effect from the
+    next statement (the session keeps what every statement reads as they change)."""
+    session = db.session()
+    session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+    noon = "SELECT '2024-01-01 12:00:00+00'::TIMESTAMPTZ"
+    session.execute("SET timezone = 'Asia/Tokyo'")
+    assert session.execute(noon).rows[0][0].utcoffset() == datetime.timedelta(hours=9)
+    session.execute("SET default_transaction_read_only = on")
+    assert sql_error(lambda: session.execute("INSERT INTO t VALUES (1)")).code == "25006"
+    session.execute("RESET ALL")
+    assert session.execute(noon).rows[0][0].utcoffset() == datetime.timedelta(0)
+    assert session.execute("INSERT INTO t VALUES (1)").tag == "INSERT 0 1"
+
+
 def test_text_that_is_only_a_comment_runs_as_an_empty_query(
     session: Callable[..., Session],
 ) -> None:

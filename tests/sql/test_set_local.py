@@ -6,6 +6,8 @@ SET LOCAL is compatible with savepoints)."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from feedkv import DB
@@ -85,3 +87,23 @@ def test_rollback_to_savepoint_keeps_a_plain_set_made_after_it(session: Session)
     assert show(session, "application_name") == "session"
     session.execute("COMMIT")
     assert show(session, "application_name") == "session"
+
+
+@pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK"])
+def test_the_zone_and_read_only_default_come_back_when_the_transaction_ends(
+    session: Session, end: str
+) -> None:
+    """Every statement reads the session's time zone and default_transaction_read_only
+    (kept by the session as the variables change): a local value is read while the
+    transaction runs, and the one before once it ends."""
+    session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+    noon = "SELECT '2024-01-01 12:00:00+00'::TIMESTAMPTZ"
+    session.execute("BEGIN")
+    session.execute("SET LOCAL timezone = 'America/New_York'")
+    session.execute("SET LOCAL default_transaction_read_only = on")
+    [(at,)] = session.execute(noon).rows
+    assert at.utcoffset() == datetime.timedelta(hours=-5)
+    session.execute(end)
+    [(at,)] = session.execute(noon).rows
+    assert at.utcoffset() == datetime.timedelta(0)
+    assert session.execute("INSERT INTO t VALUES (1)").tag == "INSERT 0 1"

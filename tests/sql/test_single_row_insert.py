@@ -51,6 +51,11 @@ RUNS: list[tuple[str, tuple[Any, ...]]] = [
     ("INSERT INTO indexed VALUES ($1, $2)", (2, "u")),  # 23505 on the unique index
     ("INSERT INTO indexed VALUES ($1, $2)", (2, "w")),
     ("INSERT INTO bag VALUES ($1)", ("s",)),
+    # each value a bare placeholder: picked from the parameters (InsertPlan.picked)
+    ("INSERT INTO kv (v, k) VALUES ($2, $1)", (6, "six")),
+    ("INSERT INTO kv (k, n) VALUES ($1, $1)", (7,)),
+    ("INSERT INTO kv (k, v, n) VALUES ($3, $1, $2)", ("eight", "8", "8")),
+    ("INSERT INTO kv (k, v) VALUES ($1, $2)", (9.5, "nine")),  # 9.5 rounds to 10
 ]
 
 
@@ -71,6 +76,27 @@ def test_only_one_row_of_values_without_conflict_clauses_is_single(
     reader = catalog.Snapshot(tables, tables.now())
     desc = session.resolve_table(reader, None, statement.table.name)
     assert InsertPlan.of(desc, statement, "defaultdb").single is single
+
+
+@pytest.mark.parametrize(
+    ("text", "picked"),
+    [
+        ("INSERT INTO kv (v, k) VALUES ($2, $1)", ("two", 1)),
+        ("INSERT INTO kv (k, n) VALUES ($1, $1)", (1, 1)),
+        ("INSERT INTO kv (k) VALUES ($1)", None),
+        ("INSERT INTO kv (k, v) VALUES ($1, 'x')", None),
+        ("INSERT INTO kv (k, v) VALUES ($1, $2::STRING)", None),
+    ],
+)
+def test_a_single_row_of_placeholders_is_picked_from_the_parameters(
+    tables: DB, text: str, picked: tuple[Any, ...] | None
+) -> None:
+    ((statement, _placeholders),) = prepare(text)
+    assert isinstance(statement, Insert)
+    reader = catalog.Snapshot(tables, tables.now())
+    desc = tables.session().resolve_table(reader, None, "kv")
+    plan = InsertPlan.of(desc, statement, "defaultdb")
+    assert (plan.picked and plan.picked((1, "two"))) == picked
 
 
 def _outcome(db: DB, text: str, params: tuple[Any, ...], *, alone: bool) -> tuple[Any, ...]:

@@ -15,7 +15,7 @@ from prometheus_client import Counter as LibraryCounter
 from prometheus_client import Gauge as LibraryGauge
 from prometheus_client.parser import text_string_to_metric_families
 
-from feedkv.util.metrics import NANOS_BUCKETS, Registry
+from feedkv.util.metrics import NANOS_BUCKETS, Registry, Tally
 
 
 def families(registry: Registry) -> dict[str, tuple[str, dict[str, float]]]:
@@ -291,6 +291,15 @@ def test_a_metric_used_against_its_labels_says_so() -> None:
         registry.counter("txn_aborts", "aborts").inc(-1)
     with pytest.raises(ValueError, match="has labels"):
         registry.histogram("h", "h", ("scope",)).observe(1.0)
+    lean = registry.histogram("lean", "lean", ("scope",))
+    tally = Tally(1)
+    with pytest.raises(ValueError, match=r"has labels \('scope',\)"):
+        lean.observe(1.0)
+    with pytest.raises(ValueError, match=r"has labels \('scope',\)"):
+        lean.observe_tallied(1.0, tally, 0)
+    assert tally.counts() == (0,)
+    lean.labels("a").observe_tallied(2.0, tally, 0)
+    assert tally.counts() == (1,)
 
 
 def test_a_lean_histogram_scales_what_it_observes() -> None:

@@ -83,7 +83,11 @@ __all__ = [
 @dataclass(frozen=True, slots=True)  # NB: slots: one is made per statement, in half the time
 class Result:
     """What a statement returns: column names, rows (tuples) and a command tag such as
-    ``INSERT 0 3``. Iterating a result iterates its rows."""
+    ``INSERT 0 3``. Iterating a result iterates its rows.
+
+    NB: a write without RETURNING answers with a result its tag shares with other
+    statements (:func:`tagged`), whose empty rows refuse to grow: copy rows to change
+    them."""
 
     columns: tuple[str, ...] = ()
     rows: list[tuple[Any, ...]] = field(default_factory=list)
@@ -389,7 +393,7 @@ class Execution:
     def is_admin(self) -> bool:
         # NB: root is always an admin (as CockroachDB's): its statements read no user
         # record, so a statement on a leased table still sends a single batch
-        if self.session.user == "root":
+        if self.session.user == catalog.ROOT:
             return True
         if self._admin is None:
             self._admin = catalog.is_admin(self.read_source, self.session.user)
@@ -411,7 +415,7 @@ class Execution:
             )
         # NB: root's question first, without is_admin's call: each statement asks once
         # or twice
-        if self.session.user == "root" or self.is_admin():
+        if self.session.user == catalog.ROOT or self.is_admin():
             return
         if privilege not in catalog.get_privileges(self.read_source, desc.id, self.session.user):
             kind = "database" if isinstance(desc, DatabaseDescriptor) else "relation"

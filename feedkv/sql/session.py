@@ -44,9 +44,10 @@ import itertools
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feedkv.errors import (
@@ -328,7 +329,9 @@ class Session:
         self.leases = leases
         self.user = user
         self.database = database
-        self.variables: dict[str, str] = {}  # session variables SET (see session_vars)
+        # the session variables SET (see session_vars); written only through the methods
+        # here, each calling _variables_changed (read them with variable or variables)
+        self._variables: dict[str, str] = {}
         # NB: what every statement reads of the variables, kept in step with them by
         # _variables_changed, which each write to them calls: asked of the dict, it
         # cost each statement three lookups and a parse. The time zone (name, zone),
@@ -397,7 +400,7 @@ class Session:
         ``application_name``, as CockroachDB takes it)."""
         self._attached = True
         if application_name:
-            self.variables["application_name"] = application_name
+            self._variables["application_name"] = application_name
             self._variables_changed()
         if self.active is not None:
             self.active.client_address = client_address
@@ -445,7 +448,7 @@ class Session:
             reader = catalog.Snapshot(self.db, self.db.now())
             self.database = self.resolve_database(reader, value).name
         else:
-            self.variables[name] = value
+            self._variables[name] = value
             self._variables_changed()
 
     def execute(self, text: str, *params: Any) -> Result:
@@ -802,14 +805,20 @@ class Session:
         return dataclasses.replace(result, rows=rows)
 
     @property
+    def variables(self) -> Mapping[str, str]:
+        """The session variables SET, read-only: change them with SQL (``SET``) or
+        :meth:`set_variable`, which keep what statements read of them in step."""
+        return MappingProxyType(self._variables)
+
+    @property
     def zone(self) -> datetime.tzinfo:
         """The session's time zone (``SET TIME ZONE``), which its statements run in."""
         return self._zone[1]
 
     def _variables_changed(self) -> None:
         """Keep what every statement reads of the variables in step with them (see
-        ``__init__``): each write to ``self.variables`` calls this."""
-        variables = self.variables
+        ``__init__``): each write to ``self._variables`` calls this."""
+        variables = self._variables
         name = variables.get("timezone", "UTC")
         if name != self._zone[0]:
             self._zone = (name, zone_named(name))
@@ -834,9 +843,7 @@ class Session:
             self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
             self._failed = False
             self._read_only = (
-                statement.read_only
-                if statement.read_only is not None
-                else self.variable("default_transaction_read_only") == "on"
+                statement.read_only if statement.read_only is not None else self._read_only_default
             )
             self._rows_only = True
             return Result(tag="BEGIN")
@@ -1106,10 +1113,9 @@ class Session:
                 return "NoTxn"
             return "Aborted" if self._failed else "CommitWait" if self._released else "Open"
         if name == "transaction_read_only":
-            if self._txn is None:
-                return self.variables.get("default_transaction_read_only", "off")
-            return "on" if self._read_only else "off"
-        return self.variables.get(name, VARIABLES[name].default)
+            read_only = self._read_only_default if self._txn is None else self._read_only
+            return "on" if read_only else "off"
+        return self._variables.get(name, VARIABLES[name].default)
 
     def _set_transaction(self, s: st.SetTransaction) -> Result:
         """SET TRANSACTION's modes, for the open transaction. NB: its priority was drawn
@@ -1143,10 +1149,7 @@ class Session:
         """25006 for a statement that writes, in a READ ONLY transaction (an implicit one
         under default_transaction_read_only), as CockroachDB."""
         # NB: variable("transaction_read_only"), without its other names' checks
-        if self._txn is None:
-            read_only = self.variables.get("default_transaction_read_only") == "on"
-        else:
-            read_only = self._read_only
+        read_only = self._read_only_default if self._txn is None else self._read_only
         if not read_only or not _WRITES.holds(statement):
             return
         if isinstance(statement, st.Insert):
@@ -1194,7 +1197,7 @@ class Session:
                     tag="SET", notices=("SET LOCAL can only be used in transaction blocks",)
                 )
             for name in names:
-                before = self.database if name == "database" else self.variables.get(name)
+                before = self.database if name == "database" else self._variables.get(name)
                 self._local_saved.setdefault(name, before)
                 self._local_changes.append((name, before))
         else:
@@ -1209,7 +1212,7 @@ class Session:
                 variable = VARIABLES[name]
                 if s.action == "reset":
                     if not variable.read_only:
-                        self.variables.pop(name, None)
+                        self._variables.pop(name, None)
                     if name == "database":
                         self.database = catalog.DEFAULT_DATABASE
                     continue
@@ -1218,7 +1221,7 @@ class Session:
                     reader = catalog.Snapshot(self.db, self.db.now())
                     self.database = self.resolve_database(reader, value).name  # 3D000 if none
                 else:
-                    self.variables[name] = value
+                    self._variables[name] = value
         finally:
             self._variables_changed()
         return Result(tag="RESET" if s.text.lstrip()[:5].upper() == "RESET" else "SET")
@@ -1470,9 +1473,9 @@ class Session:
         if name == "database":
             self.database = value or catalog.DEFAULT_DATABASE
         elif value is None:
-            self.variables.pop(name, None)
+            self._variables.pop(name, None)
         else:
-            self.variables[name] = value
+            self._variables[name] = value
         self._variables_changed()
 
     def _end(self) -> None:

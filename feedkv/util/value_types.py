@@ -9,9 +9,12 @@ embedded INSERT's bytecodes. A :func:`value_type` is a slotted dataclass whose
 frozen, so no code of ours assigns a field after construction, and it compares and
 hashes by its fields as a frozen dataclass does.
 
-NB: nothing refuses an assignment at run time: a type that code outside ``feedkv``
-builds or holds, or that is subclassed by a frozen dataclass, stays a frozen
-:func:`~dataclasses.dataclass`.
+NB: nothing refuses an assignment at run time. The three value types made this way
+(:mod:`feedkv.kv.api`'s ``Header``, ``BatchRequest`` and ``ConditionalPut``) are
+public, and code outside ``feedkv`` that builds them must treat them as frozen, as a
+type checker tells it to: one changed after it was hashed is lost to the dict or set
+that holds it. A type subclassed by a frozen dataclass (``Result``) cannot be made
+this way and stays a frozen :func:`~dataclasses.dataclass`.
 """
 
 from __future__ import annotations

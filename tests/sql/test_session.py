@@ -1179,3 +1179,22 @@ def test_text_that_is_only_a_comment_runs_as_an_empty_query(
     for text in ("-- Validate foreign key constraints", "/* nothing */", " ;;; ", "   "):
         result = s.execute(text)
         assert (result.columns, result.rows, result.tag) == ((), [], ""), text
+
+
+def test_a_session_s_variables_change_only_through_set(tmp_path: Path) -> None:
+    db = feedkv.connect(tmp_path / "s")
+    try:
+        session = db.session()
+        with pytest.raises(TypeError):
+            session.variables["timezone"] = "Asia/Tokyo"  # type: ignore[index]
+        session.execute("SET TIME ZONE 'Asia/Tokyo'")
+        session.execute("SET default_transaction_read_only = on")
+        assert session.variables["timezone"] == "Asia/Tokyo"
+        (shown,) = session.execute("SELECT '2024-01-01 00:00:00+00'::TIMESTAMPTZ::STRING").rows[0]
+        assert shown == "2024-01-01 09:00:00+09"
+        with pytest.raises(SQLError) as refused:
+            session.execute("CREATE TABLE t (k INT PRIMARY KEY)")
+        assert refused.value.code == "25006"
+        session.close()
+    finally:
+        db.close()

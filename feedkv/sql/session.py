@@ -279,6 +279,16 @@ def _release(executions: Iterable[Execution]) -> None:
         execution.release_leases()
 
 
+def _in(zone: datetime.tzinfo, value: datetime.datetime) -> datetime.datetime:
+    """The aware ``value`` as the same instant in ``zone``; in UTC when its wall clock
+    time there is outside the years a datetime holds (0001-01-01 00:00 UTC is 1 BC in New
+    York): NB: the instant is what it is, only its zone is not the session's."""
+    try:
+        return value.astimezone(zone)
+    except OverflowError:
+        return value.astimezone(datetime.UTC)
+
+
 def _bind_job_id(statement: st.Statement, params: Sequence[Any]) -> st.Statement:
     """A job statement whose job id is a placeholder (``PAUSE JOB $1``, ``SHOW JOB WHEN
     COMPLETE $1``), with the id its parameter gives (an INT8, or text of one)."""
@@ -785,7 +795,7 @@ class Session:
             return result
         rows = [
             tuple(
-                v.astimezone(zone)
+                _in(zone, v)
                 if isinstance(v, datetime.datetime) and v.tzinfo is not None and not infinity_of(v)
                 else v
                 for v in row

@@ -32,7 +32,7 @@ from typing import Any, NoReturn, Protocol
 
 from sqlglot import exp
 
-from feedkv.errors import SQLError
+from feedkv.errors import SerializationFailure, SQLError
 from feedkv.sql import (
     array_functions,
     datetime_functions,
@@ -114,6 +114,7 @@ class Context:
         "sequence",
         "sleep",
         "subqueries",
+        "transaction_age",
         "unique_rowid",
         "value_sets",
         "variable",
@@ -130,8 +131,12 @@ class Context:
         sleep: Callable[[float], None] | None = None,
         node_id: Callable[[], int] | None = None,
         enum_type: Callable[[str], ColumnType] | None = None,
+        transaction_age: Callable[[], int] | None = None,
     ) -> None:
         self.params = params
+        # the nanoseconds since the SQL transaction began, its retries included
+        # (crdb_internal.force_retry())
+        self.transaction_age = transaction_age
         # the column type of the user-defined type of a name (a cast to it: 'a'::mood);
         # 42704 when there is none
         self.enum_type = enum_type
@@ -1803,16 +1808,18 @@ class _Compiler:
         return has_key
 
     def dot(self, node: exp.Dot) -> Compiled:
-        """``crdb_internal.node_id()``, the one schema-qualified function: the session's
-        gateway node."""
+        """``crdb_internal.node_id()`` (the session's gateway node) and
+        ``crdb_internal.force_retry(interval)``, the schema-qualified functions."""
         schema, function = node.this, node.expression
+        name = str(function.this).lower() if isinstance(function, exp.Anonymous) else ""
         if not (
             isinstance(schema, exp.Identifier)
             and schema.name.lower() == "crdb_internal"
-            and isinstance(function, exp.Anonymous)
-            and str(function.this).lower() == "node_id"
+            and name in ("node_id", "force_retry")
         ):
             raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+        if name == "force_retry":
+            return self._force_retry(function)
         if function.expressions:
             raise SQLError("42883", "unknown signature: crdb_internal.node_id() with arguments")
 
@@ -1822,6 +1829,39 @@ class _Compiler:
             return ctx.node_id()
 
         return node_id
+
+    def _force_retry(self, function: exp.Anonymous) -> Compiled:
+        """``crdb_internal.force_retry(interval)``, as CockroachDB's: 0 once the SQL
+        transaction is at least ``interval`` old, else the 40001 a conflict would raise
+        (so an implicit transaction retries until it is, as it retries a conflict).
+        CockroachDB's developers test retries with it."""
+        if len(function.expressions) != 1:
+            raise SQLError(
+                "42883", "unknown signature: crdb_internal.force_retry() takes an interval"
+            )
+        argument = self.compile(function.expressions[0])
+        interval_type = ColumnType(Kind.INTERVAL)
+
+        def force_retry(row: Env, ctx: Context) -> Any:
+            value = argument(row, ctx)
+            if value is None:
+                return None
+            wanted = coerce(value, interval_type, None) if isinstance(value, str) else value
+            if not isinstance(wanted, Interval):
+                raise SQLError(
+                    "42883",
+                    f"unknown signature: crdb_internal.force_retry({type_of_value(value)})",
+                )
+            if ctx.transaction_age is None:
+                raise SQLError("0A000", "crdb_internal.force_retry() is not available here")
+            if ctx.transaction_age() < wanted.span() * 1000:
+                raise SerializationFailure(
+                    "restart transaction: crdb_internal.force_retry(): "
+                    "TransactionRetryWithProtoRefreshError: forced by crdb_internal.force_retry()"
+                )
+            return 0
+
+        return force_retry
 
     def lambda_(self, node: exp.Lambda) -> Compiled:
         """``f(j -> 'k')``: sqlglot reads ``->`` among a function's arguments as a lambda

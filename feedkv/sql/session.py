@@ -356,6 +356,9 @@ class Session:
         self._restart = False  # SAVEPOINT cockroach_restart is active
         self._read_only = False  # the open transaction is READ ONLY
         self._priority = "normal"  # the open transaction's user priority
+        # when the SQL transaction running began (time.monotonic_ns): at BEGIN, or the
+        # first attempt of an implicit one; a retry or a restart keeps it
+        self._began_ns = 0
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
         self._ddl = 0  # schema changes in the open transaction
@@ -828,6 +831,7 @@ class Session:
                 statement.priority or self.variable("default_transaction_priority")
             ).lower()
             self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
+            self._began_ns = time.monotonic_ns()
             self._failed = False
             self._read_only = (
                 statement.read_only
@@ -963,6 +967,7 @@ class Session:
                 publish_added_labels(txn, (execution,))
             return result
 
+        self._began_ns = time.monotonic_ns()
         try:
             result = self.db.run_transaction(attempt, priority=priority)
         except BaseException as exc:
@@ -1040,6 +1045,7 @@ class Session:
         # which has set it already
         zone = self.zone
         zoned = None if ZONE.get() is zone else ZONE.set(zone)
+        self._began_ns = time.monotonic_ns()
         try:
             results = self.db.run_transaction(
                 attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
@@ -1084,6 +1090,10 @@ class Session:
             raise SQLError("0A000", "jobs need a database from feedkv.connect()")
         result = self.changefeeds.execute(source.statement, self)
         return Relation.of(source.alias, result.columns, result.types, result.rows)
+
+    def transaction_age_ns(self) -> int:
+        """See :class:`SessionContext`."""
+        return time.monotonic_ns() - self._began_ns
 
     def variable(self, name: str) -> str:
         """The value of session variable ``name`` (canonical, see :mod:`session_vars`)."""

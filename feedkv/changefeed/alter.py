@@ -7,7 +7,8 @@ options must suit it; the job resumes there from its high-water mark), and ``SET
 = '<ts>'`` moves the high-water mark itself, back or forward: resumed, the job emits
 every change after the cursor and scans nothing. A cursor below the garbage-collection
 threshold of a watched table is refused, naming the threshold. ``initial_scan`` cannot
-change, nor can ``cursor`` be unset.
+change, nor can ``cursor`` be unset. ``end_time`` can be neither set nor unset, as in
+CockroachDB (its ``AlterChangefeedUnsupportedOptions``), with its message.
 
 ``ADD t WITH initial_scan`` (CockroachDB's form; ``initial_scan = 'yes'`` too) scans the
 added table as of the job's high-water mark when it resumes, before it goes on: the
@@ -57,6 +58,8 @@ __all__ = ["alter", "altered_spec"]
 # Options that say where a changefeed starts: ALTER CHANGEFEED cannot change them.
 _FIXED_OPTIONS = frozenset({"cursor", "initial_scan", "no_initial_scan", "initial_scan_only"})
 _SCAN_OPTIONS = ("initial_scan", "no_initial_scan", "initial_scan_only")
+# Options CockroachDB refuses to alter besides those, answered with its words.
+_UNALTERABLE = frozenset({"end_time"})
 
 
 def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session) -> None:
@@ -129,6 +132,8 @@ def altered_spec(
     for name in [*statement.unset, *setting]:
         if name == "cursor" and name not in statement.unset:
             continue  # SET cursor moves the high-water mark
+        if name in _UNALTERABLE:
+            raise option_error(f'cannot alter option "{name}"')
         if name in _FIXED_OPTIONS:
             raise option_error(
                 f"option {name} says where the changefeed started: it cannot be altered"

@@ -9,7 +9,9 @@ by the envelope as CockroachDB users know it:
 - ``bare``: the row itself, with a ``"__crdb__"`` object holding ``key``,
   ``mvcc_timestamp``, ``topic`` and ``updated`` when asked for; a deletion is the row
   with only its key columns set (the others ``null``), not a tombstone.
-- ``row``: the row itself and nothing else; a deletion has no value.
+- ``row``: the row itself, with ``mvcc_timestamp`` and ``updated`` under
+  ``"__crdb__"`` when asked for (``diff`` is taken and writes nothing: there is no
+  place for a ``"before"``); a deletion has no value.
 - ``key_only``: no value at all.
 
 A value of ``None`` is a tombstone: the sink decides how to write it (a Kafka
@@ -562,9 +564,10 @@ class JSONEncoder:
         return ("{" + ", ".join(parts) + "}").encode()
 
     def _meta(self, key: str, topic: str, updated: Timestamp, mvcc_ts: Timestamp) -> str | None:
-        """The bare envelope's ``__crdb__`` object, or ``None`` when nothing is asked
-        for (or the envelope is ``row``, which carries no metadata)."""
-        if self._o.envelope != "bare":
+        """The bare or row envelope's ``__crdb__`` object, or ``None`` when nothing is
+        asked for (the row envelope is refused ``key_in_value`` and ``topic_in_value``,
+        so it carries at most the timestamps)."""
+        if self._o.envelope not in ("bare", "row"):
             return None
         fields = self._fields(key, topic, updated, mvcc_ts)
         return "{" + ", ".join(fields) + "}" if fields else None

@@ -4,12 +4,12 @@ binary format, both ways (results out, parameters in).
 The OIDs are PostgreSQL's (``pg_type.oid``), as CockroachDB reports them: INT is int8
 (INT4 int4, INT2 int2), FLOAT float8, FLOAT4 (REAL) float4, DECIMAL numeric, STRING
 text, CHAR(n) bpchar, BYTES bytea, BOOL bool, DATE date, TIMESTAMP timestamp,
-TIMESTAMPTZ timestamptz, UUID uuid, JSONB jsonb; an array is its elements' array type
-(int2[] 1005, int4[] 1007, int8[] 1016, float4[] 1021, float8[] 1022, bpchar[] 1014,
-text[] 1009, ...), its elements in their own widths. A column's type modifier
-(RowDescription's, ``pg_attribute.atttypmod``) is PostgreSQL's: a length plus 4 for
-CHAR(n) and STRING(n), ``(precision << 16 | scale) + 4`` for DECIMAL(p,s), the bit count
-for BIT(n) and VARBIT(n), else -1.
+TIMESTAMPTZ timestamptz, UUID uuid, JSONB jsonb, a row value ``(1, 'a')`` record (2249);
+an array is its elements' array type (int2[] 1005, int4[] 1007, int8[] 1016, float4[]
+1021, float8[] 1022, bpchar[] 1014, text[] 1009, ...), its elements in their own widths.
+A column's type modifier (RowDescription's, ``pg_attribute.atttypmod``) is PostgreSQL's:
+a length plus 4 for CHAR(n) and STRING(n), ``(precision << 16 | scale) + 4`` for
+DECIMAL(p,s), the bit count for BIT(n) and VARBIT(n), else -1.
 
 Text formats follow PostgreSQL's output with ``DateStyle=ISO`` (``t``/``f``, ``\\x``
 hex bytes, ``2024-05-01 12:00:00.5+00``; a TIMESTAMPTZ in the session's time zone,
@@ -44,6 +44,7 @@ from feedkv.sql.arrays import Array, parse_array_text
 from feedkv.sql.bits import BitString
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
+from feedkv.sql.records import RECORD_OID, Record
 from feedkv.sql.time_zone import (
     INFINITE_MICROS,
     InfiniteTimestamp,
@@ -396,19 +397,21 @@ def type_size(oid: int) -> int:
 
 def column_oid(values: Sequence[Any]) -> int:
     """The type of a result column, from the values it holds: their kind when they
-    share one (INT with DECIMAL is numeric, INT with FLOAT float8), text when they do
-    not or when every value is NULL."""
-    kinds = {kind_of_value(v) for v in values if v is not None}
+    share one (INT with DECIMAL is numeric, INT with FLOAT float8; records are record),
+    text when they do not or when every value is NULL."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, Record) for v in present):
+        return RECORD_OID
+    kinds = {kind_of_value(v) for v in present}
     if not kinds:
         return OID.TEXT
     if kinds == {Kind.ARRAY}:
-        elements = {v.element for v in values if v is not None}
+        elements = {v.element for v in present}
         if len(elements) == 1:
             return oid_of_type(ColumnType(Kind.ARRAY, element=elements.pop()))
         return OID.TEXT
     if len(kinds) == 1:
         (kind,) = kinds
-        present = [v for v in values if v is not None]
         if kind is Kind.FLOAT and all(isinstance(v, Float4) for v in present):
             return OID.FLOAT4
         if kind is Kind.STRING and all(isinstance(v, FixedChar) for v in present):
@@ -440,6 +443,10 @@ def encode_text(value: Any, oid: int, float_digits: int = 0) -> bytes:
     if isinstance(value, Array):
         element = _element_oid(value.element)
         return value.text(lambda v: encode_text(v, element, float_digits).decode()).encode()
+    if isinstance(value, Record):
+        return value.text(
+            lambda v, json: encode_text(v, _element_of_record(v, json), float_digits).decode()
+        ).encode()
     if isinstance(value, float):
         if oid == OID.FLOAT4 and not isinstance(value, Float4):
             value = Float4.of(value)
@@ -458,6 +465,8 @@ def encode_binary(value: Any, oid: int, float_digits: int = 0) -> bytes:
     holding values of several kinds sends their text)."""
     if isinstance(value, Array) and oid in _SENT_ARRAYS:
         return _array_binary(value)
+    if isinstance(value, Record) and oid == RECORD_OID:
+        return _record_binary(value, float_digits)
     encoder = _BINARY_OUT.get(oid)
     if encoder is None:
         return encode_text(value, oid, float_digits)
@@ -478,6 +487,26 @@ def _array_binary(value: Array) -> bytes:
             continue
         data = encode_binary(item, element)
         out.append(struct.pack("!i", len(data)) + data)
+    return b"".join(out)
+
+
+def _element_of_record(value: Any, json: bool) -> int:
+    """The type of a non-NULL element of a record: jsonb where the record knows one, else
+    its value's."""
+    return OID.JSONB if json else column_oid([value])
+
+
+def _record_binary(value: Record, float_digits: int) -> bytes:
+    """PostgreSQL's record_send: the count of elements, then each element's type,
+    length and binary value (-1 for NULL, which has the type unknown, 705)."""
+    out = [struct.pack("!i", len(value))]
+    for place, item in enumerate(value):
+        if item is None:
+            out.append(struct.pack("!Ii", OID.UNKNOWN, -1))
+            continue
+        oid = _element_of_record(item, place in value.json_at)
+        data = encode_binary(item, oid, float_digits)
+        out.append(struct.pack("!Ii", oid, len(data)) + data)
     return b"".join(out)
 
 

@@ -29,7 +29,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
-from feedkv.sql.time_zone import current_zone, infinity_of
+from feedkv.sql.time_zone import current_zone, infinity_of, shifted
 from feedkv.sql.types import format_value, type_of_value
 
 __all__ = ["as_json"]
@@ -73,7 +73,7 @@ def _rfc3339(value: datetime.datetime) -> str:
     if infinity is not None:
         return infinity
     if value.tzinfo is not None:
-        value = value.astimezone(current_zone())
+        value = shifted(value, current_zone())
     wall = value.replace(tzinfo=None).isoformat()
     zone = value.isoformat()[len(wall) :]  # "" for a TIMESTAMP, else "+hh:mm"
     if value.microsecond:

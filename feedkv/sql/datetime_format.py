@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from feedkv.sql.time_zone import current_zone, infinity_of
+from feedkv.sql.time_zone import current_zone, infinity_of, shifted
 
 __all__ = ["to_char"]
 
@@ -107,7 +107,7 @@ def to_char(value: Any, template: Any) -> str:
     if isinstance(value, datetime.datetime):
         if infinity_of(value):
             return ""  # NB: as PostgreSQL: an infinite timestamp writes as nothing
-        moment = value.astimezone(current_zone()) if value.tzinfo is not None else value
+        moment = shifted(value, current_zone()) if value.tzinfo is not None else value
     elif isinstance(value, datetime.date):
         moment = datetime.datetime(value.year, value.month, value.day)
     else:

@@ -50,7 +50,7 @@ def _naive(value: datetime.datetime, zone: datetime.tzinfo | None = None) -> dat
     by default) for a TIMESTAMPTZ."""
     if value.tzinfo is None:
         return value
-    return value.astimezone(zone or current_zone()).replace(tzinfo=None)
+    return shifted(value, zone or current_zone()).replace(tzinfo=None)
 
 
 # The fields of an infinite timestamp that are infinite too (the others are NULL), as

@@ -244,6 +244,8 @@ class _StatementContext(Context):
             made = session.interrupt.sleep
         elif name == "node_id":
             made = session.db.gateway_node
+        elif name == "transaction_age":
+            made = session.transaction_age_ns
         elif name == "enum_type":
             made = partial(_user_type, session, txn, {})
         else:

@@ -32,7 +32,7 @@ from typing import Any, NoReturn, Protocol
 
 from sqlglot import exp
 
-from feedkv.errors import SQLError
+from feedkv.errors import SerializationFailure, SQLError
 from feedkv.sql import (
     array_functions,
     datetime_functions,
@@ -53,6 +53,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL
+from feedkv.sql.records import Record
 from feedkv.sql.scalar_functions import is_int
 from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.sql.time_zone import current_zone, infinity_of
@@ -114,6 +115,7 @@ class Context:
         "sequence",
         "sleep",
         "subqueries",
+        "transaction_age",
         "unique_rowid",
         "value_sets",
         "variable",
@@ -130,8 +132,12 @@ class Context:
         sleep: Callable[[float], None] | None = None,
         node_id: Callable[[], int] | None = None,
         enum_type: Callable[[str], ColumnType] | None = None,
+        transaction_age: Callable[[], int] | None = None,
     ) -> None:
         self.params = params
+        # the nanoseconds since the SQL transaction began, its retries included
+        # (crdb_internal.force_retry())
+        self.transaction_age = transaction_age
         # the column type of the user-defined type of a name (a cast to it: 'a'::mood);
         # 42704 when there is none
         self.enum_type = enum_type
@@ -569,9 +575,15 @@ class _Compiler:
         return lambda row, ctx: row[index]
 
     def tuple_(self, node: exp.Tuple) -> Compiled:
-        raise SQLError(
-            "0A000", f"row values are supported in comparisons and IN only: {_shown(node)}"
+        """``(a, b)`` or ``ROW(a, b)`` as a value: a record (comparisons and IN of row
+        values pair their elements instead, see :meth:`comparison`)."""
+        elements = [self.compile(e) for e in node.expressions]
+        json_at = frozenset(
+            place
+            for place, e in enumerate(node.expressions)
+            if static_kind(e, self.scope) is Kind.JSONB
         )
+        return lambda row, ctx: Record(tuple(e(row, ctx) for e in elements), json_at)
 
     def star(self, node: exp.Star) -> Compiled:
         raise SQLError("42601", "* is only allowed as a whole SELECT item or in count(*)")
@@ -761,6 +773,8 @@ class _Compiler:
                     return compare(_as_kind_of(a, b, symbol), b)
                 if _day_beside_moment(a, b):
                     return compare(_moment_of(a, b), _moment_of(b, a))
+                if isinstance(a, Record):
+                    return _row_compare(op, _record_pairs(a, b, op))
                 raise _incomparable(symbol, a, b) from None
 
         return left, right, decide
@@ -768,9 +782,20 @@ class _Compiler:
     def _row_comparison(self, node: exp.Binary) -> Compiled:
         """``(a, b) op (c, d)``: = and <> pair by pair (a NULL pair makes an
         undecided result NULL); <, <=, >, >= by the first pair that differs, NULL if a
-        NULL comes first (as PostgreSQL)."""
-        pairs = self._row_pairs(node.this, node.expression)
+        NULL comes first (as PostgreSQL). A side that is not written as a row (a
+        subquery's record) is compared with the other's record as it runs."""
         op: type[exp.Binary] = type(node)
+        if not isinstance(node.this, exp.Tuple) or not isinstance(node.expression, exp.Tuple):
+            left, right = self.compile(node.this), self.compile(node.expression)
+
+            def records(row: Env, ctx: Context) -> Any:
+                a, b = left(row, ctx), right(row, ctx)
+                if a is None or b is None:
+                    return None
+                return _row_compare(op, _record_pairs(a, b, op))
+
+            return records
+        pairs = self._row_pairs(node.this, node.expression)
 
         def row(row: Env, ctx: Context) -> Any:
             return _row_compare(op, [(a(row, ctx), b(row, ctx)) for a, b in pairs])
@@ -878,18 +903,32 @@ class _Compiler:
     def null_safe(self, node: exp.Binary) -> Compiled:
         """``a IS [NOT] DISTINCT FROM b``: ``=`` (with its typing of constants, and its
         errors for values that do not compare) where NULL equals NULL only."""
-        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
-            raise SQLError("0A000", f"unsupported row comparison: {_shown(node)}")
-        left, right, equal = self._comparer(node.this, node.expression, exp.EQ)
         distinct = isinstance(node, exp.NullSafeNEQ)
+        if isinstance(node.this, exp.Tuple) and isinstance(node.expression, exp.Tuple):
+            return self._row_distinct(node, distinct)
+        left, right, equal = self._comparer(node.this, node.expression, exp.EQ)
 
         def cmp(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return (a is None and b is None) is not distinct
+            if isinstance(a, Record) and isinstance(b, Record):
+                pairs = _record_pairs(a, b, exp.EQ)
+                return all(_not_distinct(x, y) for x, y in pairs) is not distinct
             return bool(equal(a, b)) is not distinct
 
         return cmp
+
+    def _row_distinct(self, node: exp.Binary, distinct: bool) -> Compiled:
+        """``(a, b) IS [NOT] DISTINCT FROM (c, d)``: the rows differ where a pair does,
+        NULL equal to NULL only (as PostgreSQL)."""
+        pairs = self._row_pairs(node.this, node.expression)
+
+        def row_distinct(row: Env, ctx: Context) -> Any:
+            same = all(_not_distinct(a(row, ctx), b(row, ctx)) for a, b in pairs)
+            return same is not distinct
+
+        return row_distinct
 
     def _pair(self, a: exp.Expr, b: exp.Expr) -> tuple[Compiled, Compiled]:
         """Both sides compiled; a constant side is converted to the other side's column
@@ -1782,16 +1821,18 @@ class _Compiler:
         return has_key
 
     def dot(self, node: exp.Dot) -> Compiled:
-        """``crdb_internal.node_id()``, the one schema-qualified function: the session's
-        gateway node."""
+        """``crdb_internal.node_id()`` (the session's gateway node) and
+        ``crdb_internal.force_retry(interval)``, the schema-qualified functions."""
         schema, function = node.this, node.expression
+        name = str(function.this).lower() if isinstance(function, exp.Anonymous) else ""
         if not (
             isinstance(schema, exp.Identifier)
             and schema.name.lower() == "crdb_internal"
-            and isinstance(function, exp.Anonymous)
-            and str(function.this).lower() == "node_id"
+            and name in ("node_id", "force_retry")
         ):
             raise SQLError("0A000", f"unsupported expression: {_shown(node)}")
+        if name == "force_retry":
+            return self._force_retry(function)
         if function.expressions:
             raise SQLError("42883", "unknown signature: crdb_internal.node_id() with arguments")
 
@@ -1801,6 +1842,39 @@ class _Compiler:
             return ctx.node_id()
 
         return node_id
+
+    def _force_retry(self, function: exp.Anonymous) -> Compiled:
+        """``crdb_internal.force_retry(interval)``, as CockroachDB's: 0 once the SQL
+        transaction is at least ``interval`` old, else the 40001 a conflict would raise
+        (so an implicit transaction retries until it is, as it retries a conflict).
+        CockroachDB's developers test retries with it."""
+        if len(function.expressions) != 1:
+            raise SQLError(
+                "42883", "unknown signature: crdb_internal.force_retry() takes an interval"
+            )
+        argument = self.compile(function.expressions[0])
+        interval_type = ColumnType(Kind.INTERVAL)
+
+        def force_retry(row: Env, ctx: Context) -> Any:
+            value = argument(row, ctx)
+            if value is None:
+                return None
+            wanted = coerce(value, interval_type, None) if isinstance(value, str) else value
+            if not isinstance(wanted, Interval):
+                raise SQLError(
+                    "42883",
+                    f"unknown signature: crdb_internal.force_retry({type_of_value(value)})",
+                )
+            if ctx.transaction_age is None:
+                raise SQLError("0A000", "crdb_internal.force_retry() is not available here")
+            if ctx.transaction_age() < wanted.span() * 1000:
+                raise SerializationFailure(
+                    "restart transaction: crdb_internal.force_retry(): "
+                    "TransactionRetryWithProtoRefreshError: forced by crdb_internal.force_retry()"
+                )
+            return 0
+
+        return force_retry
 
     def lambda_(self, node: exp.Lambda) -> Compiled:
         """``f(j -> 'k')``: sqlglot reads ``->`` among a function's arguments as a lambda
@@ -1956,6 +2030,8 @@ class _Compiler:
                 return standard_name(ColumnType(Kind.ARRAY, element=value.element))
             if isinstance(value, EnumValue):
                 return value.type_name
+            if isinstance(value, Record):
+                return "record"  # NB: as PostgreSQL and CockroachDB name a row value's
             kind = None if json else kind_of_value(value)
             return standard_name(ColumnType(kind or Kind.JSONB))  # NB: None: a JSON document
 
@@ -2501,6 +2577,8 @@ def _comparable(a: object, b: object) -> None:
             raise TypeError
         if isinstance(a, datetime.datetime) is not isinstance(b, datetime.datetime):
             raise TypeError  # NB: a DATE beside a TIMESTAMP, which Python finds unequal
+    elif type(a) is Record:
+        raise TypeError  # NB: records compare pair by pair, with SQL's NULL (_comparer)
 
 
 def _checked(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
@@ -2632,12 +2710,25 @@ def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool
         for a, b in pairs:
             if a is None or b is None:
                 unknown = True
-            elif not _in_equal(a, b):
+                continue
+            same = (
+                _row_compare(exp.EQ, _record_pairs(a, b, op))
+                if isinstance(a, Record)
+                else _in_equal(a, b)
+            )
+            if same is None:
+                unknown = True
+            elif not same:
                 return op is exp.NEQ
         return None if unknown else op is exp.EQ
     for a, b in pairs:
         if a is None or b is None:
             return None
+        if isinstance(a, Record):  # a row within the row: its own pairs decide
+            inner = _record_pairs(a, b, op)
+            if _row_compare(exp.EQ, inner):
+                continue
+            return _row_compare(op, inner)
         if _day_beside_moment(a, b):
             a, b = _moment_of(a, b), _moment_of(b, a)
         try:
@@ -2647,6 +2738,23 @@ def _row_compare(op: type[exp.Binary], pairs: Sequence[tuple[Any, Any]]) -> bool
         except TypeError:
             raise _incomparable(symbol, a, b) from None
     return op in (exp.LTE, exp.GTE)
+
+
+def _record_pairs(a: Any, b: Any, op: type[exp.Binary]) -> list[tuple[Any, Any]]:
+    """The elements of records ``a`` and ``b`` side by side: 42883 for a value that is
+    not a record, 42601 for records of different lengths."""
+    if not isinstance(a, Record) or not isinstance(b, Record):
+        raise _incomparable(_SYMBOLS[op], a, b)
+    if len(a) != len(b):
+        raise SQLError("42601", "unequal number of entries in row expressions")
+    return list(zip(a, b, strict=True))
+
+
+def _not_distinct(a: Any, b: Any) -> bool:
+    """``a IS NOT DISTINCT FROM b`` of two elements of rows: NULL equals NULL only."""
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(_row_compare(exp.EQ, [(a, b)]))
 
 
 def _row_member(candidates: Iterable[Sequence[tuple[Any, Any]]]) -> bool | None:

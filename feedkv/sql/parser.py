@@ -35,7 +35,7 @@ import logging
 import re
 import string
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -110,7 +110,7 @@ _ARRAY_SRFS = (
 )  # fmt: skip
 # jsonb_each(j) and its kin: an unnest of the object's keys (jsonb_object_keys) beside
 # the array of its values in their order (a scalar function of the set-returning one's
-# name); read in FROM only, as a SELECT list's item would be a record
+# name); a SELECT list's item is read from FROM too, as a record of the row (_each_record)
 _EACH_SRFS = ("jsonb_each", "json_each", "jsonb_each_text", "json_each_text")
 # The columns such a function gives in FROM when its alias names none: its OUT
 # parameters' names where it has them (else the alias's, as a scalar function's)
@@ -189,6 +189,8 @@ class _Cockroach(Postgres):
             "CORR": lambda args: _corr(args),
             "DIV": lambda args: _div(args),
             "ARRAY": lambda args: _array_constructor(args),
+            # NB: ROW(a, b) is the row value (a, b), its result column named row
+            "ROW": lambda args: exp.Tuple(expressions=args),
         }
 
         # NB: json_agg is built as jsonb_agg is (FUNCTIONS), named as it is spelled;
@@ -4218,7 +4220,7 @@ class _Converter:
             offset.expression if offset is not None else None,
             self.as_of,
             index,
-            tuple(group.expressions) if group is not None else (),
+            tuple(_grouping_keys(group.expressions)) if group is not None else (),
             having.this if having is not None else None,
             distinct is not None and on is None,
             tuple(on.expressions) if on is not None else (),
@@ -4600,9 +4602,16 @@ def _series_as_source(node: exp.Select) -> None:
         return
     item = node.expressions[0]
     call = item.this if isinstance(item, exp.Alias) else item
+    source: exp.Expr
+    if isinstance(call, exp.Explode) and call.meta.get("srf"):
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
+        node.set("expressions", [_each_record(name)])
+        source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=_each_alias()))
+        node.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=source))
+        return
     if isinstance(call, exp.Explode) and not call.expressions:  # unnest(a), to sqlglot
         name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
-        source: exp.Expr = exp.Unnest(
+        source = exp.Unnest(
             expressions=[call.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name))
         )
     elif isinstance(call, exp.ExplodingGenerateSeries):
@@ -4842,18 +4851,51 @@ def _series_as_lateral(node: exp.Select) -> None:
         return
     item = found[0]
     call = _unaliased(item)
+    source: exp.Expr
+    if isinstance(call, exp.Explode) and call.meta.get("srf"):
+        name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
+        item.replace(_each_record(name))
+        source = exp.Table(this=call.copy(), alias=exp.TableAlias(this=_each_alias()))
+        node.append("joins", exp.Join(this=source))
+        return
     if isinstance(call, exp.Explode):
         if call.expressions:
             return
         name = item.alias if isinstance(item, exp.Alias) else _srf_name(call)
         alias = exp.TableAlias(this=exp.to_identifier(name))
-        source: exp.Expr = exp.Unnest(expressions=[call.this.copy()], alias=alias)
+        source = exp.Unnest(expressions=[call.this.copy()], alias=alias)
     else:
         name = item.alias if isinstance(item, exp.Alias) else "generate_series"
         alias = exp.TableAlias(this=exp.to_identifier(name))
         source = exp.Table(this=call.copy(), alias=alias)
     item.replace(exp.alias_(exp.column(name, table=name), name))
     node.append("joins", exp.Join(this=source))
+
+
+# The source a SELECT list's jsonb_each(j) is read from (quoted, as _LOCKSTEP)
+_EACH = "record-returning function"
+
+
+def _each_alias() -> exp.Identifier:
+    return exp.to_identifier(_EACH, quoted=True)
+
+
+def _each_record(name: str) -> exp.Expr:
+    """The item ``jsonb_each(j) [AS name]`` of a SELECT list becomes: the record of the
+    row it gives, ``(key, value)``, as PostgreSQL and CockroachDB show it (``(a,1)``)."""
+    columns = [exp.column(c, table=_each_alias()) for c in _SRF_COLUMNS["jsonb_each"]]
+    return exp.alias_(exp.Tuple(expressions=columns), exp.to_identifier(name))
+
+
+def _grouping_keys(keys: Iterable[exp.Expr]) -> Iterator[exp.Expr]:
+    """GROUP BY's keys with each row value's elements in its place: ``GROUP BY (a, (b,
+    c))`` groups by ``a``, ``b`` and ``c``, as PostgreSQL and CockroachDB read it (the
+    SELECT list's ``(a, b)`` is then the record of grouped columns)."""
+    for key in keys:
+        if isinstance(key, exp.Tuple):
+            yield from _grouping_keys(key.expressions)
+        else:
+            yield key
 
 
 def _unaliased(item: exp.Expr) -> exp.Expr:

@@ -1183,11 +1183,35 @@ def _check_assigned_node(node: exp.Expr, scope: Scope, column: Column) -> None:
     """:func:`check_assigned` of the value ``node`` gives over rows of ``scope``."""
     if _is_default(node):
         return  # NB: the column's own DEFAULT, of its type
+    item = _scalar_item(node)
+    while isinstance(item, exp.Paren):
+        item = item.this
+    if isinstance(item, exp.Tuple):  # NB: no column holds a record
+        raise SQLError(
+            "42804",
+            f"value type {_tuple_type_name(item, scope)} doesn't match type "
+            f'{column.type.sql()} of column "{column.name}"',
+        )
     try:
-        kind = static_kind(_scalar_item(node), scope)
+        kind = static_kind(item, scope)
     except SQLError:
         return  # NB: compiling it tells what is wrong
     check_assigned(kind, column)
+
+
+def _tuple_type_name(node: exp.Tuple, scope: Scope) -> str:
+    """A row value's type as CockroachDB names it, ``tuple{int, string}``, its elements'
+    kinds as the tree tells them (``unknown`` where it does not)."""
+    names = []
+    for element in node.expressions:
+        try:
+            kind = static_kind(element, scope)
+        except SQLError:
+            kind = None
+        if kind is None and isinstance(element, exp.Literal) and element.is_string:
+            kind = Kind.STRING
+        names.append(kind_name(kind) if kind is not None else "unknown")
+    return "tuple{" + ", ".join(names) + "}"
 
 
 def _scalar_item(node: exp.Expr) -> exp.Expr:

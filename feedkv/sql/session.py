@@ -281,6 +281,16 @@ def _release(executions: Iterable[Execution]) -> None:
         execution.release_leases()
 
 
+def _in(zone: datetime.tzinfo, value: datetime.datetime) -> datetime.datetime:
+    """The aware ``value`` as the same instant in ``zone``; in UTC when its wall clock
+    time there is outside the years a datetime holds (0001-01-01 00:00 UTC is 1 BC in New
+    York): NB: the instant is what it is, only its zone is not the session's."""
+    try:
+        return value.astimezone(zone)
+    except OverflowError:
+        return value.astimezone(datetime.UTC)
+
+
 def _bind_job_id(statement: st.Statement, params: Sequence[Any]) -> st.Statement:
     """A job statement whose job id is a placeholder (``PAUSE JOB $1``, ``SHOW JOB WHEN
     COMPLETE $1``), with the id its parameter gives (an INT8, or text of one)."""
@@ -356,6 +366,9 @@ class Session:
         self._restart = False  # SAVEPOINT cockroach_restart is active
         self._read_only = False  # the open transaction is READ ONLY
         self._priority = "normal"  # the open transaction's user priority
+        # when the SQL transaction running began (time.monotonic_ns): at BEGIN, or the
+        # first attempt of an implicit one; a retry or a restart keeps it
+        self._began_ns = 0
         self._released = False  # RELEASE committed the transaction; COMMIT ends the block
         self._savepoints: list[_NamedSavepoint] = []  # held, oldest first
         self._ddl = 0  # schema changes in the open transaction
@@ -795,7 +808,7 @@ class Session:
             return result
         rows = [
             tuple(
-                v.astimezone(zone)
+                _in(zone, v)
                 if isinstance(v, datetime.datetime) and v.tzinfo is not None and not infinity_of(v)
                 else v
                 for v in row
@@ -841,6 +854,7 @@ class Session:
                 statement.priority or self.variable("default_transaction_priority")
             ).lower()
             self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
+            self._began_ns = time.monotonic_ns()
             self._failed = False
             self._read_only = (
                 statement.read_only if statement.read_only is not None else self._read_only_default
@@ -974,6 +988,7 @@ class Session:
                 publish_added_labels(txn, (execution,))
             return result
 
+        self._began_ns = time.monotonic_ns()
         try:
             result = self.db.run_transaction(attempt, priority=priority)
         except BaseException as exc:
@@ -1051,6 +1066,7 @@ class Session:
         # which has set it already
         zone = self.zone
         zoned = None if ZONE.get() is zone else ZONE.set(zone)
+        self._began_ns = time.monotonic_ns()
         try:
             results = self.db.run_transaction(
                 attempt, priority=_SCHEMA_CHANGE_PRIORITY if changes_schema else None
@@ -1095,6 +1111,10 @@ class Session:
             raise SQLError("0A000", "jobs need a database from feedkv.connect()")
         result = self.changefeeds.execute(source.statement, self)
         return Relation.of(source.alias, result.columns, result.types, result.rows)
+
+    def transaction_age_ns(self) -> int:
+        """See :class:`SessionContext`."""
+        return time.monotonic_ns() - self._began_ns
 
     def variable(self, name: str) -> str:
         """The value of session variable ``name`` (canonical, see :mod:`session_vars`)."""

@@ -95,6 +95,11 @@ class SessionContext(Protocol):
 
     def variable(self, name: str) -> str: ...
 
+    def transaction_age_ns(self) -> int:
+        """The nanoseconds since the SQL transaction running began: since ``BEGIN`` in an
+        explicit one, since the first attempt of an implicit one (its retries included)."""
+        ...
+
     @property
     def registry(self) -> SessionRegistry | None:
         """The node's open sessions (SHOW SESSIONS); ``None``: a session of no node."""

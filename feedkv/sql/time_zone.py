@@ -309,8 +309,32 @@ def timestamp_text(value: datetime.datetime, zone: datetime.tzinfo | None = None
     if infinity is not None:
         return infinity
     if value.tzinfo is not None:
-        local = value.astimezone(zone or current_zone())
+        try:
+            local = value.astimezone(zone or current_zone())
+        except OverflowError:
+            return _beyond_years_text(value, zone or current_zone())
         return timestamp_text(local.replace(tzinfo=None)) + offset_text(local)
     text = value.isoformat(sep=" ")
     # a fraction is written only when there are microseconds, so it never strips to "."
     return text.rstrip("0") if value.microsecond else text
+
+
+# 400 Gregorian years, in days: a whole number of weeks, so a zone's rules (its offset
+# before its first transition, its yearly DST rule after its last) are the same for an
+# instant and that instant 400 years on
+_GREGORIAN_CYCLE = datetime.timedelta(days=146_097)
+
+
+def _beyond_years_text(value: datetime.datetime, zone: datetime.tzinfo) -> str:
+    """:func:`timestamp_text` of an instant whose wall clock time in ``zone`` falls
+    outside the years 1 to 9999 (0001-01-01 00:00 UTC is still 1 BC in New York), as
+    CockroachDB writes it: year 0 is ``0001 ... BC``, year 10000 is ``10000``; worked
+    out 400 years nearer, where a datetime can hold it."""
+    years = 400 if value.year < 5000 else -400
+    local = (value + _GREGORIAN_CYCLE * (1 if years > 0 else -1)).astimezone(zone)
+    year = local.year - years
+    text = timestamp_text(local.replace(tzinfo=None))
+    text = text[text.index("-") :] + offset_text(local)
+    if year <= 0:
+        return f"{1 - year:04d}{text} BC"  # NB: there is no year 0: 1 BC comes before 1 AD
+    return f"{year:04d}{text}"

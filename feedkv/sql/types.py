@@ -42,6 +42,7 @@ from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
 from feedkv.sql.jsonb import JSON_NULL, is_json
+from feedkv.sql.records import Record
 from feedkv.sql.time_zone import (
     INFINITE_MICROS,
     InfiniteTimestamp,
@@ -344,6 +345,8 @@ def type_of_value(value: object) -> str:
         return value.type_name or "enum"
     if isinstance(value, Array):
         return str(value.element.sql()).lower() + "[]"
+    if isinstance(value, Record):  # NB: CockroachDB's name: tuple{int, string}
+        return "tuple{" + ", ".join(type_of_value(v) for v in value) + "}"
     if is_json(value):
         return "jsonb"
     return type(value).__name__
@@ -1135,6 +1138,8 @@ def format_value(value: Any) -> str:
         return text.rstrip("0") if value.microsecond else text
     if isinstance(value, Array):
         return value.text(format_value)
+    if isinstance(value, Record):
+        return value.text(_in_record)
     if is_json(value):
         return jsonb.dumps(value, spaced=True)
     if isinstance(value, decimal.Decimal):
@@ -1148,6 +1153,16 @@ def format_value(value: Any) -> str:
             return _shortest_float(float(_shortest_float32(value)))
         return _shortest_float(value)
     return str(value)
+
+
+def _in_record(value: Any, json: bool) -> str:
+    """An element of a record as its text shows it: the wire's text of it, as CockroachDB
+    writes a tuple (a BOOL is ``t`` or ``f``, a JSONB value its JSON text)."""
+    if json:
+        return jsonb.dumps(value, spaced=True)
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return format_value(value)
 
 
 def float_text(value: float, extra_float_digits: int = 0) -> str:

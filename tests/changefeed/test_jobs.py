@@ -455,6 +455,9 @@ def paused_job(table: DB, tmp_path: Path) -> int:
         ("SET initial_scan = 'no'", "22023", "option initial_scan says where"),
         ("UNSET initial_scan", "22023", "option initial_scan says where"),
         ("SET initial_scan_only", "22023", "option initial_scan_only says where"),
+        # CockroachDB's AlterChangefeedUnsupportedOptions, in its words
+        ("SET end_time = '4102444800000000000'", "22023", 'cannot alter option "end_time"'),
+        ("UNSET end_time", "22023", 'cannot alter option "end_time"'),
         ("SET compression = 'snappy'", "22023", "compression"),
         ("DROP t", "22023", "would watch no table; CANCEL JOB"),
         ("DROP u", "22023", "table u is not a target of job"),

@@ -146,7 +146,7 @@ def test_bare_envelope_deletes_are_rows_with_only_their_key(db: DB) -> None:
 
 
 def test_row_envelope_deletes_are_tombstones(db: DB) -> None:
-    """``envelope=row`` carries no metadata: a deletion has no value."""
+    """``envelope=row`` has no place for a deleted row: a deletion has no value."""
     db.sql("CREATE TABLE t (id INT PRIMARY KEY, a STRING)")
     db.sql("INSERT INTO t VALUES (1, 'x')")
     result = changefeed(db, "envelope=row")
@@ -156,6 +156,36 @@ def test_row_envelope_deletes_are_tombstones(db: DB) -> None:
         assert next_row(result) == ("t", "[1]", None)
     finally:
         result.close()
+
+
+def test_row_envelope_carries_timestamps_under_crdb_and_takes_diff(db: DB) -> None:
+    """CockroachDB's JSON encoder shapes ``envelope=row`` as it does ``bare``: ``updated``
+    and ``mvcc_timestamp`` sit under ``__crdb__`` in its sorted place; ``diff`` is taken
+    and writes no ``before``; a deletion is still a tombstone and a resolved message
+    sits under ``__crdb__`` (changefeedccl encoder_json.go, and its encoder tests'
+    ``format=json,envelope=row,updated,diff``)."""
+    db.sql("CREATE TABLE t (id INT PRIMARY KEY, a STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'x')")
+    result = changefeed(
+        db,
+        "envelope = 'row', updated, mvcc_timestamp, diff, resolved='0s', "
+        "min_checkpoint_frequency='0s'",
+    )
+    try:
+        topic, key, inserted = next_row(result)
+        db.sql("DELETE FROM t WHERE id = 1")
+        deleted = next_row(result)
+        marker = next_resolved(result)
+    finally:
+        result.close()
+
+    assert (topic, key) == ("t", "[1]")
+    head, tail = '{"__crdb__": {"mvcc_timestamp": "', '"}, "a": "x", "id": 1}'
+    assert inserted.startswith(head) and inserted.endswith(tail), inserted
+    mvcc, updated = inserted[len(head) : -len(tail)].split('", "updated": "')
+    assert Timestamp.parse(mvcc) <= Timestamp.parse(updated)  # the scan's time, after it
+    assert deleted == ("t", "[1]", None)
+    assert marker.startswith('{"__crdb__":{"resolved":"'), marker
 
 
 @pytest.mark.parametrize("envelope", ["key_only", "row"])

@@ -83,3 +83,39 @@ def test_node_id_is_the_sessions_gateway_node(db: DB) -> None:
     with pytest.raises(SQLError) as raised:
         db.sql("SELECT crdb_internal.node_id(7)")
     assert raised.value.code == "42883"
+
+
+FORCED = (
+    "restart transaction: crdb_internal.force_retry(): TransactionRetryWithProtoRefreshError: "
+    "forced by crdb_internal.force_retry()"
+)
+
+
+def test_force_retry_fails_a_younger_explicit_transaction_with_a_retryable_error(db: DB) -> None:
+    """CockroachDB's crdb_internal.force_retry(interval): a transaction younger than the
+    interval gets the 40001 a conflict would give (its message as CockroachDB's), and must
+    start over; ROLLBACK TO SAVEPOINT cockroach_restart does that."""
+    session = db.session()
+    session.execute("BEGIN; SAVEPOINT cockroach_restart")
+    with pytest.raises(SQLError) as raised:
+        session.execute("SELECT crdb_internal.force_retry('1h':::INTERVAL)")
+    assert (raised.value.code, raised.value.message) == ("40001", FORCED)
+    assert session.execute("SHOW TRANSACTION STATUS").rows == [("Aborted",)]
+    session.execute("ROLLBACK TO SAVEPOINT cockroach_restart")
+    assert session.execute("SHOW TRANSACTION STATUS").rows == [("Open",)]
+    session.execute("COMMIT")
+
+
+def test_force_retry_retries_an_implicit_transaction_until_it_is_old_enough(db: DB) -> None:
+    """An implicit transaction is retried on force_retry's 40001 as on a conflict's, its
+    age counted from its first attempt, so it returns 0 once the interval has passed; a
+    sequence (which a retry does not roll back) counts the attempts, as CockroachDB's
+    logic tests count them."""
+    db.sql("CREATE SEQUENCE s")
+    assert db.sql("SELECT crdb_internal.force_retry('20ms')").rows == [(0,)]
+    statement = "SELECT IF(nextval('s') < 3, crdb_internal.force_retry('1h':::INTERVAL), 0)"
+    assert db.sql(statement).rows == [(0,)]
+    assert db.sql("SELECT currval('s')").rows == [(3,)]
+    with pytest.raises(SQLError) as raised:
+        db.sql("SELECT crdb_internal.force_retry(1)")
+    assert raised.value.code == "42883"

@@ -68,6 +68,62 @@ def test_a_timestamptz_is_written_with_its_offset_in_the_zone(zone: str, text: s
     assert timestamp_text(instant, zone_named(zone)) == text
 
 
+@pytest.mark.parametrize(
+    ("zone", "given", "text"),
+    [
+        # before 1883 New York kept its local mean time, 4:56:02 behind Greenwich
+        ("America/New_York", "0001-01-01 00:00:00+00", "0001-12-31 19:03:58-04:56:02 BC"),
+        ("America/New_York", "0001-01-01 04:56:01.5+00", "0001-12-31 23:59:59.5-04:56:02 BC"),
+        ("America/New_York", "0001-01-01 04:56:02+00", "0001-01-01 00:00:00-04:56:02"),
+        ("Asia/Tokyo", "9999-12-31 23:00:00+00", "10000-01-01 08:00:00+09"),
+        ("America/New_York", "9999-12-31 23:00:00+00", "9999-12-31 18:00:00-05"),
+    ],
+)
+def test_a_timestamptz_beyond_the_years_in_the_zone_is_written_as_cockroachdb_does(
+    db: DB, zone: str, given: str, text: str
+) -> None:
+    """An instant of years 1 to 9999 in UTC whose wall clock time in the session's zone
+    is not (year 0, year 10000) is written as CockroachDB writes it (its
+    WireFormatTimestamp: year 0 is ``0001 ... BC``), alone or in a record, not a crash;
+    an embedded session gets that instant in UTC."""
+    session = db.session()
+    session.execute(f"SET TIME ZONE '{zone}'")
+    ((written, record),) = session.execute(
+        f"SELECT '{given}'::TIMESTAMPTZ::STRING, ('{given}'::TIMESTAMPTZ, 1)::STRING"
+    ).rows
+    assert (written, record) == (text, f'("{text}",1)')
+    ((value,),) = session.execute(f"SELECT '{given}'::TIMESTAMPTZ").rows
+    assert value == datetime.datetime.fromisoformat(given)
+
+
+@pytest.mark.parametrize(
+    "expression", ["extract(year FROM t)", "to_char(t, 'YYYY')", "to_json(t)", "t::TIME"]
+)
+@pytest.mark.parametrize(
+    ("zone", "given"),
+    [("America/New_York", "0001-01-01 00:00:00+00"), ("Asia/Tokyo", "9999-12-31 23:00:00+00")],
+)
+def test_the_wall_clock_time_of_a_timestamptz_beyond_the_years_is_22008(
+    db: DB, zone: str, given: str, expression: str
+) -> None:
+    """What needs that wall clock time as a value (a year feedkv cannot hold, as it
+    cannot hold an instant before year 1: ``t - INTERVAL '1 day'`` below) is a clean
+    22008, never a crash."""
+    session = db.session()
+    session.execute(f"SET TIME ZONE '{zone}'")
+    with pytest.raises(SQLError) as caught:
+        session.execute(f"SELECT {expression} FROM (SELECT '{given}'::TIMESTAMPTZ AS t) AS s")
+    assert caught.value.code == "22008", caught.value.message
+
+
+def test_an_instant_before_year_1_is_22008(db: DB) -> None:
+    session = db.session()
+    session.execute("SET TIME ZONE 'America/New_York'")
+    with pytest.raises(SQLError) as caught:
+        session.execute("SELECT '0001-01-01 00:00:00+00'::TIMESTAMPTZ - INTERVAL '1 day'")
+    assert caught.value.code == "22008", caught.value.message
+
+
 def test_zones_are_known_on_a_machine_without_system_time_zone_data() -> None:
     """zoneinfo reads the system's tz database, else the ``tzdata`` package (a
     dependency for that): with no system path to search, a zone is still found."""

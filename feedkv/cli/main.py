@@ -169,6 +169,11 @@ def _parser() -> argparse.ArgumentParser:
         help="HOST:PORT of the gRPC API (feedkv:// URLs, Spark; port 0: any free)",
     )
     start.add_argument(
+        "--raft-addr",
+        help="HOST:PORT of the port node-to-node Raft messages use (default: any free port "
+        "on the --listen host; fix it to let a firewall between nodes open it)",
+    )
+    start.add_argument(
         "--sql-addr",
         default="127.0.0.1:26257",
         help="HOST:PORT of the SQL port, PostgreSQL's wire protocol (port 0: any free)",
@@ -481,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.replicas,
                 args.locality,
                 lease_transfer_wait=args.lease_transfer_wait,
+                raft_addr=args.raft_addr,
             )
             if args.certs_dir is None and not args.insecure:
                 print(

@@ -106,8 +106,11 @@ def cluster_config(
     locality: str = "",
     *,
     lease_transfer_wait: str = "5s",
+    raft_addr: str | None = None,
 ) -> ClusterConfig:
     """The node's cluster settings from its flags; InvalidArgumentError names a bad one."""
+    if raft_addr is not None:
+        parse_listen(raft_addr)  # NB: refused here, before the store is opened
     interval_ns = _non_negative("--rebalance-interval", rebalance_interval)
     wait_ns = _non_negative("--lease-transfer-wait", lease_transfer_wait)
     if not 1 <= replicas <= 7:
@@ -118,6 +121,7 @@ def cluster_config(
         replicas=replicas,
         locality=Locality.parse(locality),
         lease_transfer_wait_s=wait_ns / 1e9,
+        raft_addr=raft_addr,
     )
 
 
@@ -185,7 +189,14 @@ def run_node(
     up, once the store is open (:mod:`feedkv.server.logs`). ``certs_dir``: every port
     with TLS from there; ``None``: plaintext, which ``feedkv start`` does only when
     asked (``--insecure``) and says so on stderr and in the log."""
-    _check_ports_free({"listen": listen, "sql-addr": sql_addr, "http-addr": http_addr})
+    _check_ports_free(
+        {
+            "listen": listen,
+            "sql-addr": sql_addr,
+            "http-addr": http_addr,
+            "raft-addr": cluster_config.raft_addr if cluster_config is not None else None,
+        }
+    )
     stop = threading.Event()
     opened = threading.Event()
 

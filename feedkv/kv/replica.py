@@ -456,6 +456,13 @@ class Replica:
                 read.confirmed = True
         self._answer_reads()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether :meth:`settle_committed` or :meth:`confirm_reads` has anything to do:
+        proposals or reads waiting, or a lease transfer to give up on (its driver asks
+        every replica at every turn; most of them, followers, have none)."""
+        return bool(self._proposals or self._reads) or self._handed_over is not None
+
     def settle_committed(self) -> None:
         """Answer the proposals whose entries committed since the last Ready, as
         :meth:`acknowledge` does, without waiting for the next Ready (its driver may

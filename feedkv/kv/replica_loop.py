@@ -631,8 +631,9 @@ class ReplicaLoop:
                 for replica in replicas:
                     replica.tick(elapsed=min(due, MAX_TICKS_MADE_UP))
             for replica in replicas:
-                replica.settle_committed()
-                replica.confirm_reads()
+                if replica.waiting:
+                    replica.settle_committed()
+                    replica.confirm_reads()
             try:
                 self._handle_readies()
                 self._flush()

@@ -59,6 +59,7 @@ from feedkv.errors import (
     NotLeaseHolderError,
     RangeUnavailableError,
 )
+from feedkv.kv.address import parse_listen
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -354,6 +355,9 @@ class ClusterConfig:
     # how long a stopping node waits for the leases it hands over to move
     # (server.shutdown.lease_transfer_wait; 0: it hands none over)
     lease_transfer_wait_s: float = LEASE_TRANSFER_WAIT_S
+    # HOST:PORT of the port node-to-node Raft messages use (feedkv start --raft-addr;
+    # None: any free port on the host of the node's gRPC address)
+    raft_addr: str | None = None
 
     @property
     def lease_margin_ticks(self) -> int:
@@ -440,10 +444,7 @@ class Cluster:
         self._kv: KVClient | None = None  # reads the memberships
         self._suspects: dict[int, float] = {}  # replicas that look removed, since when
         self._stopping = threading.Event()
-        # NB: on the host of the gRPC address, which the other nodes reach
-        self.raft_listener = RaftListener(
-            address.rpartition(":")[0].strip("[]"), server_tls, self.on_raft
-        )
+        self.raft_listener = self._raft_listener(address, server_tls)
         self._thread = threading.Thread(target=self._loop, name="feedkv-gossip", daemon=True)
         self._replicator = threading.Thread(
             target=self._replicate_loop, name="feedkv-replicate", daemon=True
@@ -463,6 +464,20 @@ class Cluster:
         self._counter_kv = KVClient(self.dialer, routing_attempts=COUNTER_ROUTING_ATTEMPTS)
         self.range_ids = RangeIDAllocator(lambda count: take_block(self._counter_kv, count, floor))
         store.range_ids = self.range_ids.allocate
+
+    def _raft_listener(self, address: str, server_tls: ServerTLS | None) -> RaftListener:
+        """The listener for other nodes' Raft connections: on ``config.raft_addr``, else
+        on any free port of the gRPC address's host, which the other nodes reach.
+        Raises :class:`~feedkv.errors.NodeUnavailableError` when it cannot listen."""
+        fixed = self.config.raft_addr
+        if fixed is None:
+            host, port, where = address.rpartition(":")[0].strip("[]"), 0, "a Raft port"
+        else:
+            (host, port), where = parse_listen(fixed), f"{fixed} (--raft-addr)"
+        try:
+            return RaftListener(host, server_tls, self.on_raft, port=port)
+        except OSError as exc:
+            raise NodeUnavailableError(f"cannot listen on {where}: {exc.strerror}") from exc
 
     def start(self) -> None:
         """Heartbeat twice before serving (a joining node learns the cluster and its

@@ -18,10 +18,11 @@ node signed with the sender's certificate key, checked by the node's
 lives at most ``STREAM_LIFETIME_S`` (the sender then opens another), so its credentials
 are checked again at least that often. The receiver sends nothing back.
 
-A node listens for these on a port of its own beside its gRPC port; a sender asks for it
-with the node's ``RaftPort`` gRPC call each time it connects (one unary call a minute),
-rather than the port being gossiped with the node's address: the node descriptor and its
-encoding stay as they are, and a node restarted on another port is found again at once.
+A node listens for these on a port of its own (``feedkv start --raft-addr``; by default
+any free port on its gRPC host); a sender asks for it with the node's ``RaftPort`` gRPC
+call each time it connects (one unary call a minute), rather than the port being
+gossiped with the node's address: the node descriptor and its encoding stay as they
+are, and a node restarted on another port is found again at once.
 
 A node whose gRPC goes through a proxy (``grpc_proxy`` set: gRPC then opens each
 connection with an HTTP ``CONNECT``) opens its Raft connections through it too, so that
@@ -130,18 +131,24 @@ def _open(host: str, port: int, timeout: float) -> socket.socket:
 
 
 class RaftListener:
-    """Takes other nodes' Raft connections on ``host`` (a port of its own: :attr:`port`),
-    a thread per connection handing each request (unpacked) to ``on_request``, which runs
-    on that thread. ``tls``: check each connection's hello as a gRPC call between nodes is
-    checked (``None``: plaintext, no check)."""
+    """Takes other nodes' Raft connections on ``host`` and ``port`` (0: any free one; the
+    one taken is :attr:`port`), a thread per connection handing each request (unpacked)
+    to ``on_request``, which runs on that thread. ``tls``: check each connection's hello
+    as a gRPC call between nodes is checked (``None``: plaintext, no check). Raises
+    :class:`OSError` when it cannot listen there."""
 
     def __init__(
-        self, host: str, tls: ServerTLS | None, on_request: Callable[[dict[str, Any]], None]
+        self,
+        host: str,
+        tls: ServerTLS | None,
+        on_request: Callable[[dict[str, Any]], None],
+        *,
+        port: int = 0,
     ) -> None:
         self._tls = tls
         self._context = tls.ssl_context(client_certs=False) if tls is not None else None
         self._on_request = on_request
-        self._socket = socket.create_server((host, 0))
+        self._socket = socket.create_server((host, port))
         self.port: int = self._socket.getsockname()[1]
         self._lock = threading.Lock()  # guards the two below
         self._connections: set[socket.socket] = set()

@@ -1,11 +1,16 @@
 """Raft messages between nodes: a node's replica loop hands them here, per destination.
 
-The loop must never wait on the network, so :meth:`RaftTransport.send` only queues. For
-each destination node a thread of its own keeps a connection
-(:mod:`feedkv.server.raft_socket`: length-prefixed msgpack frames on a TCP socket, TLS on
-a secure cluster, as CockroachDB's Raft transport keeps one stream of message batches per
-node) and writes on it everything queued for it: each write holds all that was queued
-since the last, the messages of every range between the two nodes together. A slow or
+The loop must never wait on the network. For each destination node a thread of its own
+keeps a connection (:mod:`feedkv.server.raft_socket`: length-prefixed msgpack frames on
+a TCP socket, TLS on a secure cluster, as CockroachDB's Raft transport keeps one stream
+of message batches per node) and writes on it everything queued for it: each write holds
+all that was queued since the last, the messages of every range between the two nodes
+together. :meth:`RaftTransport.send` writes a batch itself, on the loop's thread, when
+that cannot wait: the connection is open, nothing queued before it is still unwritten,
+no write is under way, and the socket's send buffer has room for it (the kernel then
+takes it at once); else it queues it for the thread. NB: waking the thread cost more
+than the write: in kv0 on three replicas each send woke it through ~14 futex calls
+(the GIL handed back and forth), the thread's CPU ~100 us per send. A slow or
 dead node holds up only its own queue, which keeps the newest ``MAX_QUEUED`` batches; a
 connection that fails, or whose receiver takes nothing for ``CALL_TIMEOUT_S`` while a
 write waits, is dropped with what it held, as a lossy network would drop them (Raft
@@ -42,10 +47,13 @@ frames, not the snapshot.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import logging
 import queue
 import socket
+import struct
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -84,16 +92,27 @@ SNAPSHOT_WINDOW = 2  # a snapshot's frames read ahead of what gRPC sent
 REFUSAL_METADATA = "feedkv-snapshot-refusal"  # a refused snapshot's Refusal (its value)
 
 Batch = list[tuple[int, bytes]]
+_OUTQ = struct.Struct("i")  # what TIOCOUTQ answers: the bytes the send buffer holds
 
 
 class _Peer:
+    """One destination node's queue and connection. Whoever writes on the connection
+    holds :attr:`lock` as it does (the peer's thread, or :meth:`RaftTransport.send`),
+    and so does the thread as it opens or closes it and counts the batches it took."""
+
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()  # None: stop
         self.connection: socket.socket | None = None  # open to the node now
+        self.room = 0  # bytes a write may add to its send buffer without waiting
+        self.lock = threading.Lock()
+        self.queued = 0  # batches put on the queue (by send, on one thread at a time)
+        self.carried = 0  # of those, the ones the thread wrote or lost (under lock)
+        self._in_hand = 0  # taken from the queue, not yet counted in carried
 
     def take(self, timeout: float | None) -> list[Batch] | None:
         """Everything queued, once there is something (waiting at most ``timeout``:
-        ``[]`` then); ``None`` when the transport stops."""
+        ``[]`` then); ``None`` when the transport stops. What it returns counts as
+        carried at the next :meth:`settle`."""
         try:
             first = self.queue.get(timeout=timeout)
         except queue.Empty:
@@ -104,15 +123,30 @@ class _Peer:
                 batches.append(self.queue.get_nowait())
             except queue.Empty:
                 break
-        if any(batch is None for batch in batches):
+        taken = [batch for batch in batches if batch is not None]
+        self._in_hand += len(taken)
+        if len(taken) < len(batches):
             self.queue.put(None)  # NB: for whoever waits next
             return None
-        taken = [batch for batch in batches if batch is not None]
         return taken[-MAX_QUEUED:]
+
+    def settle(self) -> None:
+        """The batches taken so far are written, or lost (under :attr:`lock`)."""
+        self.carried += self._in_hand
+        self._in_hand = 0
 
     def drop(self) -> None:
         """Drop what is queued (what a lossy network drops), keeping a stop."""
         self.take(0)
+        with self.lock:
+            self.settle()
+
+    def has_room(self, connection: socket.socket, size: int) -> bool:
+        """Whether ``size`` more bytes fit in ``connection``'s send buffer now (under
+        :attr:`lock`): a write of them then does not wait. NB: :attr:`room` is a quarter
+        of the buffer, as the kernel counts its bookkeeping against it too."""
+        held = fcntl.ioctl(connection.fileno(), termios.TIOCOUTQ, bytes(_OUTQ.size))
+        return bool(_OUTQ.unpack(held)[0] + size <= self.room)
 
 
 class RaftTransport:
@@ -143,11 +177,39 @@ class RaftTransport:
         self._threads: list[threading.Thread] = []
 
     def send(self, node: int, batch: Batch) -> None:
-        """Queue ``batch`` for ``node`` (never blocks on the network)."""
+        """Write ``batch`` to ``node`` now, if that cannot wait, else queue it (never
+        blocks on the network; one thread at a time: the replica loop's)."""
         if self._stopping.is_set():
             return
         peer = self._peers.get(node) or self._start(node)
-        peer.queue.put(batch)
+        if not self._write_now(peer, batch):
+            peer.queued += 1
+            peer.queue.put(batch)
+
+    def _write_now(self, peer: _Peer, batch: Batch) -> bool:
+        """Write ``batch`` on ``peer``'s connection from the calling thread, if no write
+        is under way, nothing queued before it is unwritten, and the send buffer has
+        room for it; whether it did."""
+        if not peer.lock.acquire(blocking=False):
+            return False  # NB: the thread writes: what comes now goes after that
+        try:
+            connection = peer.connection
+            if connection is None or peer.queued != peer.carried:
+                return False
+            data = b"".join(frame(r) for r in self._requests(batch))
+            if not peer.has_room(connection, len(data)):
+                return False
+            try:
+                connection.sendall(data)
+            except OSError:
+                # NB: part of it may have gone: queued, the batch wakes the thread, whose
+                # write fails on the connection shut here, and it opens another
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+                return False
+            return True
+        finally:
+            peer.lock.release()
 
     def send_snapshot(self, node: int, range_id: int, frames: Iterator[bytes]) -> None:
         """Stream a snapshot's ``frames`` to ``node`` (taken on this thread, a few ahead
@@ -253,20 +315,27 @@ class RaftTransport:
                 return
             address = self._address_of(node)
             if address is None:
-                continue  # not known yet: as if lost
+                with peer.lock:
+                    peer.settle()  # not known yet: as if lost
+                continue
             try:
-                peer.connection = self._connect(address)
+                connection = self._connect(address)
+                with peer.lock:
+                    peer.connection = connection
+                    peer.room = connection.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 4
                 if self._stopping.is_set():
                     return
-                self._carry(node, peer, address, batches, peer.connection)
+                self._carry(node, peer, address, batches, connection)
             except (NodeUnavailableError, OSError) as exc:
                 log.debug("raft connection to n%s lost: %s", node, exc)
                 peer.drop()
                 self._stopping.wait(RETRY_S)
             finally:
-                if peer.connection is not None:
-                    peer.connection.close()
-                    peer.connection = None
+                with peer.lock:
+                    if peer.connection is not None:
+                        peer.connection.close()
+                        peer.connection = None
+                    peer.settle()  # NB: what it held is lost with it
 
     def _connect(self, address: str) -> socket.socket:
         """A connection to the Raft port of the node at ``address``, which its gRPC
@@ -296,7 +365,12 @@ class RaftTransport:
             if self._address_of(node) != address:
                 return  # NB: its messages are lost; the next connection goes to the new address
             messages = [message for batch in batches for message in batch]
-            connection.sendall(b"".join(frame(r) for r in self._requests(messages)))
+            data = b"".join(frame(r) for r in self._requests(messages))
+            with peer.lock:
+                try:
+                    connection.sendall(data)
+                finally:
+                    peer.settle()
             taken: list[Batch] | None = []
             while taken == [] and time.monotonic() < ends:
                 taken = peer.take(_POLL_S)

@@ -1,6 +1,7 @@
 """Raft messages on a connection per node (its port asked of the node's gRPC service),
 in requests of bounded size: large ones in chunks, put together whole by the receiver,
-and a message with a chunk lost is lost whole; a connection that ends or fails is opened
+and a message with a chunk lost is lost whole; batches arrive in order whether the
+sender or the connection's thread wrote them; a connection that ends or fails is opened
 again. Snapshots on a gRPC call of their own."""
 
 from __future__ import annotations
@@ -306,3 +307,48 @@ def test_messages_to_a_node_that_is_down_are_dropped_and_flow_once_it_is_up(
         for channel in channels:
             channel.close()
     assert set(held.received) == {(1, b"later")}
+
+
+def test_batches_sent_in_a_row_arrive_in_order_whoever_writes_them(
+    receiver: tuple[_Receiver, str],
+) -> None:
+    """The sender writes a batch itself while the connection is idle, and queues it for
+    the connection's thread while that writes: the batches still arrive in order."""
+    held, address = receiver
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, Clock().now)
+    sent = [(i % 3, b"m%d" % i + b"." * (i % 50)) for i in range(300)]
+    try:
+        for message in sent:
+            transport.send(2, [message])
+        wait_until(lambda: len(held.received) == len(sent), timeout_s=30, what="every message")
+    finally:
+        transport.stop()
+        channel.close()
+    assert held.received == sent
+
+
+def test_a_connection_cut_under_the_senders_own_writes_is_opened_again(
+    receiver: tuple[_Receiver, str],
+) -> None:
+    """Once the connection is up the sender writes on it itself; when the receiver cuts
+    it, a write fails there, and the connection's thread opens another one, on which
+    what comes next arrives."""
+    held, address = receiver
+    channel = grpc.insecure_channel(address)
+    transport = RaftTransport(1, lambda _node: address, lambda _a: channel, Clock().now)
+    try:
+        transport.send(2, [(1, b"first")])
+        wait_until(lambda: held.received == [(1, b"first")], timeout_s=30, what="a connection")
+        port = held.listener.port
+        held.listener.stop()  # NB: ends the connection; the port opens again below
+        held.listener = RaftListener("127.0.0.1", None, held._take, port=port)
+        wait_until(
+            lambda: (transport.send(2, [(1, b"later")]), (1, b"later") in held.received)[1],
+            timeout_s=30,
+            what="a message on a new connection",
+        )
+    finally:
+        transport.stop()
+        channel.close()
+    assert held.connections >= 2

@@ -20,14 +20,14 @@ yielded. A piece that has kept more than ``recent_values`` values folds its batc
 keeps their keys and timestamps, not the values, and once the folds hold more than
 ``folded_values`` keys, merges them into the newest timestamp yielded per key (a key
 updated many times is held once). A batch of columns (a catch-up page, a run off the
-wire) is folded as it is yielded: its fold is its own key list and its timestamps (as
-the runs of one timestamp they make, when a few transactions wrote them: a list kept per
-page cost a catch-up 3-4% more CPU a value), so it costs nothing per value, and its
-values are let go as the consumer reads them (a long
-catch-up scan, which checkpoints only at its end, kept 16,384 values, and the fresh
-memory each new page took instead of the last one's cost its consumer 5-8% more CPU a
-value). A fold, or the merged ones, go whole once a checkpoint passes them. Consumers
-therefore see each value once and per key in order, as long as this client lives; across
+wire, a slice of a node's log) is folded as it is yielded: its fold is its own key list
+and its timestamps (as the runs of one timestamp they make, when a few transactions
+wrote them: a list kept per page cost a catch-up 3-4% more CPU a value), so it costs
+nothing per value, and its values are let go as the consumer reads them (a long catch-up
+scan, which checkpoints only at its end, kept 16,384 values, and the fresh memory each
+new page took instead of the last one's cost its consumer 5-8% more CPU a value). A
+fold, or the merged ones, go whole once a checkpoint passes them. Consumers therefore
+see each value once and per key in order, as long as this client lives; across
 processes the contract is at-least-once from the last checkpoint. A terminal error
 (history below the GC threshold, a broken invariant) is raised from the iterator.
 

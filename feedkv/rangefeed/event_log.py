@@ -8,16 +8,12 @@ editing it, so a reader always holds one consistent version.
 
 from __future__ import annotations
 
-import operator
 from typing import NamedTuple
 
-from feedkv.rangefeed.event import Value
+from feedkv.rangefeed.event import Value, ValueColumns
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["EventLog", "LogSlice"]
-
-_KEY = operator.attrgetter("key")
-_TS = operator.attrgetter("ts")
 
 
 class EventLog(NamedTuple):
@@ -33,13 +29,13 @@ class EventLog(NamedTuple):
 
 class LogSlice:
     """Values read from a processor's log, the same object for every reader of the same
-    positions: their bounds, which each reader checks against its span and start, are
-    worked out once for them all, not once per registration."""
+    positions: their columns, and their bounds, which each reader checks against its span
+    and start, are worked out once for them all, not once per registration."""
 
     __slots__ = ("_keys", "_min_ts", "values")
 
-    def __init__(self, values: list[Value]) -> None:
-        self.values = values
+    def __init__(self, values: list[Value], with_diff: bool) -> None:
+        self.values = ValueColumns.of_values(values, with_diff)
         self._keys: tuple[bytes, bytes] | None = None
         self._min_ts: Timestamp | None = None
 
@@ -47,12 +43,12 @@ class LogSlice:
         """The lowest and the highest key (of a non-empty slice)."""
         # NB: readers on several threads may both work it out; they get the same answer.
         if self._keys is None:
-            values = self.values
-            self._keys = (min(values, key=_KEY).key, max(values, key=_KEY).key)
+            keys = self.values.keys
+            self._keys = (min(keys), max(keys))
         return self._keys
 
     def min_ts(self) -> Timestamp:
         """The lowest timestamp (of a non-empty slice)."""
         if self._min_ts is None:
-            self._min_ts = min(self.values, key=_TS).ts
+            self._min_ts = min(self.values.timestamps)
         return self._min_ts

@@ -23,9 +23,12 @@ how etcd's watchers share one event history.
   resolved timestamp) is appended: a reader that has read the log up to the mark sends a
   :class:`Checkpoint` of its own span.
 - Memory: each logged value is charged to the node's budget once and released when every
-  registration has read past it (:meth:`Processor._trim`). A registration more than its
-  stream's ``per_registration`` values behind, or holding the log when the budget is
-  spent, is ended with ``SLOW_CONSUMER``: never silently skipped.
+  registration has read past it (:meth:`Processor._trim`, every few hundred values while
+  the readers keep up, so that a value read at once dies young: the cyclic collector
+  tracks each :class:`Value` as long as it lives, and one kept for a second is promoted
+  into the oldest generation, whose growth sets off full collections of the heap). A
+  registration more than its stream's ``per_registration`` values behind, or holding the
+  log when the budget is spent, is ended with ``SLOW_CONSUMER``: never silently skipped.
 - When the range splits, merges or the node stops, every registration gets an
   :class:`Error` with the reason after the values logged before it, and the processor is
   finished.
@@ -69,6 +72,10 @@ __all__ = ["Processor"]
 log = logging.getLogger(__name__)
 
 _MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
+# values logged between trims while the readers keep up: a value read by every reader is
+# let go within this many appends, not when the log is ``per_registration`` long (about a
+# second at full speed), so it seldom outlives the collector's young generations
+_TRIM_EVERY = 256
 _ZERO = Timestamp(0, 0)
 
 
@@ -103,6 +110,7 @@ class Processor:
         self._diff_regs = 0
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
+        self._trim_due = _TRIM_EVERY  # the log's end at which a trim is due anyway
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
         self._limit = 0  # the lowest of them: a trim is due when the log holds more
         # the last read: (its log, (start, stop, with_diff), its values)
@@ -177,7 +185,7 @@ class Processor:
             return last[2]
         source = entries.diffs if with_diff else entries.values
         values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
-        piece = LogSlice(values)
+        piece = LogSlice(values, with_diff)
         if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
             self._slice = (entries, where, piece)
         return piece
@@ -293,7 +301,7 @@ class Processor:
         entries.diffs.append(diff)
         entries.sizes.append(size)
         self.end_pos += 1
-        if self.end_pos - self._low > self._limit:
+        if self.end_pos - self._low > self._limit or self.end_pos >= self._trim_due:
             self._trim()
         return True
 
@@ -360,6 +368,7 @@ class Processor:
             marks[max(0, keep - 1) :],
         )
         self._low = low
+        self._trim_due = self.end_pos + _TRIM_EVERY
         self._slice = None  # let the old log go
         self._held -= freed
         self.budget.release(freed)

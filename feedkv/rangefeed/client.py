@@ -45,6 +45,7 @@ import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter, sub
 from typing import Protocol, Self
 
@@ -59,6 +60,7 @@ from feedkv.errors import (
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
+from feedkv.rangefeed.event_log import LoggedValues, Stamp
 from feedkv.rangefeed.frontier import SpanFrontier
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp, run_ends
@@ -119,7 +121,19 @@ class _Runs(tuple[tuple[Timestamp, int], ...]):
     __slots__ = ()
 
 
-_Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp] | _Runs]
+class _Stamps:
+    """A fold's timestamps as plain ``(wall, logical)`` tuples (a log slice's, see
+    :class:`~feedkv.rangefeed.event_log.LoggedValues`), which the collector does not
+    track while the fold waits for a checkpoint."""
+
+    __slots__ = ("stamps",)
+
+    def __init__(self, stamps: list[Stamp]) -> None:
+        self.stamps = stamps
+
+
+_Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp] | _Runs | _Stamps]
+_new_timestamp = partial(tuple.__new__, Timestamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +402,9 @@ class RangeFeed:
         if batch.max_ts > piece.resume:
             piece.recent.append(batch)
             piece.recent_values += len(values)
-            if piece.recent_values > self._recent_values or isinstance(values, ValueColumns):
+            if piece.recent_values > self._recent_values or isinstance(
+                values, ValueColumns | LoggedValues
+            ):
                 _fold(piece, self._folded_values)
         if values:
             self._ready.append(values)
@@ -508,6 +524,8 @@ def _fold_of(batch: ValueBatch) -> _Fold:
     values = batch.values
     if isinstance(values, ValueColumns):
         return batch.max_ts, values.keys, _runs_of(values.timestamps)
+    if isinstance(values, LoggedValues):
+        return batch.max_ts, values.keys, _Stamps(values.stamps)
     return batch.max_ts, list(map(_KEY, values)), list(map(_TS, values))
 
 
@@ -521,10 +539,12 @@ def _runs_of(timestamps: Sequence[Timestamp]) -> Sequence[Timestamp] | _Runs:
     return _Runs(zip(map(timestamps.__getitem__, starts), map(sub, ends, starts), strict=True))
 
 
-def _each_of(timestamps: Sequence[Timestamp] | _Runs) -> Iterable[Timestamp]:
-    """A fold's timestamps, one per key (see :func:`_runs_of`)."""
+def _each_of(timestamps: Sequence[Timestamp] | _Runs | _Stamps) -> Iterable[Timestamp]:
+    """A fold's timestamps, one per key (see :func:`_runs_of` and :class:`_Stamps`)."""
     if isinstance(timestamps, _Runs):
         return itertools.chain.from_iterable(itertools.starmap(itertools.repeat, timestamps))
+    if isinstance(timestamps, _Stamps):
+        return map(_new_timestamp, timestamps.stamps)
     return timestamps
 
 

@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
-from operator import itemgetter
 from typing import NamedTuple, overload
 
 from feedkv.util.hlc import Timestamp
@@ -58,7 +57,6 @@ class Value(NamedTuple):
 # A Value from a (key, value, ts, prev_value) tuple, built in C: a NamedTuple's own
 # ``__new__`` is a Python function, about three times the cost.
 new_value = partial(tuple.__new__, Value)
-_KEY, _VALUE, _TS, _PREV_VALUE = map(itemgetter, range(4))
 
 
 def values_of(
@@ -115,22 +113,6 @@ class ValueColumns(Sequence[Value]):
         self.prev_values = prev_values
         self._made: list[Value] | None = None
         self.size = size
-
-    @classmethod
-    def of_values(cls, values: list[Value], with_prev: bool) -> ValueColumns:
-        """``values`` as columns taken out of them in C, iterated as the values themselves
-        (``with_prev``: they carry previous values). A processor's log slices go this way:
-        a client keeps what a batch yielded until a checkpoint passes it, about a second,
-        and from columns it keeps only the keys and timestamps, not the values (see
-        :mod:`feedkv.rangefeed.client`)."""
-        columns = cls(
-            list(map(_KEY, values)),
-            list(map(_VALUE, values)),
-            list(map(_TS, values)),
-            list(map(_PREV_VALUE, values)) if with_prev else None,
-        )
-        columns._made = values
-        return columns
 
     def made(self) -> list[Value]:
         """The values, made once."""

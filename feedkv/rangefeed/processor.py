@@ -47,8 +47,8 @@ from collections.abc import Iterable, Sequence
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import ErrorReason, Value, new_value
-from feedkv.rangefeed.event_log import EventLog, LogSlice
+from feedkv.rangefeed.event import ErrorReason, new_value
+from feedkv.rangefeed.event_log import EventLog, LoggedValues, LogSlice
 from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
@@ -93,7 +93,7 @@ class Processor:
         self.rts = ResolvedTimestamp()
         self.ended: ErrorReason | None = None
         self.budget = budget or Budget(1 << 62)
-        self.log = EventLog(0, [], [], [], [])
+        self.log = EventLog(0, [], [], [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
         # the lowest and highest key ever logged: none yet (an empty interval, high < low).
@@ -184,8 +184,13 @@ class Processor:
         if last is not None and last[0] is entries and last[1] == where:
             return last[2]
         source = entries.diffs if with_diff else entries.values
-        values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
-        piece = LogSlice(values, with_diff)
+        low, high = start - entries.base, stop - entries.base
+        values = LoggedValues(
+            source[low:high],  # type: ignore[arg-type]  # no None past a diff reader's start
+            entries.keys[low:high],
+            entries.stamps[low:high],
+        )
+        piece = LogSlice(values)
         if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
             self._slice = (entries, where, piece)
         return piece
@@ -300,6 +305,8 @@ class Processor:
         entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)
         entries.sizes.append(size)
+        entries.keys.append(key)
+        entries.stamps.append(tuple(op.ts))
         self.end_pos += 1
         if self.end_pos - self._low > self._limit or self.end_pos >= self._trim_due:
             self._trim()
@@ -366,6 +373,8 @@ class Processor:
             entries.diffs[cut:],
             entries.sizes[cut:],
             marks[max(0, keep - 1) :],
+            entries.keys[cut:],
+            entries.stamps[cut:],
         )
         self._low = low
         self._trim_due = self.end_pos + _TRIM_EVERY

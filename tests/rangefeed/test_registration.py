@@ -25,9 +25,9 @@ from feedkv.rangefeed.event import (
     ErrorReason,
     Event,
     Value,
-    ValueColumns,
     values_of,
 )
+from feedkv.rangefeed.event_log import LoggedValues
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
@@ -252,21 +252,17 @@ def test_logged_values_are_taken_as_one_batch_bounded_by_the_newest_timestamp() 
     ]
 
 
-def test_a_slice_of_the_log_is_columns_that_iterate_as_the_logged_values() -> None:
+def test_a_slice_of_the_log_carries_its_keys_and_timestamps_as_plain_tuples() -> None:
     processor = make_processor()
     reg = live(processor, with_diff=True)
     log(processor, value(21, b"d", prev=b"p"), value(22, b"e"))
     [(_, batch)] = reg.stream.take_batches(timeout=0)
-    assert isinstance(batch, ValueBatch) and isinstance(batch.values, ValueColumns)
-    columns = batch.values
-    assert (columns.keys, columns.values, columns.prev_values) == (
-        [b"d", b"e"],
-        [b"v", b"v"],
-        [b"p", None],
-    )
-    assert columns.timestamps == [t(21), t(22)]
-    # the logged values themselves: no reader makes its own
-    assert all(a is b for a, b in zip(columns, processor.log.diffs, strict=True))
+    assert isinstance(batch, ValueBatch) and isinstance(batch.values, LoggedValues)
+    assert batch.values == [value(21, b"d", prev=b"p"), value(22, b"e")]
+    assert batch.values.keys == [b"d", b"e"]
+    # plain tuples, which the collector stops tracking, not Timestamps
+    assert [type(s) for s in batch.values.stamps] == [tuple, tuple]
+    assert batch.values.stamps == [(21, 0), (22, 0)]
 
 
 def test_values_every_reader_has_read_are_let_go_every_few_hundred_appends() -> None:

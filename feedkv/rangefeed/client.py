@@ -20,14 +20,14 @@ yielded. A piece that has kept more than ``recent_values`` values folds its batc
 keeps their keys and timestamps, not the values, and once the folds hold more than
 ``folded_values`` keys, merges them into the newest timestamp yielded per key (a key
 updated many times is held once). A batch of columns (a catch-up page, a run off the
-wire) is folded as it is yielded: its fold is its own key list and its timestamps (as
-the runs of one timestamp they make, when a few transactions wrote them: a list kept per
-page cost a catch-up 3-4% more CPU a value), so it costs nothing per value, and its
-values are let go as the consumer reads them (a long
-catch-up scan, which checkpoints only at its end, kept 16,384 values, and the fresh
-memory each new page took instead of the last one's cost its consumer 5-8% more CPU a
-value). A fold, or the merged ones, go whole once a checkpoint passes them. Consumers
-therefore see each value once and per key in order, as long as this client lives; across
+wire, a slice of a node's log) is folded as it is yielded: its fold is its own key list
+and its timestamps (as the runs of one timestamp they make, when a few transactions
+wrote them: a list kept per page cost a catch-up 3-4% more CPU a value), so it costs
+nothing per value, and its values are let go as the consumer reads them (a long catch-up
+scan, which checkpoints only at its end, kept 16,384 values, and the fresh memory each
+new page took instead of the last one's cost its consumer 5-8% more CPU a value). A
+fold, or the merged ones, go whole once a checkpoint passes them. Consumers therefore
+see each value once and per key in order, as long as this client lives; across
 processes the contract is at-least-once from the last checkpoint. A terminal error
 (history below the GC threshold, a broken invariant) is raised from the iterator.
 
@@ -45,6 +45,7 @@ import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter, sub
 from typing import Protocol, Self
 
@@ -59,6 +60,7 @@ from feedkv.errors import (
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.kv.router import Router
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, ValueColumns
+from feedkv.rangefeed.event_log import LoggedValues, Stamp
 from feedkv.rangefeed.frontier import SpanFrontier
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.util.hlc import ZERO_TIMESTAMP, Timestamp, run_ends
@@ -119,7 +121,19 @@ class _Runs(tuple[tuple[Timestamp, int], ...]):
     __slots__ = ()
 
 
-_Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp] | _Runs]
+class _Stamps:
+    """A fold's timestamps as plain ``(wall, logical)`` tuples (a log slice's, see
+    :class:`~feedkv.rangefeed.event_log.LoggedValues`), which the collector does not
+    track while the fold waits for a checkpoint."""
+
+    __slots__ = ("stamps",)
+
+    def __init__(self, stamps: list[Stamp]) -> None:
+        self.stamps = stamps
+
+
+_Fold = tuple[Timestamp, Sequence[bytes], Sequence[Timestamp] | _Runs | _Stamps]
+_new_timestamp = partial(tuple.__new__, Timestamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +402,9 @@ class RangeFeed:
         if batch.max_ts > piece.resume:
             piece.recent.append(batch)
             piece.recent_values += len(values)
-            if piece.recent_values > self._recent_values or isinstance(values, ValueColumns):
+            if piece.recent_values > self._recent_values or isinstance(
+                values, ValueColumns | LoggedValues
+            ):
                 _fold(piece, self._folded_values)
         if values:
             self._ready.append(values)
@@ -508,6 +524,8 @@ def _fold_of(batch: ValueBatch) -> _Fold:
     values = batch.values
     if isinstance(values, ValueColumns):
         return batch.max_ts, values.keys, _runs_of(values.timestamps)
+    if isinstance(values, LoggedValues):
+        return batch.max_ts, values.keys, _Stamps(values.stamps)
     return batch.max_ts, list(map(_KEY, values)), list(map(_TS, values))
 
 
@@ -521,10 +539,12 @@ def _runs_of(timestamps: Sequence[Timestamp]) -> Sequence[Timestamp] | _Runs:
     return _Runs(zip(map(timestamps.__getitem__, starts), map(sub, ends, starts), strict=True))
 
 
-def _each_of(timestamps: Sequence[Timestamp] | _Runs) -> Iterable[Timestamp]:
-    """A fold's timestamps, one per key (see :func:`_runs_of`)."""
+def _each_of(timestamps: Sequence[Timestamp] | _Runs | _Stamps) -> Iterable[Timestamp]:
+    """A fold's timestamps, one per key (see :func:`_runs_of` and :class:`_Stamps`)."""
     if isinstance(timestamps, _Runs):
         return itertools.chain.from_iterable(itertools.starmap(itertools.repeat, timestamps))
+    if isinstance(timestamps, _Stamps):
+        return map(_new_timestamp, timestamps.stamps)
     return timestamps
 
 

@@ -14,10 +14,11 @@ from typing import NamedTuple
 from feedkv.rangefeed.event import Value
 from feedkv.util.hlc import Timestamp
 
-__all__ = ["EventLog", "LogSlice"]
+__all__ = ["EventLog", "LogSlice", "LoggedValues"]
 
-_KEY = operator.attrgetter("key")
 _TS = operator.attrgetter("ts")
+
+Stamp = tuple[int, ...]  # a timestamp as a plain (wall, logical) tuple
 
 
 class EventLog(NamedTuple):
@@ -29,6 +30,26 @@ class EventLog(NamedTuple):
     diffs: list[Value | None]  # with prev_value (None while no registration wants diffs)
     sizes: list[int]  # the budget bytes each entry holds
     marks: list[tuple[int, Timestamp]]  # (position, resolved): a checkpoint after it
+    keys: list[bytes]  # each value's key
+    stamps: list[Stamp]  # each value's timestamp, plain (see LoggedValues)
+
+
+class LoggedValues(list[Value]):
+    """Values read from a processor's log, with their keys and their timestamps as plain
+    ``(wall, logical)`` tuples, sliced from the log's own columns (in C, no code per
+    value). A reader that keeps what it read a while (the multi-range client keeps it
+    until a checkpoint passes it, about a second) keeps these, not the values: CPython's
+    collector tracks a :class:`Value` or a :class:`Timestamp` (tuple subclasses) for as
+    long as it lives, and promotes one kept a second into its oldest generation, whose
+    growth sets off full collections of the heap; a plain tuple of ints it stops
+    tracking at its first collection."""
+
+    __slots__ = ("keys", "stamps")
+
+    def __init__(self, values: list[Value], keys: list[bytes], stamps: list[Stamp]) -> None:
+        super().__init__(values)
+        self.keys = keys
+        self.stamps = stamps
 
 
 class LogSlice:
@@ -38,7 +59,7 @@ class LogSlice:
 
     __slots__ = ("_keys", "_min_ts", "values")
 
-    def __init__(self, values: list[Value]) -> None:
+    def __init__(self, values: LoggedValues) -> None:
         self.values = values
         self._keys: tuple[bytes, bytes] | None = None
         self._min_ts: Timestamp | None = None
@@ -47,8 +68,8 @@ class LogSlice:
         """The lowest and the highest key (of a non-empty slice)."""
         # NB: readers on several threads may both work it out; they get the same answer.
         if self._keys is None:
-            values = self.values
-            self._keys = (min(values, key=_KEY).key, max(values, key=_KEY).key)
+            keys = self.values.keys
+            self._keys = (min(keys), max(keys))
         return self._keys
 
     def min_ts(self) -> Timestamp:

@@ -23,9 +23,12 @@ how etcd's watchers share one event history.
   resolved timestamp) is appended: a reader that has read the log up to the mark sends a
   :class:`Checkpoint` of its own span.
 - Memory: each logged value is charged to the node's budget once and released when every
-  registration has read past it (:meth:`Processor._trim`). A registration more than its
-  stream's ``per_registration`` values behind, or holding the log when the budget is
-  spent, is ended with ``SLOW_CONSUMER``: never silently skipped.
+  registration has read past it (:meth:`Processor._trim`, every few hundred values while
+  the readers keep up, so that a value read at once dies young: the cyclic collector
+  tracks each :class:`Value` as long as it lives, and one kept for a second is promoted
+  into the oldest generation, whose growth sets off full collections of the heap). A
+  registration more than its stream's ``per_registration`` values behind, or holding the
+  log when the budget is spent, is ended with ``SLOW_CONSUMER``: never silently skipped.
 - When the range splits, merges or the node stops, every registration gets an
   :class:`Error` with the reason after the values logged before it, and the processor is
   finished.
@@ -44,8 +47,8 @@ from collections.abc import Iterable, Sequence
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import ErrorReason, Value, new_value
-from feedkv.rangefeed.event_log import EventLog, LogSlice
+from feedkv.rangefeed.event import ErrorReason, new_value
+from feedkv.rangefeed.event_log import EventLog, LoggedValues, LogSlice
 from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
@@ -69,6 +72,10 @@ __all__ = ["Processor"]
 log = logging.getLogger(__name__)
 
 _MAX_MARKS = 64  # marks kept before a trim drops the ones every reader has passed
+# values logged between trims while the readers keep up: a value read by every reader is
+# let go within this many appends, not when the log is ``per_registration`` long (about a
+# second at full speed), so it seldom outlives the collector's young generations
+_TRIM_EVERY = 256
 _ZERO = Timestamp(0, 0)
 
 
@@ -86,7 +93,7 @@ class Processor:
         self.rts = ResolvedTimestamp()
         self.ended: ErrorReason | None = None
         self.budget = budget or Budget(1 << 62)
-        self.log = EventLog(0, [], [], [], [])
+        self.log = EventLog(0, [], [], [], [], [], [])
         self.end_pos = 0  # the position after the newest logged value
         self.max_ts = _ZERO  # no logged value is above it
         # the lowest and highest key ever logged: none yet (an empty interval, high < low).
@@ -103,6 +110,7 @@ class Processor:
         self._diff_regs = 0
         self._held = 0  # budget bytes of the logged values
         self._low = 0  # the lowest cursor at the last trim
+        self._trim_due = _TRIM_EVERY  # the log's end at which a trim is due anyway
         self._limits: Counter[int] = Counter()  # the value readers' per_registration
         self._limit = 0  # the lowest of them: a trim is due when the log holds more
         # the last read: (its log, (start, stop, with_diff), its values)
@@ -176,7 +184,12 @@ class Processor:
         if last is not None and last[0] is entries and last[1] == where:
             return last[2]
         source = entries.diffs if with_diff else entries.values
-        values: list[Value] = source[start - entries.base : stop - entries.base]  # type: ignore[assignment]
+        low, high = start - entries.base, stop - entries.base
+        values = LoggedValues(
+            source[low:high],  # type: ignore[arg-type]  # no None past a diff reader's start
+            entries.keys[low:high],
+            entries.stamps[low:high],
+        )
         piece = LogSlice(values)
         if entries is self.log:  # NB: a reader of a log trimmed meanwhile must not pin it
             self._slice = (entries, where, piece)
@@ -292,8 +305,10 @@ class Processor:
         entries.values.append(new_value((op.key, op.value, op.ts, None)))
         entries.diffs.append(diff)
         entries.sizes.append(size)
+        entries.keys.append(key)
+        entries.stamps.append(tuple(op.ts))
         self.end_pos += 1
-        if self.end_pos - self._low > self._limit:
+        if self.end_pos - self._low > self._limit or self.end_pos >= self._trim_due:
             self._trim()
         return True
 
@@ -358,8 +373,11 @@ class Processor:
             entries.diffs[cut:],
             entries.sizes[cut:],
             marks[max(0, keep - 1) :],
+            entries.keys[cut:],
+            entries.stamps[cut:],
         )
         self._low = low
+        self._trim_due = self.end_pos + _TRIM_EVERY
         self._slice = None  # let the old log go
         self._held -= freed
         self.budget.release(freed)

@@ -285,7 +285,7 @@ class Registration:
         """Append ``piece``'s values after ``start_ts`` in the span; ``bound`` is above
         none of them, ``keys`` holds every one's key (both are the processor's, for its
         whole log)."""
-        values = piece.values
+        values: Sequence[Value] = piece.values
         if not values:
             return
         # NB: the slice's bounds stand for the values left after a filter too: a bound

@@ -18,13 +18,31 @@ reference counting still frees any of them that is dropped outside a cycle.
 
 Only ``feedkv start`` calls it: an embedded node lives in a program whose heap is the
 program's (as with logging, :mod:`feedkv.server.logs`).
+
+:func:`raise_young_threshold`, which every node calls as it starts, embedded or not,
+raises the collector's threshold for its young generation from CPython's 700 to
+:data:`YOUNG_THRESHOLD` tracked allocations. A node with live rangefeeds keeps well over
+700 young tracked objects alive at any moment (each writer's request in flight, the
+values in a processor's log and in its consumers' batches, what a feed keeps until a
+checkpoint), so with the default the count of young objects never falls far below the
+threshold: the collector ran every ~110 commits and moved that whole live set into the
+older generations each time, which set off a full collection of the process's heap every
+10-20k commits. Measured in one process (32 embedded writers, 1 and 100 feeds, load 11-17
+on 2 cores, gc.callbacks): the collector's CPU per commit went from 5-7 us (of ~85) to
+0.1-0.3 us, young collections from 8-12 to 0.15-0.26 per 1,000 commits, and full ones from
+0.05-0.11 to none in 6 s runs; at 2,000 it was 0.4-1.2 us. A young collection now walks up
+to 5,000 objects (about a millisecond here) where it walked 700, and cyclic garbage waits
+that much longer. Only raised: a program that set a higher threshold, or turned the
+collector off (0), keeps its own, and may set its own after opening a node.
 """
 
 from __future__ import annotations
 
 import gc
 
-__all__ = ["freeze_startup_heap"]
+__all__ = ["YOUNG_THRESHOLD", "freeze_startup_heap", "raise_young_threshold"]
+
+YOUNG_THRESHOLD = 5000  # tracked allocations between young collections (CPython: 700)
 
 
 def freeze_startup_heap() -> int:
@@ -33,3 +51,11 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def raise_young_threshold() -> None:
+    """Raise the collector's young-generation threshold to :data:`YOUNG_THRESHOLD`,
+    keeping a higher one or 0 (collection off), and the older generations' thresholds."""
+    young, *older = gc.get_threshold()
+    if 0 < young < YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, *older)

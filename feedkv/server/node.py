@@ -75,6 +75,7 @@ from feedkv.server.cluster import (
     method_handlers,
     start_ident,
 )
+from feedkv.server.heap import raise_young_threshold
 from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
 from feedkv.server.init_server import InitServer, await_init
@@ -122,6 +123,7 @@ class Node:
         cluster yet serves ``listen`` (and ``http_addr``: its health) and blocks until
         ``feedkv init`` (see :mod:`feedkv.server.init_server`). ``None``: a node of its
         own."""
+        raise_young_threshold()  # see feedkv.server.heap: what live feeds cost the collector
         config = config or StoreConfig()
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)

@@ -256,6 +256,29 @@ def test_a_piece_keeps_the_keys_not_the_values_of_catch_up_pages_it_yielded(
     assert [ts for _k, ts in folded] == written[: len(folded)]
 
 
+def test_a_piece_keeps_the_keys_not_the_values_of_live_values_it_yielded(tmp_path: Path) -> None:
+    # Closed timestamps a minute behind: no checkpoint passes the writes, so the piece
+    # keeps what it yielded; the log's slices come as columns, folded at once, so it
+    # holds their keys and timestamps and lets the values go.
+    config = StoreConfig(closed_ts_target_ns=60 * 10**9, sync=False)
+    with (
+        feedkv.connect(tmp_path / "s", config=config) as db,
+        db.rangefeed(EVERYTHING, ZERO) as feed,
+    ):
+        read_until(feed, lambda got: any(isinstance(e, Checkpoint) for e in got))
+        written = [db.put(b"key%d" % i, b"%d" % i) for i in range(5)]
+        events = read_until(feed, lambda got: len(got) >= 5)
+        (piece,) = feed._pieces.values()
+        folded = [
+            (k, ts)
+            for _newest, keys, stamps in piece.folded
+            for k, ts in zip(keys, client._each_of(stamps), strict=True)
+        ]
+    assert piece.recent == []
+    assert folded[-5:] == [(e.key, e.ts) for e in events if isinstance(e, Value)]
+    assert [ts for _k, ts in folded[-5:]] == written
+
+
 def test_a_piece_folding_live_values_drops_its_folds_as_checkpoints_pass_them(
     tmp_path: Path, store_config: StoreConfig
 ) -> None:

@@ -19,7 +19,15 @@ import pytest
 
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
-from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value, values_of
+from feedkv.rangefeed.event import (
+    Checkpoint,
+    Error,
+    ErrorReason,
+    Event,
+    Value,
+    values_of,
+)
+from feedkv.rangefeed.event_log import LoggedValues
 from feedkv.rangefeed.processor import Processor
 from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
@@ -242,6 +250,32 @@ def test_logged_values_are_taken_as_one_batch_bounded_by_the_newest_timestamp() 
     assert reg.stream.take_batches(timeout=0) == [
         ("r", ValueBatch([value(21, b"d"), value(22, b"e")], t(22)))
     ]
+
+
+def test_a_slice_of_the_log_carries_its_keys_and_timestamps_as_plain_tuples() -> None:
+    processor = make_processor()
+    reg = live(processor, with_diff=True)
+    log(processor, value(21, b"d", prev=b"p"), value(22, b"e"))
+    [(_, batch)] = reg.stream.take_batches(timeout=0)
+    assert isinstance(batch, ValueBatch) and isinstance(batch.values, LoggedValues)
+    assert batch.values == [value(21, b"d", prev=b"p"), value(22, b"e")]
+    assert batch.values.keys == [b"d", b"e"]
+    # plain tuples, which the collector stops tracking, not Timestamps
+    assert [type(s) for s in batch.values.stamps] == [tuple, tuple]
+    assert batch.values.stamps == [(21, 0), (22, 0)]
+
+
+def test_values_every_reader_has_read_are_let_go_every_few_hundred_appends() -> None:
+    processor = make_processor()
+    reg = live(processor, span=RANGE, per_registration=100_000)
+    for wall in range(21, 21 + 1000):
+        log(processor, value(wall))
+        taken(reg)
+    # not kept until the log is per_registration long: the collector would see each
+    # value survive its young generations
+    assert processor.log.base > 1000 - 300
+    assert len(processor.log.values) < 300
+    assert processor.budget.used == size(*processor.log.values)
 
 
 # --- span and diffs -------------------------------------------------------------------

@@ -26,6 +26,7 @@ import io
 import json
 import math
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -238,6 +239,7 @@ def _shell(
     watch: bool = False,
 ) -> int:
     readline = _readline()
+    _take_ctrl_c()
     stdout.write("# Welcome to the feedkv SQL shell. End statements with ';'; \\q quits.\n")
     buffer: list[str] = []
     while True:
@@ -350,6 +352,14 @@ def _job_scan(session: Session, job_id: int) -> Callable[[], JobScan | None]:
         return JobScan(str(status), high_water is not None, fraction, None)
 
     return from_sql
+
+
+def _take_ctrl_c() -> None:
+    """Let Ctrl-C reach the shell as KeyboardInterrupt whatever its parent left it: an
+    ignored SIGINT or one blocked in the signal mask, both inherited across exec (psql
+    likewise installs its own handler). Only an interactive shell takes this."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _readline() -> Any:

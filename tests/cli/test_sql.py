@@ -9,6 +9,7 @@ import io
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -535,7 +536,9 @@ class Terminal:
 
     def __init__(self, store: Path, home: Path) -> None:
         master, slave = os.openpty()
-        env = {**os.environ, "HOME": str(home), "TERM": "dumb"}
+        # NB: PYTHONFAULTHANDLER: a shell that stops answering is sent SIGABRT and
+        # prints every thread's stack (see interrupt)
+        env = {**os.environ, "HOME": str(home), "TERM": "dumb", "PYTHONFAULTHANDLER": "1"}
         env.pop("INPUTRC", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "feedkv.cli.main", "sql", "--store", str(store)],
@@ -587,9 +590,24 @@ class Terminal:
             self.type("\x03")
             try:
                 return self.read_until("^C\n" + PROMPT, timeout_s=0.5)
-            except ScreenTimeout:
+            except ScreenTimeout as exc:
                 if time.monotonic() > deadline:
-                    raise
+                    raise ScreenTimeout(f"{exc}; its threads then: {self._stacks()!r}") from None
+
+    def _stacks(self) -> bytes:
+        """What the shell prints as SIGABRT ends it: every thread's stack."""
+        self.process.send_signal(signal.SIGABRT)
+        self.process.wait(timeout=DEADLINE_S)
+        out = b""
+        while select.select([self._master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
 
     def wait(self) -> int:
         return self.process.wait(timeout=DEADLINE_S)

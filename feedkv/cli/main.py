@@ -559,9 +559,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sql":
             from feedkv.cli.credentials import login_user
             from feedkv.cli.pg_session import PG_SCHEMES
-            from feedkv.cli.sql import run_sql
+            from feedkv.cli.sql import run_sql, take_ctrl_c
             from feedkv.sql.catalog import ROOT
 
+            take_ctrl_c()
             if args.insecure and not args.host:
                 raise InvalidArgumentError(
                     "--insecure goes with --host; a --url says how to connect itself "

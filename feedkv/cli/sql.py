@@ -28,6 +28,7 @@ import math
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -239,7 +240,6 @@ def _shell(
     watch: bool = False,
 ) -> int:
     readline = _readline()
-    _take_ctrl_c()
     stdout.write("# Welcome to the feedkv SQL shell. End statements with ';'; \\q quits.\n")
     buffer: list[str] = []
     while True:
@@ -354,12 +354,15 @@ def _job_scan(session: Session, job_id: int) -> Callable[[], JobScan | None]:
     return from_sql
 
 
-def _take_ctrl_c() -> None:
-    """Let Ctrl-C reach the shell as KeyboardInterrupt whatever its parent left it: an
-    ignored SIGINT or one blocked in the signal mask, both inherited across exec (psql
-    likewise installs its own handler). Only an interactive shell takes this."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+def take_ctrl_c() -> None:
+    """Let Ctrl-C reach ``feedkv sql`` as KeyboardInterrupt whatever its parent left it:
+    an ignored SIGINT or one blocked in the signal mask, both inherited across exec
+    (psql likewise installs its own handler, interactive or not: Ctrl-C ends a sinkless
+    changefeed). Only the process's main thread may change them; elsewhere (the command
+    run inside another program's thread) they stay as they are."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _readline() -> Any:

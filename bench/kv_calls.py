@@ -7,7 +7,7 @@ CPU time per commit moves with the load by more than a change of a few calls cos
 these counts do not (they move only with the size of the group commits: a group's own
 calls are shared by its commits). A gRPC run serves the node from this process and
 connects a client to it, so the node's threads (stream reader, call pool, commit
-thread, completer) and the client's show side by side.
+thread) and the client's show side by side.
 
 Prints one JSON object: per mode, the calls per commit of all threads and of each
 (threads named alike, as a pool's, are summed), with the commit thread's calls per

@@ -63,9 +63,10 @@ alternating pairs) the CPU was lower in 6 and the TPS higher in 4; against the p
 commit (6 pairs, later) the TPS was lower in 6 and the CPU higher in 5 (the commit thread a
 batch thread too: TPS lower in 3 of 3); the commit thread's range descriptor (one LMDB get a
 command) remembered for the rest of its group: no difference in 3 pairs; a GIL switch
-interval of 20 ms: none in 2. Kept: the group's completions (a futex wake a caller, GIL
-held; a third of the commit thread's GIL time) moved to a completer thread that runs them
-during the fsync (feedkv.storage.lmdb_engine).
+interval of 20 ms: none in 2; the group's completions (a futex wake a caller, GIL held; a
+third of the commit thread's GIL time) moved to a completer thread that ran them during
+the fsync: kept a day, then taken out as it cost embedded sessions a fifth of their
+commits (feedkv.storage.lmdb_engine).
 
 The ceiling on two cores (2026-11-30, kv0, 32 clients): PostgreSQL 15 ran 27,451
 transactions/s on a quiet machine, pgbench's own work included: about 73 us of the

@@ -21,16 +21,14 @@ to come back (up to 5 ms) made bigger groups (30 commits to an fsync against 16)
 cost the callers three times the CPU a commit at 32 clients: embedded kv0 with fsync,
 42.7k commits in 4 s against 52.0k with this one (callers 29 against 14 us a commit),
 and pgbench kv0 2,702-2,905 TPS against 3,014-3,056, on this 2-core machine.
-A completer thread of its own completes them: the commit thread hands a group's outcomes
-over (one wake) and goes on to the fsync, during which the completer wakes each caller (a
-futex wake each, with the GIL held: a third of the commit thread's GIL time when it woke
-them itself, py-spy --gil --native); the commit thread waits for that batch after the
-fsync, before the group's ``on_applied``, so a group's futures are still complete before
-the next group is applied (and it waits at once before a group of reads, a map growth
-and at close). ``feedkv bench pgwire`` kv0, 32 clients, load 12-20, nine alternating
-pairs: TPS higher in 8, the node's CPU a statement lower in 8 (227-269 against 247-310
-us). A lone outcome is completed by the commit thread itself (one wake, not two): a
-single session's INSERT went from 87-90 to 75-76 us of process CPU a statement.
+NB: a completer thread that woke the callers during the fsync, the commit thread handing
+it each group's outcomes (one wake) instead of waking each caller itself with the GIL
+held (a third of its GIL time, py-spy --gil --native), was tried and taken out: it made
+the callers and itself pay more than the commit thread saved. 32 embedded sessions of
+durable single-row INSERTs, three alternating pairs at load 2: 13.0-13.9k commits/s at
+83-88 us of process CPU a commit with it, 17.0-17.3k at 71-72 us without (UPDATEs
+11.8-11.9k against 13.7-15.3k); ``feedkv bench pgwire`` kv0 showed no difference beyond
+its noise (4.7-6.2k TPS both ways, three pairs).
 NB: py-lmdb 3.0 keeps the GIL through gets, puts and cursor steps and lets it go in a
 commit (its fsync): 100k gets beside a busy thread took one switch interval more than
 alone (0.67 s at 0.5 s), 4.2 s with ``lmdb.cpython.enable_drop_gil()``; a commit beside
@@ -310,16 +308,6 @@ class LMDBEngine:
         self._growing = False
         self._closed = False
         self._close_lock = threading.Lock()
-        # Outcomes of durable groups, with a future each batch completes once its futures
-        # are: the completer thread completes them (see the module docstring).
-        self._completions: queue.SimpleQueue[
-            tuple[list[tuple[_Job, tuple[bool, Any]]], Completion[None]] | None
-        ] = queue.SimpleQueue()
-        self._completing: Completion[None] | None = None  # the batch handed over last
-        self._completer = threading.Thread(
-            target=self._complete_loop, name="feedkv-completer", daemon=True
-        )
-        self._completer.start()
         self._committer = threading.Thread(target=self._commit_loop, name="feedkv-commit")
         self._committer.daemon = True
         self._committer.start()
@@ -411,8 +399,6 @@ class LMDBEngine:
             self._closed = True
             self._queue.put(_STOP)
         self._committer.join()
-        self._completions.put(None)
-        self._completer.join()
         with self._guard:
             self._guard.notify_all()
         self._env.close()
@@ -434,12 +420,12 @@ class LMDBEngine:
                 self._complete_durable()
                 first = self._queue.get()
             if first is _STOP:
-                self._complete_durable(wait=True)
+                self._complete_durable()
                 return
             jobs, stop = self._gather(first)
             self._commit_group(jobs)
             if stop:
-                self._complete_durable(wait=True)
+                self._complete_durable()
                 return
 
     def _gather(self, first: Any) -> tuple[list[Any], bool]:
@@ -456,44 +442,14 @@ class LMDBEngine:
             jobs.append(job)
         return jobs, False
 
-    def _complete_durable(self, *, wait: bool = False) -> None:
-        """Hand the durable outcomes to the completer thread; ``wait``: and wait until
-        their futures are completed (as :meth:`_await_completions`). A lone outcome,
-        with nothing handed over before it still pending, is completed here: one wake,
-        where the completer costs two (its own, then the caller's), and a lone caller's
-        statement paid the completer's 12 us of CPU (``feedkv bench sql
-        --per-statement``)."""
+    def _complete_durable(self) -> None:
         durable, self._durable = self._durable, []
-        if len(durable) == 1 and (self._completing is None or self._completing.done()):
-            _complete(durable)
-        elif durable:
-            handed: Completion[None] = Completion()
-            self._completions.put((durable, handed))
-            self._completing = handed
-        if wait:
-            self._await_completions()
-
-    def _await_completions(self) -> None:
-        """Wait until every outcome handed to the completer has completed its future."""
-        handed, self._completing = self._completing, None
-        if handed is not None:
-            handed.result()
-
-    def _complete_loop(self) -> None:
-        """The completer thread: completes the futures of each batch of outcomes the
-        commit thread hands over, in order, until ``None`` comes."""
-        while True:
-            item = self._completions.get()
-            if item is None:
-                return
-            durable, handed = item
-            _complete(durable)
-            handed.set_result(None)
+        _complete(durable)
 
     def _commit_group(self, jobs: list[_Job]) -> None:
         reads = [job for job in jobs if job.read_only]
         if reads:
-            self._complete_durable(wait=True)  # a group of reads has no fsync to complete them in
+            self._complete_durable()  # a group of reads has no fsync to complete them in
             # NB: reads run before the group's writes, against the committed state, so
             # they can be answered now; the queue gave no order among these jobs.
             self._run_reads(reads)
@@ -506,7 +462,7 @@ class LMDBEngine:
                 break
             except lmdb.MapFullError:
                 # NB: their callers may hold the snapshots growth waits for
-                self._complete_durable(wait=True)
+                self._complete_durable()
                 try:
                     self._grow_map()
                 except FeedKVError as exc:
@@ -568,7 +524,6 @@ class LMDBEngine:
                 committing = time.perf_counter()
                 txn.commit()
                 self._last_commit_s = time.perf_counter() - committing
-                self._await_completions()  # NB: done by now, as a rule: they ran in the fsync
                 if self.on_commit is not None:
                     self.on_commit(self._last_commit_s)
             except BaseException:

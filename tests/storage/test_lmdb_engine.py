@@ -432,7 +432,7 @@ def test_a_group_completes_once_durable_and_before_the_next_group_commits(
     assert seen == [(True, False)]
 
 
-def test_futures_complete_on_the_completer_thread_and_a_failing_callback_spares_the_rest(
+def test_a_failing_done_callback_spares_the_other_callers_and_the_engine(
     engine: LMDBEngine,
 ) -> None:
     completed_on: list[str] = []
@@ -450,7 +450,7 @@ def test_futures_complete_on_the_completer_thread_and_a_failing_callback_spares_
     assert second.result(TIMEOUT) is None
     assert first.result(TIMEOUT) is None
     wait_until(lambda: len(completed_on) == 2)  # NB: a callback runs after its result is out
-    assert completed_on == ["feedkv-completer", "feedkv-completer"]
+    assert completed_on == ["feedkv-commit", "feedkv-commit"]
     assert engine.write(lambda rw: rw.get("a", b"second")) == b"2"  # the engine goes on
 
 

@@ -1,7 +1,9 @@
 """`feedkv bench sql`: single-row INSERT and primary-key UPDATE through `db.sql`.
 
 32 concurrent sessions, embedded and over gRPC (client processes against a `feedkv
-start` subprocess, as in `feedkv bench kv`), each commit durable. Every mode also runs
+start --insecure` subprocess, as `feedkv bench kv`'s ``grpc`` row: plaintext, so these
+figures compare with those measured before nodes were secure by default; TLS's cost is
+`feedkv bench kv`'s ``grpc_tls`` row), each commit durable. Every mode also runs
 the kv0 put workload in the same run, so the ratio SQL / KV compares like with like.
 Target: SQL reaches at least half of KV's commits/s in each mode. Embedded, it also
 times ALTER TABLE ADD COLUMN (rewriting the 10k rows) and DROP COLUMN while the 32
@@ -165,7 +167,7 @@ def client_main(url: str, op: str, clients: int, seconds: float, seed: int) -> N
 def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-sql-") as tmp:
-        node = NodeProcess(Path(tmp) / "store")
+        node = NodeProcess(Path(tmp) / "store", "--insecure")
         try:
             with feedkv.connect(node.url) as db:
                 prepare(db)

@@ -46,10 +46,17 @@ class RangeCache:
         raise LookupError(f"the range lookup for {key!r} did not return its range")
 
     def insert(self, descs: Iterable[RangeDescriptor]) -> None:
-        """Cache ``descs``, evicting every entry they overlap."""
+        """Cache ``descs``, evicting every entry they overlap; one that overlaps an entry
+        of a later generation is older than it and is left out. NB: lookups run outside
+        the lock, so an older answer can arrive after a newer one; a split or merge
+        raises the generation of every range it makes, so of two overlapping
+        descriptors the one of the higher generation is the newer, as CockroachDB's
+        range cache decides."""
         with self._lock:
             keep = self._entries[1]
             for desc in descs:
+                if any(d.generation > desc.generation and d.span.overlaps(desc.span) for d in keep):
+                    continue
                 keep = [d for d in keep if not d.span.overlaps(desc.span)]
                 keep.append(desc)
                 keep.sort(key=lambda d: d.start)

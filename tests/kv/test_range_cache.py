@@ -148,6 +148,17 @@ def test_inserting_the_halves_of_a_split_evicts_the_stale_parent() -> None:
     assert cache.get(b"p") == right
 
 
+def test_an_older_generation_arriving_late_does_not_replace_the_newer_ranges() -> None:
+    # Two lookups raced: the one that read the parent before its split answers last.
+    cache, _node = make_cache()
+    left, right = desc(2, b"d", b"m", generation=2), desc(5, b"m", b"t", generation=2)
+    cache.insert([R1, left, right, R4])
+
+    cache.insert([desc(2, b"d", b"t", generation=1)])
+
+    assert cache.cached() == [R1, left, right, R4]
+
+
 def test_inserting_a_merged_range_evicts_every_range_it_covers() -> None:
     cache, _node = make_cache()
     cache.insert(RANGES)

@@ -64,6 +64,10 @@ class RaftLog:
         if unstable and index >= self._offset:  # NB: the unstable tail needs no bounds worked out
             position = index - self._offset
             return unstable[position].term if position < len(unstable) else None
+        if self._snapshot is None:
+            # NB: below the unstable tail the log is the storage's, whose term() is None
+            # outside its bounds as this one's is (the tail never starts past its end)
+            return self.storage.term(index)
         if index < self.first_index() - 1 or index > self.last_index():
             return None
         if self._snapshot is not None and index == self._snapshot.meta.index:
@@ -85,9 +89,11 @@ class RaftLog:
         if lo < self.first_index():
             return None
         hi = self.last_index() + 1
+        if lo > hi:
+            raise InvariantViolation(f"entries from {lo}, past the log's end at {hi}")
         if max_count is not None:
             hi = min(hi, lo + max_count)
-        return self.slice(lo, hi)
+        return self._slice(lo, hi)
 
     def slice(self, lo: int, hi: int) -> list[Entry]:
         """The entries ``[lo, hi)``, which must be held."""
@@ -95,6 +101,11 @@ class RaftLog:
             raise InvariantViolation(
                 f"slice [{lo}, {hi}) out of the log [{self.first_index()}, {self.last_index() + 1})"
             )
+        return self._slice(lo, hi)
+
+    def _slice(self, lo: int, hi: int) -> list[Entry]:
+        """:meth:`slice` of bounds its caller checked (a leader's appends and a
+        replica's committed entries ask on every Ready: the checks once, not twice)."""
         out: list[Entry] = []
         if lo < self._offset:
             out.extend(self.storage.entries(lo, min(hi, self._offset)))
@@ -131,7 +142,7 @@ class RaftLog:
         else:
             del self._unstable[first - self._offset :]
             self._unstable.extend(entries)
-        return self.last_index()
+        return self._offset + len(self._unstable) - 1  # NB: the tail is not empty now
 
     def find_conflict(self, entries: tuple[Entry, ...] | list[Entry]) -> int:
         """The index of the first of ``entries`` whose term differs from the held
@@ -208,7 +219,11 @@ class RaftLog:
         hi = self.committed + 1
         if max_count is not None:
             hi = min(hi, lo + max_count)
-        return self.slice(lo, hi)
+        if hi > self.last_index() + 1 or lo > hi:
+            raise InvariantViolation(
+                f"committed entries [{lo}, {hi}) out of the log ending at {self.last_index()}"
+            )
+        return self._slice(lo, hi)
 
     # -- the unstable part -----------------------------------------------------------
 

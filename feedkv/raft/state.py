@@ -457,11 +457,18 @@ class RaftState:
 
     def ready(self) -> Ready:
         self._flush_appends()
-        soft = self.soft_state()
-        hard = self.hard_state()
+        prev_hard, prev_soft = self._prev_hard, self._prev_soft
+        # NB: compared field by field, as has_ready does: most Readies change neither
+        # state, so neither object is made for them
+        soft_changed = self.leader != prev_soft.leader or self.role is not prev_soft.role
+        hard_changed = (
+            self.term != prev_hard.term
+            or self.vote != prev_hard.vote
+            or self.log.committed != prev_hard.commit
+        )
         return Ready(
-            soft_state=soft if soft != self._prev_soft else None,
-            hard_state=hard if hard != self._prev_hard else None,
+            soft_state=self.soft_state() if soft_changed else None,
+            hard_state=self.hard_state() if hard_changed else None,
             entries=tuple(self.log.unstable_entries()),
             snapshot=self.log.unstable_snapshot(),
             committed_entries=tuple(self.log.next_committed(self.cfg.max_committed_per_ready)),
@@ -871,7 +878,8 @@ class RaftState:
             self._bcast_append()
         elif was_paused:
             self._send_append(m.sender)
-        while self._send_append(m.sender, send_if_empty=False):
+        # NB: most answers come from a follower in step, which lacks nothing
+        while pr.next <= self.log.last_index() and self._send_append(m.sender, send_if_empty=False):
             pass
         if m.sender == self.lead_transferee and pr.match == self.log.last_index():
             self._send_timeout_now(m.sender)

@@ -480,8 +480,9 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
 # Python str, whose text as JSON has its quotes
 _JSON_FUNCTIONS = frozenset(
     {
-        "to_jsonb", "to_json", "jsonb_build_object", "json_build_object", "jsonb_build_array",
-        "json_build_array", "jsonb_set", "jsonb_insert", "jsonb_strip_nulls", "json_strip_nulls",
+        "to_jsonb", "to_json", "row_to_json", "jsonb_build_object", "json_build_object",
+        "jsonb_build_array", "json_build_array", "jsonb_set", "jsonb_insert", "jsonb_strip_nulls",
+        "json_strip_nulls",
     }
 )  # fmt: skip
 

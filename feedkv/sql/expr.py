@@ -108,6 +108,7 @@ class Context:
     __slots__ = (
         "_now",
         "enum_type",
+        "interrupted",
         "logical_timestamp",
         "node_id",
         "outer",
@@ -133,8 +134,12 @@ class Context:
         node_id: Callable[[], int] | None = None,
         enum_type: Callable[[str], ColumnType] | None = None,
         transaction_age: Callable[[], int] | None = None,
+        interrupted: Callable[[], None] = lambda: None,
     ) -> None:
         self.params = params
+        # raises 57014 when the statement was cancelled (Interrupt.check): a loop over
+        # rows calls it between chunks of them (interrupt.chunked)
+        self.interrupted = interrupted
         # the nanoseconds since the SQL transaction began, its retries included
         # (crdb_internal.force_retry())
         self.transaction_age = transaction_age

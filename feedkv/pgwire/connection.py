@@ -161,6 +161,9 @@ _COPY_BATCH_ROWS = 1000
 class SQLSession(Protocol):
     """What a connection needs of a SQL session (:class:`feedkv.sql.session.Session`)."""
 
+    # pg_backend_pid()'s answer: the connection's process id, as BackendKeyData gave it
+    backend_pid: int
+
     @property
     def in_transaction(self) -> bool: ...
 
@@ -489,6 +492,7 @@ class Connection:
             self._fatal(outcome.error, out)
             return
         session = self._sessions(self.user, self._database)
+        session.backend_pid = self.process_id  # as CockroachDB's, part of the cancel key
         try:
             session.check_login()
             for name, value in _startup_settings(self._startup_params):

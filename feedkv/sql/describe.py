@@ -665,6 +665,7 @@ _FUNCTIONS = {
     "cluster_logical_timestamp": _DECIMAL,
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
+    "pg_backend_pid": _INT,
     "pg_typeof": _STRING,
     **dict.fromkeys(
         ("regexp_replace", "regexp_extract", "encode", "jsonb_pretty", "to_char"), _STRING

@@ -244,6 +244,8 @@ class _StatementContext(Context):
             made = session.interrupt.sleep
         elif name == "interrupted":
             made = session.interrupt.check
+        elif name == "backend_pid":
+            made = session.backend_pid
         elif name == "node_id":
             made = session.db.gateway_node
         elif name == "transaction_age":

@@ -129,6 +129,7 @@ from feedkv.sql.descriptor import (
 from feedkv.sql.execution import Result
 from feedkv.sql.expr import VERSION_STRING
 from feedkv.sql.interrupt import Interrupt
+from feedkv.sql.records import RECORD_OID
 from feedkv.sql.session import prepare
 from feedkv.sql.time_zone import statement_zone
 from feedkv.sql.types import ColumnType, Kind, coerce, kind_name
@@ -159,6 +160,9 @@ _COPY_BATCH_ROWS = 1000
 
 class SQLSession(Protocol):
     """What a connection needs of a SQL session (:class:`feedkv.sql.session.Session`)."""
+
+    # pg_backend_pid()'s answer: the connection's process id, as BackendKeyData gave it
+    backend_pid: int
 
     @property
     def in_transaction(self) -> bool: ...
@@ -488,6 +492,7 @@ class Connection:
             self._fatal(outcome.error, out)
             return
         session = self._sessions(self.user, self._database)
+        session.backend_pid = self.process_id  # as CockroachDB's, part of the cancel key
         try:
             session.check_login()
             for name, value in _startup_settings(self._startup_params):
@@ -1175,7 +1180,7 @@ class Connection:
             origins: Sequence[Origin] = ()
             if description.columns is not None:
                 shown = [name for name, _ in description.columns]
-                types = [_declared_type(ctype) for _name, ctype in description.columns]
+                types = _described_types(description)
                 origins = description.origins
             elif isinstance(prepared.statement, _SHOWS) and not prepared.param_oids:
                 result = self._sql.execute_all(prepared.text)[-1]  # it only reads
@@ -1213,7 +1218,7 @@ class Connection:
             if known is None or prepared.description is not description:
                 if prepared.description is not description:
                     prepared.rows_described.clear()
-                types = [_declared_type(ctype) for _name, ctype in description.columns]
+                types = _described_types(description)
                 codes = _formats(portal.result_formats, len(types))
                 names = [name for name, _ in description.columns]
                 fields = _fields(names, types, codes, description.origins)
@@ -1480,6 +1485,15 @@ def _as_sent(found: list[WireType], sent: list[WireType] | None) -> list[WireTyp
 
 def _declared_type(ctype: ColumnType | None) -> WireType:
     return WireType(OID.TEXT) if ctype is None else wire_type(ctype)
+
+
+def _described_types(description: Description) -> list[WireType]:
+    """The types RowDescription announces for ``description``'s columns: a row value's
+    is ``record``, as its rows carry it (:func:`~feedkv.pgwire.types.column_oid`)."""
+    return [
+        WireType(RECORD_OID) if place in description.records else _declared_type(ctype)
+        for place, (_name, ctype) in enumerate(description.columns or ())
+    ]
 
 
 def _column_types(result: Result) -> list[WireType]:

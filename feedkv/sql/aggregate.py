@@ -53,6 +53,7 @@ from feedkv.sql.expr import (
     outer_nodes,
     static_kind,
 )
+from feedkv.sql.interrupt import chunked
 from feedkv.sql.interval import Interval
 from feedkv.sql.ordering import sorted_rows
 from feedkv.sql.types import (
@@ -209,14 +210,15 @@ class Grouping:
         """The grouped rows of ``envs``, in the order their groups first appear."""
         groups: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any], list[_State]]] = {}
         keys, aggregates = self.keys, self.aggregates
-        for env in envs:
-            values = [key(env, context) for key in keys]
-            found = groups.get(tuple(map(group_key, values)))
-            if found is None:
-                found = (env, values, [call.state() for call in aggregates])
-                groups[tuple(map(group_key, values))] = found
-            for state in found[2]:
-                state.add(env, context)
+        for chunk in chunked(envs, context.interrupted):
+            for env in chunk:
+                values = [key(env, context) for key in keys]
+                found = groups.get(tuple(map(group_key, values)))
+                if found is None:
+                    found = (env, values, [call.state() for call in aggregates])
+                    groups[tuple(map(group_key, values))] = found
+                for state in found[2]:
+                    state.add(env, context)
         if not groups and not self.grouped:
             groups[()] = ((None,) * self.width, [], [call.state() for call in aggregates])
         return [

@@ -7,8 +7,9 @@ number for, is the string CockroachDB writes (``"NaN"``, ``"Infinity"``). A
 TIMESTAMPTZ is RFC 3339 in the session's time zone (``"2026-01-02T03:04:05.123Z"``,
 ``"...+01:00"`` elsewhere), a TIMESTAMP the same without a zone; neither has trailing
 zeros in its fraction. An array is a JSON array of its elements' forms, an enum its
-label, and every other value (DATE, TIME, INTERVAL, UUID, BYTES as ``\\x...``, INET,
-BIT) the string of its SQL text.
+label, a row value ``(1, 'a')`` the object ``{"f1": 1, "f2": "a"}``, and every other
+value (DATE, TIME, INTERVAL, UUID, BYTES as ``\\x...``, INET, BIT) the string of its
+SQL text.
 
 NB: this is the SQL side. The changefeed's JSON encoder writes text directly and has
 forms of its own (a TIMESTAMPTZ always in UTC), so it does not use this module.
@@ -29,6 +30,7 @@ from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue
 from feedkv.sql.inet import Inet
 from feedkv.sql.interval import Interval
+from feedkv.sql.records import Record
 from feedkv.sql.time_zone import current_zone, infinity_of, shifted
 from feedkv.sql.types import format_value, type_of_value
 
@@ -56,6 +58,10 @@ def as_json(value: Any) -> Any:
         return [as_json(v) for v in value.values]
     if isinstance(value, EnumValue):
         return value.label
+    if isinstance(value, Record):
+        # NB: an unlabelled tuple's keys are its elements' places, as CockroachDB and
+        # PostgreSQL name a record's anonymous columns
+        return {f"f{place}": as_json(v) for place, v in enumerate(value.values, start=1)}
     if isinstance(value, _AS_TEXT):
         return format_value(value)
     raise SQLError("0A000", f"a value of type {type_of_value(value)} has no JSON form here")

@@ -215,16 +215,14 @@ def _check(ex: Execution, desc: TableDescriptor, row: Row) -> None:
     for check, test in zip(desc.checks, compiled, strict=True):
         verdict = test(env, ex.context)
         if verdict is not None and not holds(verdict):
-            raise check_failed(desc, check.name, check.expression)
+            raise check_failed(check.expression)
 
 
-def check_failed(desc: TableDescriptor, name: str, expression: str) -> SQLError:
-    # NB: CockroachDB's message first (its expression's constants annotated), then the
-    # relation and constraint PostgreSQL names
+def check_failed(expression: str) -> SQLError:
+    # NB: CockroachDB's message, its expression's constants annotated; it names neither
+    # the relation nor the constraint, as PostgreSQL's does
     return SQLError(
-        "23514",
-        f"failed to satisfy CHECK constraint ({annotated_constants(expression)}): "
-        f'new row for relation "{desc.name}" violates check constraint "{name}"',
+        "23514", f"failed to satisfy CHECK constraint ({annotated_constants(expression)})"
     )
 
 

@@ -53,7 +53,7 @@ from feedkv.sql.enums import first_codes
 from feedkv.sql.execution import ROW_IDS, Execution, Result
 from feedkv.sql.expr import Scope, compile_expr
 from feedkv.sql.indexes import index_span, table_indexes_span
-from feedkv.sql.parser import parse_expression
+from feedkv.sql.parser import parse_expression, unannotated_default
 from feedkv.sql.partitions import SHOW_COLUMNS as PARTITION_COLUMNS
 from feedkv.sql.partitions import partitions_of, show_rows
 from feedkv.sql.plan import column_default, table_scope
@@ -341,14 +341,15 @@ def _column(ex: Execution, spec: st.ColumnSpec, column_id: int, *, key: bool) ->
     if spec.default is not None:
         if any(True for _ in spec.default.find_all(exp.Column)):
             raise SQLError("0A000", f'default of column "{spec.name}" cannot refer to columns')
-        tree = spec.default
+        # NB: 0:::INT8, as SHOW CREATE TABLE shows it, is stored 0 (annotated_default)
+        tree = unannotated_default(spec.default, spec.type)
         calls = _sequence_calls(tree)
         if calls:  # NB: a copy: the statement's tree may be cached
             tree = tree.copy()
             for call in _sequence_calls(tree):
                 _resolve_sequence_default(ex, call, spec)
         else:  # NB: evaluating nextval() would hand out a value
-            value = ex.constant(spec.default)
+            value = ex.constant(tree)
             coerce(value, spec.type, spec.name)  # a default of the wrong type fails now
         # NB: function names as CockroachDB's SHOW CREATE TABLE prints them: unique_rowid()
         default = tree.sql(dialect="postgres", normalize_functions="lower")

@@ -78,11 +78,15 @@ class Description:
     (its descriptor id, which is its pg_class OID) and that column's pg_attribute
     attnum (a view's or a sequence's: its id and the column's number in it), ``(0, 0)``
     for a column computed or read from a derived table; ``()`` when not told (as
-    PostgreSQL's RowDescription tells them)."""
+    PostgreSQL's RowDescription tells them).
+    ``records``: the places of a SELECT's columns whose values are row values (``(1,
+    'a')``, ``jsonb_each(j)`` in its list), which have no column type: RowDescription
+    announces them as ``record``, as CockroachDB does."""
 
     columns: tuple[Column, ...] | None
     params: tuple[ColumnType | None, ...]
     origins: tuple[Origin, ...] = ()
+    records: frozenset[int] = frozenset()
 
 
 # Statements that never return rows.
@@ -118,6 +122,7 @@ def describe(
     params = [*param_types[:placeholders], *[None] * (placeholders - len(param_types))]
     columns: tuple[Column, ...] | None
     origins: list[Origin] = []
+    records: set[int] = set()
     if isinstance(statement, _ROWLESS):
         columns = ()
     elif isinstance(statement, st.Query | st.Insert | st.Update | st.Delete):
@@ -125,7 +130,7 @@ def describe(
             columns = (
                 _mutation(statement, resolve, database, params, origins)
                 if isinstance(statement, st.Insert | st.Update | st.Delete)
-                else _query_columns(statement, resolve, database, params, {}, origins)
+                else _query_columns(statement, resolve, database, params, {}, origins, records)
             )
         except _Undescribed:
             columns = None  # known once it runs, from its values
@@ -154,7 +159,7 @@ def describe(
         columns = (("job_id", _INT), ("job_description", _STRING))
     else:
         columns = None
-    return Description(columns, tuple(params), tuple(origins))
+    return Description(columns, tuple(params), tuple(origins), frozenset(records))
 
 
 class _Undescribed(FeedKVError):
@@ -185,11 +190,13 @@ def _query_columns(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    records: set[int] | None = None,
     outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     """The columns of a query (a SELECT, a set operation or VALUES), its CTEs' and
-    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` if given;
-    ``outer``: the columns of the query around a subquery, which it may name."""
+    ``ctes`` in scope; a SELECT's column origins are added to ``origins`` and the
+    places of its row values to ``records``, if given; ``outer``: the columns of the
+    query around a subquery, which it may name."""
     ctes = dict(ctes)
     for cte in q.ctes:
         if cte.recursive:
@@ -197,7 +204,7 @@ def _query_columns(
         described = _query_columns(cte.query, resolve, database, params, ctes)
         ctes[cte.name] = _relation(cte.name, described, cte.columns)
     if isinstance(q, st.Select):
-        return _select(q, resolve, database, params, ctes, origins, outer)
+        return _select(q, resolve, database, params, ctes, origins, records, outer)
     if isinstance(q, st.Values):
         return tuple(
             (f"column{n}", _shared([_safe_type(row[n - 1], Scope()) for row in q.rows]))
@@ -301,6 +308,7 @@ def _select(
     params: list[ColumnType | None],
     ctes: Ctes,
     origins: list[Origin] | None = None,
+    records: set[int] | None = None,
     outer: Scope | None = None,
 ) -> tuple[Column, ...]:
     sources = [] if s.table is None else [s.table, *(join.table for join in s.joins)]
@@ -355,6 +363,8 @@ def _select(
     types = _item_types(s.items, scope, tables, params, scalars)
     if origins is not None:
         origins.extend(_item_origins(s.items, scope, tables, read))
+    if records is not None:
+        records.update(_record_places(s.items, tables))
     return tuple(zip(names, types, strict=True))
 
 
@@ -392,6 +402,21 @@ def _item_origins(
         else:
             found.append((0, 0))
     return found
+
+
+def _record_places(items: Sequence[exp.Expr], tables: Sequence[tuple[str, Source]]) -> set[int]:
+    """The places of the result columns ``items`` make (``*`` expanded as in
+    :func:`_item_types`) that are row values."""
+    places: set[int] = set()
+    place = 0
+    for item in items:
+        if _is_star(item):
+            place += sum(1 for desc in _starred(item, tables) for c in desc.columns if c.shown)
+            continue
+        if isinstance(unalias(item), exp.Tuple):
+            places.add(place)
+        place += 1
+    return places
 
 
 def _database(source: st.Source, database: str) -> str:
@@ -640,6 +665,7 @@ _FUNCTIONS = {
     "cluster_logical_timestamp": _DECIMAL,
     "cardinality": _INT,
     "pg_sleep": ColumnType(Kind.BOOL),
+    "pg_backend_pid": _INT,
     "pg_typeof": _STRING,
     **dict.fromkeys(
         ("regexp_replace", "regexp_extract", "encode", "jsonb_pretty", "to_char"), _STRING

@@ -458,7 +458,7 @@ class TableDescriptor:
         self,
         qualified_name: str | None = None,
         *,
-        shown_default: Callable[[str], str] | None = None,
+        shown_default: Callable[[str, ColumnType], str] | None = None,
         foreign_keys: bool = True,
     ) -> str:
         """The CREATE TABLE statement that makes this table, in CockroachDB's shape:
@@ -469,9 +469,10 @@ class TableDescriptor:
         then indexes (``(c ASC)``, ``STORING``), then the families (unless there is
         only one, called ``primary``), then CHECKs. feedkv's parser reads it back into
         the same table. A column an open transaction is adding is not shown (see
-        Column). ``shown_default`` gives a DEFAULT's text as shown (by default, as
-        stored); ``foreign_keys`` False leaves the foreign keys out (SHOW CREATE ALL
-        TABLES adds them after every table, see :meth:`foreign_key_sql`)."""
+        Column). ``shown_default`` gives a DEFAULT's text as shown, from its text and
+        its column's type (by default, as stored); ``foreign_keys`` False leaves the
+        foreign keys out (SHOW CREATE ALL TABLES adds them after every table, see
+        :meth:`foreign_key_sql`)."""
         lines = []
         for column in self.columns:
             if column.adding or column.inaccessible:
@@ -485,7 +486,11 @@ class TableDescriptor:
                 if column.identity_options:
                     line += f" ({column.identity_options})"
             elif column.default is not None:
-                shown = column.default if shown_default is None else shown_default(column.default)
+                shown = (
+                    column.default
+                    if shown_default is None
+                    else shown_default(column.default, column.type)
+                )
                 line += f" DEFAULT {shown}"
             if column.computed is not None:
                 line += f" AS ({column.computed}) {'VIRTUAL' if column.virtual else 'STORED'}"

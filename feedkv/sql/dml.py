@@ -82,11 +82,8 @@ def insert(ex: Execution, s: st.Insert) -> Result:
     desc = ex.table(s.table, "INSERT")
     if s.conflict_constraint is not None:
         s = replace(s, conflict_target=constraint_target(desc, s.conflict_constraint))
-    # NB: a plain INSERT needs INSERT alone, which table() checked; _reads_rows's
-    # question, asked here without its call (every INSERT asks it)
-    if s.on_conflict is not None or s.upsert or s.returning is not None:
-        for privilege in _insert_privileges(s)[1:]:
-            ex.require_privilege(desc, privilege)
+    for privilege in _privileges_beyond_insert(s):
+        ex.require_privilege(desc, privilege)
     plan = ex.plan(s, desc, InsertPlan.of)
     if plan.single and ex.autocommit and not desc.constrained:
         return _insert_one(ex, desc, plan)
@@ -246,16 +243,14 @@ def _reads_rows(s: st.Insert) -> bool:
     return s.on_conflict is not None or s.upsert or s.returning is not None
 
 
-def _insert_privileges(s: st.Insert) -> tuple[str, ...]:
-    """What an INSERT or UPSERT needs on its table, as CockroachDB's: INSERT; SELECT too
-    when it reads the table's rows (ON CONFLICT, UPSERT, RETURNING: each tells what a
-    row holds); UPDATE too when it may change a row (ON CONFLICT DO UPDATE, UPSERT)."""
-    needed = ["INSERT"]
-    if _reads_rows(s):
-        needed.append("SELECT")
-    if s.on_conflict == "update" or s.upsert:
-        needed.append("UPDATE")
-    return tuple(needed)
+def _privileges_beyond_insert(s: st.Insert) -> tuple[str, ...]:
+    """What an INSERT or UPSERT needs on its table besides INSERT (which
+    :meth:`Execution.table` checks), as CockroachDB's: SELECT when it reads the table's
+    rows (:func:`_reads_rows`: each tells what a row holds); UPDATE too when it may
+    change a row (ON CONFLICT DO UPDATE, UPSERT). A plain INSERT needs none."""
+    if not _reads_rows(s):
+        return ()
+    return ("SELECT", "UPDATE") if s.on_conflict == "update" or s.upsert else ("SELECT",)
 
 
 def _insert_row(

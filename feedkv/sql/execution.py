@@ -242,6 +242,10 @@ class _StatementContext(Context):
             made = partial(sequences.call, session, txn)
         elif name == "sleep":
             made = session.interrupt.sleep
+        elif name == "interrupted":
+            made = session.interrupt.check
+        elif name == "backend_pid":
+            made = session.backend_pid
         elif name == "node_id":
             made = session.db.gateway_node
         elif name == "transaction_age":

@@ -107,7 +107,9 @@ class Context:
 
     __slots__ = (
         "_now",
+        "backend_pid",
         "enum_type",
+        "interrupted",
         "logical_timestamp",
         "node_id",
         "outer",
@@ -133,8 +135,16 @@ class Context:
         node_id: Callable[[], int] | None = None,
         enum_type: Callable[[str], ColumnType] | None = None,
         transaction_age: Callable[[], int] | None = None,
+        interrupted: Callable[[], None] = lambda: None,
+        backend_pid: int | None = None,
     ) -> None:
         self.params = params
+        # the session's number, as pg_backend_pid() gives it (a SQL client's: the process
+        # id its BackendKeyData gave)
+        self.backend_pid = backend_pid
+        # raises 57014 when the statement was cancelled (Interrupt.check): a loop over
+        # rows calls it between chunks of them (interrupt.chunked)
+        self.interrupted = interrupted
         # the nanoseconds since the SQL transaction began, its retries included
         # (crdb_internal.force_retry())
         self.transaction_age = transaction_age
@@ -480,8 +490,9 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
 # Python str, whose text as JSON has its quotes
 _JSON_FUNCTIONS = frozenset(
     {
-        "to_jsonb", "to_json", "jsonb_build_object", "json_build_object", "jsonb_build_array",
-        "json_build_array", "jsonb_set", "jsonb_insert", "jsonb_strip_nulls", "json_strip_nulls",
+        "to_jsonb", "to_json", "row_to_json", "jsonb_build_object", "json_build_object",
+        "jsonb_build_array", "json_build_array", "jsonb_set", "jsonb_insert", "jsonb_strip_nulls",
+        "json_strip_nulls",
     }
 )  # fmt: skip
 
@@ -1994,6 +2005,14 @@ class _Compiler:
             # NB: not current_timestamp(node): this node's ``this`` is its name, which
             # that would read as a precision
             return lambda row, ctx: ctx.now
+        if name == "pg_backend_pid":
+
+            def backend_pid(row: Env, ctx: Context) -> Any:
+                if ctx.backend_pid is None:
+                    raise SQLError("0A000", "pg_backend_pid() is not available here")
+                return ctx.backend_pid
+
+            return backend_pid
         if name == "clock_timestamp":  # the clock as the call reads it, not the txn's
             return lambda row, ctx: datetime.datetime.now(datetime.UTC)
         raise SQLError("42883", f"unknown function: {name}()")
@@ -2129,6 +2148,7 @@ _NO_ARGUMENTS = frozenset(
         "statement_timestamp",
         "transaction_timestamp",
         "clock_timestamp",
+        "pg_backend_pid",
     )
 )
 

@@ -31,6 +31,7 @@ from feedkv.sql.expr import (
     outer_nodes,
     static_kind,
 )
+from feedkv.sql.interrupt import chunked
 from feedkv.sql.plan import (
     FromTable,
     ResultPlan,
@@ -274,7 +275,12 @@ class JoinPlan:
             rows = step.join(rows, right, context)
         if self.where is not None:
             where = self.where
-            rows = [row for row in rows if holds(where(row, context))]
+            rows = [
+                row
+                for chunk in chunked(rows, context.interrupted)
+                for row in chunk
+                if holds(where(row, context))
+            ]
         return rows
 
 
@@ -350,9 +356,10 @@ def _function_rows(
     if isinstance(source, st.Series):
 
         def series_rows(row: tuple[Any, ...], ctx: Context) -> Relation:
-            return series_of(source, [arg(row, ctx) for arg in args])
+            return series_of(source, [arg(row, ctx) for arg in args], ctx.interrupted)
 
-        return series_of(source, [None]), series_rows
+        # NB: of a NULL argument: no rows, so nothing to interrupt
+        return series_of(source, [None], lambda: None), series_rows
     declared: list[ColumnType | None] = []
     for arg in source.args:
         try:

@@ -724,6 +724,53 @@ def annotated_constants(text: str) -> str:
     return "".join(out) + text[done:]
 
 
+# The kinds whose constant DEFAULT CockroachDB's SHOW CREATE TABLE annotates with the
+# column's type (an enum's or an array's is shown as stored)
+_ANNOTATED_DEFAULT_KINDS = frozenset(Kind) - {Kind.ENUM, Kind.ARRAY, Kind.BOOL}
+
+
+def annotated_default(text: str, ctype: ColumnType) -> str:
+    """A column's stored DEFAULT ``text`` as CockroachDB's SHOW CREATE TABLE prints it:
+    a constant annotated with the column's type (``0:::INT8``, ``'x':::STRING``), a
+    boolean in lower case, ``now()`` annotated as CockroachDB annotates a function of
+    several result types (``now():::TIMESTAMPTZ``), ``gen_random_uuid()`` and
+    ``unique_rowid()`` bare; any other expression as stored. NB: CockroachDB keeps
+    ``current_timestamp()`` apart from ``now()``; the stored text no longer does."""
+    try:
+        node = parse_expression(text)
+    except SQLError:
+        return text
+    annotation = ColumnType(ctype.kind).sql()
+    constant = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(constant, exp.Literal) and ctype.kind in _ANNOTATED_DEFAULT_KINDS:
+        return f"{text}:::{annotation}"
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.CurrentTimestamp):
+        return f"now():::{annotation}"
+    if isinstance(node, exp.Uuid):
+        return "gen_random_uuid()"
+    return text
+
+
+def unannotated_default(node: exp.Expr, ctype: ColumnType) -> exp.Expr:
+    """A DEFAULT's tree without a type annotation of its column's type around it, as
+    :func:`annotated_default` shows it: ``0:::INT8`` on an INT column is stored ``0``, so
+    a replayed SHOW CREATE TABLE stores what the first did (``-3:::INT8``, which reads
+    as ``-(3:::INT8)``, is stored ``-3``)."""
+    if isinstance(node, exp.Neg):
+        inner = unannotated_default(node.this, ctype)
+        return node if inner is node.this else exp.Neg(this=inner.copy())
+    if (
+        node.meta.get("annotation")
+        and isinstance(node, exp.Cast)
+        and column_type(node.args["to"]).kind is ctype.kind
+    ):
+        bare: exp.Expr = node.this
+        return bare
+    return node
+
+
 def parse_expression(text: str) -> exp.Expr:
     """One scalar expression (a DEFAULT clause, say)."""
     try:

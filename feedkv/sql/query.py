@@ -405,7 +405,8 @@ def series(ex: Execution, source: st.Series) -> Relation:
     """The rows of ``generate_series(...)`` (:func:`series_of`) of its arguments'
     values (:func:`_function_scope`)."""
     scope = _function_scope(ex)
-    return series_of(source, [compile_expr(a, scope)((), ex.context) for a in source.args])
+    args = [compile_expr(a, scope)((), ex.context) for a in source.args]
+    return series_of(source, args, ex.context.interrupted)
 
 
 def unnest(ex: Execution, source: st.Unnest) -> Relation:

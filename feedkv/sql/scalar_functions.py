@@ -28,7 +28,15 @@ from feedkv.sql import datetime_format, datetime_functions, jsonb, jsonb_functio
 from feedkv.sql.arrays import Array
 from feedkv.sql.as_json import as_json
 from feedkv.sql.interval import Interval
-from feedkv.sql.types import DECIMAL_QUOTIENT, INT64_MAX, INT64_MIN, ColumnType, Kind
+from feedkv.sql.records import Record
+from feedkv.sql.types import (
+    DECIMAL_QUOTIENT,
+    INT64_MAX,
+    INT64_MIN,
+    ColumnType,
+    Kind,
+    type_of_value,
+)
 
 __all__ = [
     "CCL_ONLY_FUNCTIONS",
@@ -533,6 +541,14 @@ def _to_jsonb(value: Any) -> Any:
     return jsonb.from_document(as_json(value))
 
 
+def _row_to_json(value: Any) -> Any:
+    """row_to_json(row): a row value as a JSON object (:func:`as_json`); CockroachDB
+    has no other signature."""
+    if not isinstance(value, Record):
+        raise SQLError("42883", f"unknown signature: row_to_json({type_of_value(value)})")
+    return _to_jsonb(value)
+
+
 _DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
@@ -567,6 +583,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "with_max_staleness": (_ccl_only("with_max_staleness"), 1, 2),
     "to_jsonb": (_to_jsonb, 1, 1),
     "to_json": (_to_jsonb, 1, 1),
+    "row_to_json": (_row_to_json, 1, 1),
     "jsonb_typeof": (_jsonb_typeof, 1, 1),
     "json_typeof": (_jsonb_typeof, 1, 1),
     "jsonb_array_length": (_jsonb_array_length, 1, 1),

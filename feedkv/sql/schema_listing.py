@@ -27,6 +27,7 @@ from feedkv.sql.descriptor import (
     quote_name,
 )
 from feedkv.sql.execution import Execution, Result
+from feedkv.sql.parser import annotated_default
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = [
@@ -154,7 +155,9 @@ def create_statements(
     CREATE writes them (CockroachDB 25.3 on): its CREATE TABLE, then the COMMENT ON
     statements of its comments, each ending with ``;``."""
     text = desc.create_statement(
-        shown_default=lambda d: sequences.shown_default(d, home.name),
+        shown_default=lambda d, ctype: annotated_default(
+            sequences.shown_default(d, home.name), ctype
+        ),
         foreign_keys=foreign_keys,
     )
     qualified = f"public.{quote_name(desc.name)}"

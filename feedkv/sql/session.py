@@ -308,6 +308,11 @@ def _bind_job_id(statement: st.Statement, params: Sequence[Any]) -> st.Statement
     return dataclasses.replace(statement, job_id=job_id, job_param=None)
 
 
+# NB: counted from 2**30, so that an embedded session's number meets no SQL client's
+# (a server counts its process ids from 1)
+_BACKEND_PIDS = itertools.count(1 << 30)
+
+
 class Session:
     """Runs statements as ``user`` with ``database`` as the current database. Use one
     session from one thread at a time. ``changefeeds`` runs ``CREATE CHANGEFEED``
@@ -361,6 +366,9 @@ class Session:
         # A CancelRequest for the running statement (set from another thread; see
         # feedkv.sql.interrupt); whoever runs statements resets it before each.
         self.interrupt = Interrupt()
+        # pg_backend_pid(): a SQL client's is its connection's process id (the server
+        # sets it); an embedded session's, a number of its own
+        self.backend_pid = next(_BACKEND_PIDS)
         self._txn: Txn | None = None
         self._failed = False
         self._restart = False  # SAVEPOINT cockroach_restart is active

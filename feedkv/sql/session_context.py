@@ -73,6 +73,11 @@ class SessionContext(Protocol):
     def interrupt(self) -> Interrupt: ...
 
     @property
+    def backend_pid(self) -> int:
+        """The session's number for pg_backend_pid(): its SQL client's process id."""
+        ...
+
+    @property
     def cursors(self) -> Cursors:
         """The session's SQL cursors (:mod:`feedkv.sql.cursors`)."""
         ...

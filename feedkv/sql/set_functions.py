@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import decimal
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
+from feedkv.sql.interrupt import chunked
 from feedkv.sql.relation import Relation
 from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value
 
 __all__ = ["rows_from_of", "series_of", "unnest_of"]
 
 
-def series_of(source: st.Series, values: Sequence[Any]) -> Relation:
+def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None]) -> Relation:
     """The rows of ``generate_series(start, stop [, step])``: INTs from ``start`` to
     ``stop`` included, ``step`` apart (none past ``stop``), as CockroachDB's INT overload;
     a whole number written as a DECIMAL constant (``2e4``) is that INT, as there; none
-    for a NULL argument."""
+    for a NULL argument. ``check`` raises when the statement is cancelled: it is called
+    between chunks of the rows (:func:`~feedkv.sql.interrupt.chunked`)."""
     numbers: list[int] = []
     for value in values:
         if (
@@ -41,7 +43,8 @@ def series_of(source: st.Series, values: Sequence[Any]) -> Relation:
     step = numbers[2] if len(numbers) > 2 else 1
     if step == 0:
         raise SQLError("22023", "step cannot be 0")
-    rows: list[tuple[Any, ...]] = [(v,) for v in range(start, stop + (1 if step > 0 else -1), step)]
+    series = range(start, stop + (1 if step > 0 else -1), step)
+    rows: list[tuple[Any, ...]] = [(v,) for chunk in chunked(series, check) for v in chunk]
     return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], rows, source)
 
 

@@ -28,6 +28,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.expr import Scope, subquery_key
 from feedkv.sql.plan import ResultPlan
+from feedkv.sql.records import Record
 from feedkv.sql.types import ColumnType
 
 __all__ = ["Run", "grouped_context", "prepare_subqueries"]
@@ -133,6 +134,11 @@ def _subquery_result(ex: Execution, run: Run, node: exp.Expr, inner: st.Query) -
     width = 1  # a value's; a row's for (a, b) IN (SELECT ...)
     if isinstance(node.parent, exp.In) and isinstance(node.parent.this, exp.Tuple):
         width = len(node.parent.this.expressions)
+    if width > 1 and len(result.columns) == 1 and _gives_records(inner, result, width):
+        # NB: (a, b) IN (SELECT (x, y)): a row value of the width stands for its
+        # elements, as CockroachDB compares the tuples (a NULL record: each one NULL)
+        rows = [(None,) * width if r is None else tuple(r) for (r,) in result.rows]
+        return Result(("?column?",) * width, rows, result.tag)
     if not isinstance(node, exp.Exists) and len(result.columns) != width:
         raise SQLError(
             "42601",
@@ -140,3 +146,15 @@ def _subquery_result(ex: Execution, run: Run, node: exp.Expr, inner: st.Query) -
             f"not {len(result.columns)}",
         )
     return result
+
+
+def _gives_records(inner: st.Query, result: Result, width: int) -> bool:
+    """Whether the one column of ``inner``'s ``result`` holds row values of ``width``
+    elements: its SELECT list's item is one (``SELECT (x, y)``), or every value is."""
+    if isinstance(inner, st.Select) and len(inner.items) == 1:
+        item = inner.items[0]
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Tuple):
+            return len(node.expressions) == width
+    present = [r for (r,) in result.rows if r is not None]
+    return bool(present) and all(isinstance(r, Record) and len(r) == width for r in present)

@@ -25,7 +25,7 @@ _STABLE = frozenset(
     statement_timestamp transaction_timestamp current_user session_user user
     current_database current_schema current_schemas version timeofday
     cluster_logical_timestamp crdb_internal.cluster_name current_setting
-    to_char age""".split()  # noqa: SIM905
+    to_char age pg_backend_pid""".split()  # noqa: SIM905
 )
 _VOLATILE = frozenset(
     """random rand gen_random_uuid uuid_generate_v4 uuid_v4 unique_rowid unordered_unique_rowid

@@ -141,3 +141,19 @@ def test_statement_timeout_cancels_a_statement_that_runs_past_it(db: DB, pg_url:
         psycopg.connect(f"{pg_url}&options=-c%20statement_timeout%3Dsoon")
     with pytest.raises(psycopg.OperationalError, match='parameter "nope"'):
         psycopg.connect(f"{pg_url}&options=-c%20nope%3D1")
+
+
+def test_pg_backend_pid_is_the_process_id_of_the_cancel_key(pg_url: str) -> None:
+    """As CockroachDB's, pg_backend_pid() is the number BackendKeyData gave the client
+    (its cancel key's process id): an INT, the same for every statement of the session,
+    another for another connection's."""
+    seen = []
+    for _ in range(2):
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
+            cursor = conn.execute("SELECT pg_backend_pid()", prepare=True)
+            assert cursor.description is not None
+            assert cursor.description[0].type_code == 20  # int8
+            assert cursor.fetchall() == [(pid,)] and pid == conn.info.backend_pid
+            seen.append(pid)
+    assert seen[0] != seen[1]

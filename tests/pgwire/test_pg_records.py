@@ -4,8 +4,11 @@ as CockroachDB sends a tuple; psycopg reads it as a tuple of the elements' texts
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from typing import Any
 
+import asyncpg
 import psycopg
 
 from feedkv.pgwire.types import OID, column_oid, encode_binary, encode_text
@@ -40,3 +43,37 @@ def test_a_record_in_binary_is_record_send() -> None:
         + struct.pack("!Ii", OID.JSONB, len(jsonb))
         + jsonb
     )
+
+
+def test_describe_announces_a_row_value_as_a_record(pg_url: str) -> None:
+    """A prepared statement's Describe announces the type its rows carry: a row value's
+    column is ``record``, as CockroachDB describes a tuple (not ``text``), so asyncpg
+    reads it as a record of typed values (record_recv) and psycopg as one of texts."""
+
+    async def scenario() -> list[tuple[list[int], list[tuple[Any, ...]]]]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE kv (k INT PRIMARY KEY, v STRING)")
+            await conn.execute("INSERT INTO kv VALUES (1, 'a')")
+            found = []
+            for query in QUERIES:
+                statement = await conn.prepare(query)
+                types = [a.type.oid for a in statement.get_attributes()]
+                found.append((types, [tuple(row) for row in await statement.fetch()]))
+            return found
+        finally:
+            await conn.close()
+
+    assert asyncio.run(asyncio.wait_for(scenario(), timeout=60)) == [
+        ([RECORD_OID, OID.INT8], [((1, "a"), 2)]),
+        ([RECORD_OID], [(("a", "1"),)]),
+        ([OID.INT8, OID.TEXT, RECORD_OID], [(1, "a", (1, "a"))]),
+    ]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        cursor = conn.execute(QUERIES[0], prepare=True)
+        assert cursor.description is not None
+        assert [d.type_code for d in cursor.description] == [RECORD_OID, OID.INT8]
+        assert cursor.fetchall() == [(("1", "a"), 2)]
+
+
+QUERIES = ["SELECT (1, 'a'), 2", """SELECT jsonb_each('{"a": 1}')""", "SELECT *, (k, v) FROM kv"]

@@ -40,6 +40,11 @@ from feedkv.sql.as_json import as_json
         ("ARRAY[1, NULL, 3]", "[1, null, 3]"),
         ("ARRAY['2026-01-02'::DATE]", '["2026-01-02"]'),
         ("'{\"b\": [1]}'::JSONB", '{"b": [1]}'),
+        ("(1, 'a')", '{"f1": 1, "f2": "a"}'),
+        (
+            "ROW(1.50, NULL, (true, ARRAY[2]))",
+            '{"f1": 1.50, "f2": null, "f3": {"f1": true, "f2": [2]}}',
+        ),
     ],
 )
 def test_to_jsonb_converts_each_type_as_cockroachdb(db: DB, value: str, text: str) -> None:
@@ -83,6 +88,20 @@ def test_a_built_object_with_a_decimal_is_stored_in_a_jsonb_column(db: DB) -> No
     db.sql("CREATE TABLE docs (k INT PRIMARY KEY, j JSONB)")
     db.sql("INSERT INTO docs VALUES (1, jsonb_build_object('d', 2.25::DECIMAL))")
     assert db.sql("SELECT j->>'d' FROM docs").rows == [("2.25",)]
+
+
+def test_row_to_json_takes_a_row_value_only(db: DB) -> None:
+    """CockroachDB's row_to_json has the one signature ``row_to_json(tuple)``."""
+    [(text, second)] = db.sql(
+        "SELECT row_to_json((1, 'a'))::STRING, row_to_json(ROW(1, 'a'))->>'f2'"
+    ).rows
+    assert (text, second) == ('{"f1": 1, "f2": "a"}', "a")
+    with pytest.raises(SQLError) as raised:
+        db.sql("SELECT row_to_json(1)")
+    assert (raised.value.code, str(raised.value)) == (
+        "42883",
+        "unknown signature: row_to_json(int)",
+    )
 
 
 def test_a_value_with_no_sql_type_is_refused_not_written_as_its_repr() -> None:

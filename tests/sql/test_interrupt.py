@@ -1,6 +1,7 @@
 """A statement looks at its session's interrupt where stopping loses nothing: between a
-scan's pages and while pg_sleep waits; a cancelled statement fails with 57014 and the
-session goes on."""
+scan's pages, between chunks of a loop over rows no scan reads (generate_series,
+aggregation, a join's WHERE) and while pg_sleep waits; a cancelled statement fails with
+57014 and the session goes on."""
 
 from __future__ import annotations
 
@@ -25,6 +26,36 @@ def test_a_scan_of_many_pages_stops_at_a_page_boundary_when_cancelled(db: DB) ->
     assert caught.value.code == "57014"
     session.interrupt.reset()  # as the server does before each query
     assert session.execute("SELECT count(*) FROM t").rows == [(5000,)]
+
+
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("SELECT count(*) FROM generate_series(1, 10)", 10),
+        ("SELECT max(g) FROM (VALUES (1), (3)) AS v (x), generate_series(1, x) AS g", 3),
+        ("SELECT count(*) FROM (VALUES (1), (2), (3)) AS v (x) WHERE x > 1", 2),
+        ("SELECT count(*) FROM (SELECT x FROM (VALUES (1), (1)) AS v (x) GROUP BY x)", 1),
+    ],
+)
+def test_a_loop_over_rows_no_scan_reads_stops_when_cancelled(
+    db: DB, query: str, answer: int
+) -> None:
+    session = db.session()
+    session.interrupt.cancel()
+    with pytest.raises(QueryCanceled) as caught:
+        session.execute(query)
+    assert caught.value.code == "57014"
+    session.interrupt.reset()
+    assert session.execute(query).rows == [(answer,)]
+
+
+def test_statement_timeout_ends_an_aggregation_over_generate_series(db: DB) -> None:
+    """The statement runs for seconds; its timeout fires within the first chunk."""
+    db.sql("SET statement_timeout = '1ms'")
+    with pytest.raises(QueryCanceled) as caught:
+        db.sql("SELECT count(*) FROM generate_series(1, 3000000)")
+    assert str(caught.value) == "query execution canceled due to statement timeout"
+    assert db.sql("SELECT 1").rows == [(1,)]
 
 
 def test_a_cancelled_update_writes_nothing(db: DB) -> None:

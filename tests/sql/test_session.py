@@ -1198,3 +1198,11 @@ def test_a_session_s_variables_change_only_through_set(tmp_path: Path) -> None:
         session.close()
     finally:
         db.close()
+
+
+def test_pg_backend_pid_is_stable_per_session_and_differs_between_them(db: DB) -> None:
+    first, second = db.session(), db.session()
+    [(pid, same)] = first.execute("SELECT pg_backend_pid(), pg_backend_pid()").rows
+    assert same == pid and isinstance(pid, int)
+    assert first.execute("SELECT pg_backend_pid()").rows == [(pid,)]
+    assert second.execute("SELECT pg_backend_pid()").rows != [(pid,)]

@@ -31,10 +31,10 @@ def test_unnest_of_null_is_no_rows_and_of_a_scalar_unknown_signature() -> None:
 
 def test_series_counts_down_with_a_negative_step_and_refuses_a_zero_one() -> None:
     source = st.Series((_ARG, _ARG, _ARG), "g", "g", None)
-    assert series_of(source, [3, 1, -1]).rows == [(3,), (2,), (1,)]
-    assert series_of(source, [1, None, 1]).rows == []
+    assert series_of(source, [3, 1, -1], _never).rows == [(3,), (2,), (1,)]
+    assert series_of(source, [1, None, 1], _never).rows == []
     with pytest.raises(SQLError, match="step cannot be 0"):
-        series_of(source, [1, 2, 0])
+        series_of(source, [1, 2, 0], _never)
 
 
 def test_rows_from_zips_the_functions_rows_padding_each_by_its_own_width() -> None:
@@ -42,7 +42,14 @@ def test_rows_from_zips_the_functions_rows_padding_each_by_its_own_width() -> No
     unnest = st.Unnest((_ARG, _ARG), "u", ("x", "y"), None)
     source = st.RowsFrom((series, unnest), "r", ("n",))
     letters = Array(("a", "b", "c"), ColumnType(Kind.STRING))
-    functions = [series_of(series, [1, 2]), unnest_of(unnest, [letters, None], [None, None])]
+    functions = [
+        series_of(series, [1, 2], _never),
+        unnest_of(unnest, [letters, None], [None, None]),
+    ]
     relation = rows_from_of(source, functions)
     assert [column.name for column in relation.columns] == ["n", "x", "y"]
     assert relation.rows == [(1, "a", None), (2, "b", None), (None, "c", None)]
+
+
+def _never() -> None:
+    """An interrupt check of a statement never cancelled."""

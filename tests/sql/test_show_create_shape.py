@@ -42,7 +42,7 @@ def test_a_lone_primary_family_is_not_shown_and_a_qualified_name_is_kept(db: DB)
         "CREATE TABLE public.f1 (\n"
         "\ta INT8 NOT NULL,\n"
         "\tb STRING NULL,\n"
-        "\tc STRING NOT NULL DEFAULT 'x',\n"
+        "\tc STRING NOT NULL DEFAULT 'x':::STRING,\n"
         "\tCONSTRAINT f1_pkey PRIMARY KEY (a ASC)\n"
         ");",
     )
@@ -97,3 +97,37 @@ def test_the_output_makes_the_same_table_again(db: DB) -> None:
     db.sql("INSERT INTO c (id, u, h) VALUES (1, 2, 3)")
     assert db.sql("SELECT * FROM c").rows == [(1, None, 2)]
     assert db.sql("SELECT h FROM c").rows == [(3,)]
+
+
+def test_defaults_are_shown_with_cockroachdbs_type_annotations_and_read_back(db: DB) -> None:
+    """A constant DEFAULT is annotated with its column's type, ``now()`` (a function of
+    several result types) too; a boolean is lower case; unique_rowid() and
+    gen_random_uuid() are bare. The output makes the same table again, whose SHOW
+    CREATE TABLE is the same text, and whose defaults give the same values."""
+    db.sql(
+        "CREATE TABLE d (k INT PRIMARY KEY, v INT DEFAULT 0, n INT DEFAULT -3, "
+        "s STRING DEFAULT 'x', f FLOAT DEFAULT 1.5, m DECIMAL DEFAULT 1.50, "
+        "b BOOL DEFAULT true, at TIMESTAMPTZ DEFAULT now(), "
+        "r INT DEFAULT unique_rowid(), u UUID DEFAULT gen_random_uuid(), e INT DEFAULT 1 + 2)"
+    )
+    shown = _show(db, "d")
+    assert shown[1].splitlines()[1:12] == [
+        "\tk INT8 NOT NULL,",
+        "\tv INT8 NULL DEFAULT 0:::INT8,",
+        "\tn INT8 NULL DEFAULT -3:::INT8,",
+        "\ts STRING NULL DEFAULT 'x':::STRING,",
+        "\tf FLOAT8 NULL DEFAULT 1.5:::FLOAT8,",
+        "\tm DECIMAL NULL DEFAULT 1.50:::DECIMAL,",
+        "\tb BOOL NULL DEFAULT true,",
+        "\tat TIMESTAMPTZ NULL DEFAULT now():::TIMESTAMPTZ,",
+        "\tr INT8 NULL DEFAULT unique_rowid(),",
+        "\tu UUID NULL DEFAULT gen_random_uuid(),",
+        "\te INT8 NULL DEFAULT 1 + 2,",
+    ]
+    db.sql("DROP TABLE d")
+    db.sql(shown[1])
+    assert _show(db, "d") == shown
+    db.sql("INSERT INTO d (k) VALUES (1)")
+    assert db.sql("SELECT v, n, s, f, m::STRING, b, at IS NOT NULL, e FROM d").rows == [
+        (0, -3, "x", 1.5, "1.50", True, True, 3)
+    ]

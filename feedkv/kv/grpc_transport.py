@@ -1,11 +1,11 @@
 """The client side of the node's gRPC service (a :class:`feedkv.kv.router.Transport`).
 
 A batch sent while no other is in flight goes as a unary ``Batch`` call. Batches sent
-while others are in flight travel on one ``BatchStream`` per transport (see
-:mod:`feedkv.kv.server` for why): each gets a call number and waits for its answer, and
-the batches that queue up while a message is being sent go together in the next one. A
-lone caller so keeps the shortest path through the node, and many callers share the
-cost of each message.
+while others are in flight travel on one stream per transport, a connection to the
+node's batch port (:mod:`feedkv.kv.batch_socket`, and :mod:`feedkv.kv.server` for why a
+stream): each gets a call number and waits for its answer, and the batches that queue up
+while a message is being sent go together in the next one. A lone caller so keeps the
+shortest path through the node, and many callers share the cost of each message.
 
 When the stream breaks, every batch waiting on it fails (a write as ambiguous: it may
 have been applied) and the next batch opens a new stream. When the node ends the stream
@@ -21,13 +21,11 @@ caller waits on for the node's answer (see :mod:`feedkv.kv.cancellation`).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,6 @@ import msgpack
 
 from feedkv.errors import (
     AmbiguousResultError,
-    FeedKVError,
     InvalidArgumentError,
     NodeUnavailableError,
     PermissionDeniedError,
@@ -57,7 +54,9 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
+from feedkv.kv.batch_socket import CallStream, StreamEnded, hello
 from feedkv.kv.cancellation import GIVE_UP, GiveUpWatch
+from feedkv.kv.framed_socket import connect
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import (
     MAX_MESSAGE_BYTES,
@@ -68,13 +67,10 @@ from feedkv.kv.wire import (
 )
 from feedkv.security.call_auth import SessionClaims
 from feedkv.security.tls import ClientTLS, call_metadata, open_channel
-from feedkv.storage.engine import Completion
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["GrpcTransport", "await_ready", "login", "unanswered", "url_tls"]
 
-# A message of calls holds those queued when it is sent, up to about this many bytes.
-MAX_CALLS_BYTES = 4 << 20
 # How often a batch that waits for its answer asks whether its caller gave up.
 WATCH_S = 0.1
 CANCEL_TIMEOUT_S = 2.0
@@ -145,6 +141,8 @@ class GrpcTransport:
     ) -> None:
         self.address = host_port(host, port)
         self.tls = tls
+        self._host = host
+        self._connect_timeout_s = connect_timeout_s
         self._channel = open_channel(
             self.address,
             [
@@ -178,13 +176,9 @@ class GrpcTransport:
             request_serializer=pb.NowRequest.SerializeToString,
             response_deserializer=pb.NowResponse.FromString,
         )
-        self._batch_stream = self._channel.stream_stream(
-            f"/{SERVICE}/BatchStream",
-            request_serializer=None,  # _frames() yields serialized messages
-            response_deserializer=pb.BatchReplies.FromString,
-        )
+        self._batch_port = self._channel.unary_unary(f"/{SERVICE}/BatchPort")
         self._stream_lock = threading.Lock()  # guards the two below
-        self._stream: _CallStream | None = None
+        self._stream: CallStream | None = None
         self._in_flight = 0
         self._watch = GiveUpWatch(self._cancel, WATCH_S)
         # A batch's cancel token: this transport's secret prefix and a count, unique and
@@ -242,9 +236,8 @@ class GrpcTransport:
         batch_request_to_proto(batch, request)
         request.cancel_token = token
         try:
-            while (reply := self._open_stream().call(one)) is None:
-                pass  # that stream ended before the call was sent: open another
-        except _StreamEnded as exc:
+            reply = self._open_stream().call(one)
+        except StreamEnded as exc:
             if exc.denied:  # refused before the node read a call: nothing was applied
                 raise PermissionDeniedError(str(exc)) from exc
             if exc.maybe_applied:
@@ -269,16 +262,39 @@ class GrpcTransport:
         if done.exception() is not None:
             log.debug("CancelCall to %s failed: %s", self.address, done.exception())
 
-    def _open_stream(self) -> _CallStream:
+    def _open_stream(self) -> CallStream:
+        """The open stream, or a new one (:class:`NodeUnavailableError` if it cannot be
+        opened: nothing was sent)."""
         stream = self._stream
         if stream is None or stream.ended:
             with self._stream_lock:
                 stream = self._stream
                 if stream is None or stream.ended:
-                    stream = self._stream = _CallStream(
-                        self._batch_stream, call_metadata(self._channel)
-                    )
+                    stream = self._stream = self._connect_stream()
         return stream
+
+    def _connect_stream(self) -> CallStream:
+        """A connection to the node's batch port, which its ``BatchPort`` call names, its
+        hello carrying what this channel's calls carry."""
+        metadata = call_metadata(self._channel)
+        try:
+            answer = msgpack.unpackb(
+                self._batch_port(b"", timeout=self._connect_timeout_s, metadata=metadata)
+            )
+        except grpc.RpcError as exc:
+            _raise_denied(exc)
+            raise NodeUnavailableError(
+                f"node {self.address}: cannot ask for its batch port: {_details(exc)}"
+            ) from exc
+        sock = connect(
+            self._host, int(answer["port"]), self.tls, self._connect_timeout_s, "the batch port"
+        )
+        try:
+            sock.sendall(hello(metadata))
+        except OSError as exc:
+            sock.close()
+            raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
+        return CallStream(sock)
 
     def now(self) -> Timestamp:
         try:
@@ -305,96 +321,6 @@ class GrpcTransport:
             if self._stream is not None:
                 self._stream.close()
         self._channel.close()
-
-
-class _StreamEnded(FeedKVError):
-    """The stream ended before answering a call; ``maybe_applied`` unless the node
-    ended it cleanly (draining) or the call was never sent; ``denied``: the node refused
-    the caller (its credentials) as the stream opened."""
-
-    def __init__(self, message: str, *, maybe_applied: bool, denied: bool = False) -> None:
-        super().__init__(message)
-        self.maybe_applied = maybe_applied
-        self.denied = denied
-
-
-class _CallStream:
-    """One open ``BatchStream`` and the calls waiting for their answers on it."""
-
-    def __init__(self, method: Any, metadata: Any) -> None:
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
-        self._end: _StreamEnded | None = None
-        self._outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._call = method(self._frames(), metadata=metadata)
-        threading.Thread(target=self._read, name="feedkv-batch-client", daemon=True).start()
-
-    @property
-    def ended(self) -> bool:
-        return self._end is not None
-
-    def call(self, one: pb.BatchCalls) -> pb.BatchResponse | None:
-        """Send the one call in ``one`` (its ``id`` is set here) and wait for the node's
-        answer; ``None`` if the stream had already ended (nothing was sent)."""
-        answer: Completion[pb.BatchResponse] = Completion()
-        call = one.calls[0]
-        with self._lock:
-            if self._end is not None:
-                return None
-            call.id = next(self._ids)
-            self._waiting[call.id] = answer
-        self._outgoing.put(one.SerializeToString())
-        return answer.result()
-
-    def close(self) -> None:
-        self._outgoing.put(None)
-        self._call.cancel()
-
-    def _frames(self) -> Iterator[bytes]:
-        """The calls queued up while the last message was sent go in the next one: each
-        is a serialized ``BatchCalls`` of one call, and a message is their concatenation
-        (how protobuf merges repeated fields)."""
-        outgoing = self._outgoing
-        while (call := outgoing.get()) is not None:
-            calls = []
-            size = 0
-            while call is not None:
-                calls.append(call)
-                size += len(call)
-                if size >= MAX_CALLS_BYTES:
-                    break
-                try:
-                    call = outgoing.get_nowait()
-                except queue.Empty:
-                    break
-            yield b"".join(calls)
-            if call is None:
-                return
-
-    def _read(self) -> None:
-        end = _StreamEnded("the node ended the stream (it is shutting down)", maybe_applied=False)
-        try:
-            for frame in self._call:
-                waiting = self._waiting
-                for reply in frame.replies:
-                    answer = waiting.pop(reply.id, None)
-                    if answer is not None:
-                        answer.set_result(reply.response)
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
-            # NB: a stream that never connected (its node stopped listening: it drains,
-            # or died) carried none of its calls to the node
-            end = _StreamEnded(
-                _details(exc), maybe_applied=not (denied or _never_sent(exc)), denied=denied
-            )
-        with self._lock:
-            self._end = end
-            waiting, self._waiting = self._waiting, {}
-        self._outgoing.put(None)
-        for answer in waiting.values():
-            answer.set_exception(end)
 
 
 def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavailableError:

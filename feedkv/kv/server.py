@@ -1,27 +1,30 @@
-"""The node's gRPC service: the batch API over the wire.
+"""The node's gRPC service and batch port: the batch API over the wire.
 
 Each batch is decoded (:mod:`feedkv.kv.wire`), applied through the store and its
 response encoded. A feedkv error, including a malformed request, is returned inside the
 response (``BatchResponse.error``) so the client can raise the same class. Bytes that do
-not parse as a message are answered the same way on ``Batch``, and end a stream with
-status ``INVALID_ARGUMENT`` after the calls read before them are answered. Either way
-the node keeps serving.
+not parse as a message are answered the same way on ``Batch``, and end a stream as
+malformed after the calls read before them are answered. Either way the node keeps
+serving.
 
-Batches arrive two ways. ``Batch`` is one unary call per batch: feedkv's client uses it
-for a batch sent while none other is in flight, as it passes the fewest threads here.
-``BatchStream`` carries the batches a client sends concurrently, many to a message both
-ways, one stream per client. A gRPC call costs Python about 0.3 ms of CPU on each side,
-more than applying a small batch, so 32 clients doing unary calls cannot pass ~3,000
-calls/s on two cores; on a stream the cost is shared by the batches that travel
-together. The stream's reader starts each batch in the store, and the batch is answered
-as soon as it is applied, whatever the order.
+Batches arrive two ways. ``Batch`` is one unary gRPC call per batch: feedkv's client
+uses it for a batch sent while none other is in flight, as it passes the fewest threads
+here. A stream carries the batches a client sends concurrently, many to a message both
+ways, one stream per client, on the node's batch port (:mod:`feedkv.kv.batch_socket`:
+framed messages on a TCP connection, which cost a fraction of a gRPC stream's). A gRPC
+call costs Python about 0.3 ms of CPU on each side, more than applying a small batch,
+so 32 clients doing unary calls cannot pass ~3,000 calls/s on two cores; on a stream
+the cost is shared by the batches that travel together. The stream's reader starts each
+batch in the store, and the batch is answered as soon as it is applied, whatever the
+order.
 
-Stopping drains: a stream stops reading, answers every batch it read, and ends with
-status OK; a batch it never read was never applied, and the client reports it as such.
+Stopping drains: a stream stops reading, answers every batch it read, and announces its
+end; a batch it never read was never applied, and the client reports it as such.
 The server refuses new calls, before evaluating anything (a batch is answered with
 :class:`~feedkv.errors.NodeUnavailableError`, so its client sends it elsewhere rather
 than report it as ambiguous), and waits for those in flight, up to the grace; its port
-closes after them, once no call came for a moment (``QUIET_S``). Calls that last until
+closes after them, once no call came for a moment (``QUIET_S``), and the batch port
+with it. Calls that last until
 told to end (``endless``: other nodes' Raft streams) are not waited for: once the others
 ended, the node ends them (``end_streams``), so a stop lasts as long as its slowest call
 in flight, not the whole grace.
@@ -29,6 +32,7 @@ in flight, not the whole grace.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import queue
@@ -51,6 +55,7 @@ from feedkv.errors import (
 from feedkv.kv.access import ADMIN_USERS, USER_METHODS, ReadAccess, reads_of
 from feedkv.kv.address import host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
+from feedkv.kv.batch_socket import BatchListener
 from feedkv.kv.cancellation import CallCancels
 from feedkv.kv.command import Applied
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -62,10 +67,9 @@ from feedkv.kv.wire import (
     batch_response_to_proto,
     error_to_proto,
     parse_message,
-    parse_messages,
     timestamp_to_proto,
 )
-from feedkv.security.call_auth import AUDIENCE_METHOD
+from feedkv.security.call_auth import AUDIENCE_METHOD, Metadata
 from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
@@ -83,9 +87,9 @@ DRAINING = "the node is draining (shutting down)"  # a call refused meanwhile is
 # cancellation: a write then ends ambiguous)
 QUIET_S = 0.1
 QUIET_MAX_S = 1.0
-# NB: refused while draining by their handlers (a batch in its answer, a stream by its
-# clean end), which their clients read as nothing applied
-_BATCHES = frozenset({"Batch", "BatchStream"})
+# NB: refused while draining by its handler (in its answer), which its client reads as
+# nothing applied
+_BATCHES = frozenset({"Batch"})
 # Checks a batch before it is applied (raises PermissionDeniedError); None: any batch.
 BatchCheck = Callable[[BatchRequest], None] | None
 
@@ -134,10 +138,10 @@ class NodeServer:
                 request_deserializer=None,  # parsed by _batch (see wire.parse_message)
                 response_serializer=pb.BatchResponse.SerializeToString,
             ),
-            "BatchStream": grpc.stream_stream_rpc_method_handler(
-                self._batch_stream,
-                request_deserializer=None,  # parsed by the reader (see wire.parse_message)
-                response_serializer=None,  # replies() yields serialized messages
+            "BatchPort": grpc.unary_unary_rpc_method_handler(
+                self._batch_port,
+                request_deserializer=None,
+                response_serializer=None,
             ),
             "CancelCall": grpc.unary_unary_rpc_method_handler(
                 self._cancel_call,
@@ -163,6 +167,7 @@ class NodeServer:
         )
         self.port = listen(self._server, host, port, tls)
         self.host = host
+        self._batch_listener = BatchListener(host, tls, self._socket_stream)
 
     def start(self) -> None:
         self._server.start()
@@ -196,6 +201,7 @@ class NodeServer:
                 left := settled_by - time.monotonic()
             ) > 0:
                 self._in_flight.wait(min(quiet, left))
+        self._batch_listener.stop()
         stopped = self._server.stop(max(0.0, deadline - time.monotonic()))
         if end_streams is not None:
             end_streams()
@@ -242,9 +248,11 @@ class NodeServer:
     def _check(self, context: Any) -> BatchCheck:
         """What each batch of this call's caller must pass: nothing for the nodes and
         root (and on a plaintext node), else its :meth:`ReadAccess.check`."""
+        return self._check_for(peer_user(context))
+
+    def _check_for(self, user: str | None) -> BatchCheck:
         if self._tls is None or self._access is None:
             return None  # NB: with tls and no access, only admins got this far
-        user = peer_user(context)
         if user is None or user in ADMIN_USERS:
             return None
         access = self._access
@@ -276,20 +284,34 @@ class NodeServer:
         _respond(response, send)
         return response
 
-    def _batch_stream(self, frames: Iterator[bytes], context: Any) -> Iterator[bytes]:
-        stream = _ServedStream(
-            self.store, self._calls, self._cancels, self._draining, self._check(context)
-        )
-        reader = threading.Thread(
-            target=stream.read,
-            args=(parse_messages(pb.BatchCalls, frames),),
-            name="feedkv-batch-reader",
-            daemon=True,
-        )
-        reader.start()
-        yield from stream.replies()
-        if stream.malformed is not None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, stream.malformed)
+    @contextlib.contextmanager
+    def _socket_stream(self, metadata: Metadata) -> Iterator[_ServedStream]:
+        """A client's batch stream on the batch port (:mod:`feedkv.kv.batch_socket`),
+        its hello's ``metadata`` checked as the gRPC guard checks a call of
+        :data:`USER_METHODS` (the refusals name the stream ``BatchStream``), counted as a
+        call in flight while it lasts."""
+        user = None
+        if self._tls is not None:
+            try:
+                user = self._tls.verifier.caller(metadata)
+            except PermissionDeniedError as exc:
+                raise PermissionDeniedError(f"BatchStream: {exc}") from None
+            if user not in ADMIN_USERS and self._access is None:
+                raise PermissionDeniedError(_raw_kv_refusal("BatchStream", user))
+        with self._in_flight:
+            self._counted += 1
+            self._arrived = time.monotonic()
+        try:
+            yield _ServedStream(
+                self.store, self._calls, self._cancels, self._draining, self._check_for(user)
+            )
+        finally:
+            with self._in_flight:
+                self._counted -= 1
+                self._in_flight.notify_all()
+
+    def _batch_port(self, request: bytes, context: Any) -> bytes:
+        return bytes(msgpack.packb({"port": self._batch_listener.port}))
 
     def _cancel_call(self, msg: pb.CancelCallRequest, context: Any) -> pb.CancelCallResponse:
         return pb.CancelCallResponse(running=self._cancels.cancel(msg.token))
@@ -343,7 +365,7 @@ def _start(store: Store, msg: pb.BatchCall, check: BatchCheck, cancels: CallCanc
 
 
 class _ServedStream:
-    """One client's ``BatchStream``.
+    """One client's batch stream (:class:`~feedkv.kv.batch_socket.Served`).
 
     :meth:`read` decodes each call and starts it in the store, so a write goes straight
     to the commit queue from the reader thread; the commit thread hands the outcome back.
@@ -391,8 +413,6 @@ class _ServedStream:
                         self._in_flight.add(msg.id)
                     call = _start(store, msg, self._check, self._cancels)
                     call.attempt.add_done_callback(partial(done.put, call))
-        except grpc.RpcError:
-            pass  # the client went away; answers still in the works are dropped
         except InvalidArgumentError as exc:
             self.malformed = str(exc)
         finally:
@@ -525,6 +545,13 @@ def guarded_handlers(
     return guarded
 
 
+def _raw_kv_refusal(method: str, user: str) -> str:
+    return (
+        f"{method}: the raw KV API is only for nodes and root; user {user!r} "
+        "must use SQL (the SQL port), or read the tables it may SELECT"
+    )
+
+
 def _guarded(
     method: str, handler: grpc.RpcMethodHandler, tls: ServerTLS, for_users: bool
 ) -> grpc.RpcMethodHandler:
@@ -547,11 +574,7 @@ def _guarded(
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"{method}: {exc}")
             if user not in ADMIN_USERS and not for_users:
                 log.warning("refused %s from %s (user %r)", method, context.peer(), user)
-                context.abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"{method}: the raw KV API is only for nodes and root; user {user!r} "
-                    "must use SQL (the SQL port), or read the tables it may SELECT",
-                )
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, _raw_kv_refusal(method, user))
             return behavior(request, AuthenticatedContext(context, user))
 
         return call

@@ -34,20 +34,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import ssl
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
-from urllib.parse import urlsplit
 
 import msgpack
 
 from feedkv.errors import FeedKVError, NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.access import ADMIN_USERS
-from feedkv.kv.address import host_port
+from feedkv.kv.framed_socket import connect, frame
+from feedkv.kv.framed_socket import read_frame as read_any_frame
 from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ClientTLS, ServerTLS
 
@@ -55,33 +53,15 @@ __all__ = ["MAX_FRAME", "RaftListener", "dial", "frame", "read_frame"]
 
 log = logging.getLogger(__name__)
 
-_LENGTH = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # larger than any request (CHUNK_BYTES and its envelope)
 _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
-_PROXY_HEAD_LIMIT = 8192  # a CONNECT answer's head
-
-
-def frame(body: bytes) -> bytes:
-    """``body`` as one frame."""
-    return _LENGTH.pack(len(body)) + body
 
 
 def read_frame(reader: BinaryIO) -> bytes | None:
     """The next frame's body (``None``: the connection ended between frames); raises
     :class:`ConnectionError` when it ends inside one, or a length is beyond
     :data:`MAX_FRAME` (not a sender of these frames)."""
-    head = reader.read(_LENGTH.size)
-    if not head:
-        return None
-    if len(head) < _LENGTH.size:
-        raise ConnectionError("the connection ended inside a frame's length")
-    (size,) = _LENGTH.unpack(head)
-    if size > MAX_FRAME:
-        raise ConnectionError(f"a frame of {size} bytes: more than {MAX_FRAME}")
-    body = reader.read(size)
-    if len(body) < size:
-        raise ConnectionError("the connection ended inside a frame")
-    return body
+    return read_any_frame(reader, MAX_FRAME)
 
 
 def dial(
@@ -90,43 +70,13 @@ def dial(
     """A connection to the Raft port ``port`` of the node at ``host``, its hello sent
     (``auth``: what proves this node, ``None`` on a plaintext cluster). Sends on it time out
     after ``timeout``. Raises :class:`~feedkv.errors.NodeUnavailableError`."""
+    sock = connect(host, port, tls, timeout, "the Raft port")
+    hello = {"from": node_id, "auth": list(auth) if auth is not None else None}
     try:
-        sock = _open(host, port, timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls is not None:
-            sock = tls.ssl_context().wrap_socket(sock, server_hostname=host)
-        hello = {"from": node_id, "auth": list(auth) if auth is not None else None}
         sock.sendall(frame(msgpack.packb(hello)))
     except (OSError, ssl.SSLError) as exc:
-        raise NodeUnavailableError(f"cannot connect to the Raft port {host}:{port}: {exc}") from exc
-    return sock
-
-
-def _open(host: str, port: int, timeout: float) -> socket.socket:
-    """A TCP connection to ``host:port``, through ``grpc_proxy`` when it is set (as
-    gRPC's own, :func:`~feedkv.security.tls.open_channel`). Raises :class:`OSError`."""
-    proxy = os.environ.get("grpc_proxy")  # noqa: SIM112 (gRPC reads it so)
-    if not proxy:
-        return socket.create_connection((host, port), timeout=timeout)
-    parts = urlsplit(proxy)
-    sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout)
-    try:
-        target = host_port(host, port)
-        sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        # NB: nothing follows the answer's head before this side speaks (the receiver
-        # sends nothing first, TLS included), so reading past it loses nothing
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = sock.recv(1024)
-            if not chunk or len(head) > _PROXY_HEAD_LIMIT:
-                raise ConnectionError(f"the proxy {proxy} ended the CONNECT to {target}")
-            head += chunk
-        status = head.split(b"\r\n", 1)[0].split()
-        if len(status) < 2 or status[1] != b"200":
-            raise ConnectionError(f"the proxy {proxy} refused the CONNECT to {target}: {head!r}")
-    except BaseException:
         sock.close()
-        raise
+        raise NodeUnavailableError(f"cannot connect to the Raft port {host}:{port}: {exc}") from exc
     return sock
 
 

@@ -1,15 +1,16 @@
-"""The node's gRPC service: batches on the shared stream, malformed requests sent straight
-to the port, and draining."""
+"""The node's gRPC service and batch port: batches on the shared stream, malformed
+requests sent straight to the ports, and draining."""
 
 from __future__ import annotations
 
-import queue
 import socket
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import grpc
+import msgpack
 import pytest
 
 import feedkv
@@ -23,10 +24,12 @@ from feedkv.errors import (
     TransactionRetryError,
 )
 from feedkv.kv.api import BatchRequest, Get, Header, Put
+from feedkv.kv.batch_socket import hello
+from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import SERVICE, batch_request_to_proto, error_from_proto
+from feedkv.kv.wire import MAX_MESSAGE_BYTES, SERVICE, batch_request_to_proto, error_from_proto
 from feedkv.server.node import Node
 from feedkv.testing.waiting import run_threads
 from feedkv.util.hlc import Timestamp
@@ -55,12 +58,42 @@ def channel(node: Node) -> Iterator[grpc.Channel]:
         yield chan
 
 
-def raw_stream(channel: grpc.Channel) -> grpc.StreamStreamMultiCallable:
-    return channel.stream_stream(
-        f"/{SERVICE}/BatchStream",
-        request_serializer=pb.BatchCalls.SerializeToString,
-        response_deserializer=pb.BatchReplies.FromString,
-    )
+class RawStream:
+    """A batch stream opened by hand on the node's batch port (plaintext)."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        port = msgpack.unpackb(channel.unary_unary(f"/{SERVICE}/BatchPort")(b""))["port"]
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.sendall(hello(None))
+        self.reader = self.sock.makefile("rb")
+        self.end: dict[str, Any] | None = None
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(frame(data))
+
+    def replies(self, count: int | None = None) -> list[pb.BatchReply]:
+        """The next ``count`` replies, or (``None``) those until the node ends the
+        stream, whose end is then :attr:`end`."""
+        replies: list[pb.BatchReply] = []
+        while count is None or len(replies) < count:
+            data = read_frame(self.reader, MAX_MESSAGE_BYTES)
+            assert data is not None, "the connection ended with no end announced"
+            if not data:
+                self.end = msgpack.unpackb(read_frame(self.reader, MAX_MESSAGE_BYTES))
+                break
+            replies.extend(pb.BatchReplies.FromString(data).replies)
+        return replies
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(channel: grpc.Channel) -> Iterator[RawStream]:
+    stream = RawStream(channel)
+    yield stream
+    stream.close()
 
 
 def call(call_id: int, batch: BatchRequest) -> pb.BatchCall:
@@ -82,14 +115,14 @@ def test_many_threads_share_one_stream_and_each_gets_its_own_answer(remote: DB) 
 
 
 def test_a_malformed_call_is_answered_with_an_error_and_its_neighbours_still_apply(
-    node: Node, channel: grpc.Channel, remote: DB
+    raw: RawStream, remote: DB
 ) -> None:
     good = call(1, BatchRequest(Header(range_id=1), (Put(b"good", b"v"),)))
     bad = pb.BatchCall(id=2)
     bad.request.requests.add()  # a request union with no request in it
     wrong_range = call(3, BatchRequest(Header(range_id=999), (Get(b"good"),)))
-    replies = list(raw_stream(channel)(iter([pb.BatchCalls(calls=[good, bad, wrong_range])])))
-    answers = {r.id: r.response for frame in replies for r in frame.replies}
+    raw.send(pb.BatchCalls(calls=[good, bad, wrong_range]).SerializeToString())
+    answers = {r.id: r.response for r in raw.replies(3)}
     assert sorted(answers) == [1, 2, 3]
     assert not answers[1].HasField("error")
     assert isinstance(error_from_proto(answers[2].error), InvalidArgumentError)
@@ -106,11 +139,24 @@ def test_a_batch_from_a_clock_far_ahead_is_refused_and_the_stream_goes_on(remote
     assert remote.get(b"k") == b"v"
 
 
-@pytest.mark.parametrize("method", ["BatchStream", "RangeFeed"])
-def test_bytes_that_are_not_a_message_end_that_stream_and_the_node_keeps_serving(
-    method: str, node: Node, channel: grpc.Channel, remote: DB
+def test_bytes_that_are_not_a_message_end_the_batch_stream_and_the_node_keeps_serving(
+    node: Node, raw: RawStream, remote: DB
 ) -> None:
-    garbage = channel.stream_stream(f"/{SERVICE}/{method}")
+    put = call(1, BatchRequest(Header(range_id=1), (Put(b"before", b"v"),)))
+    raw.send(pb.BatchCalls(calls=[put]).SerializeToString())
+    raw.send(b"\xff\xff\xff not protobuf")
+    assert [r.id for r in raw.replies()] == [1]  # the call read before it is answered
+    assert raw.end is not None and raw.end["end"] == "malformed"
+    assert "malformed message: 16 bytes that are not a BatchCalls" in raw.end["message"]
+    remote.put(b"after", b"still serving")
+    assert remote.get(b"after") == b"still serving"
+    node.stop()
+
+
+def test_bytes_that_are_not_a_message_end_the_rangefeed_and_the_node_keeps_serving(
+    node: Node, channel: grpc.Channel, remote: DB
+) -> None:
+    garbage = channel.stream_stream(f"/{SERVICE}/RangeFeed")
     with pytest.raises(grpc.RpcError) as raised:
         list(garbage(iter([b"\xff\xff\xff not protobuf"])))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -149,15 +195,14 @@ def test_a_draining_node_answers_what_it_read_and_ends_the_stream_cleanly(
     node = Node(tmp_path / "store", listen="127.0.0.1:0", config=config)
     try:
         with grpc.insecure_channel(node.url.removeprefix("feedkv://")) as chan:
-            outgoing: queue.SimpleQueue[pb.BatchCalls | None] = queue.SimpleQueue()
-            replies = raw_stream(chan)(iter(outgoing.get, None))
+            raw = RawStream(chan)
             put = call(1, BatchRequest(Header(range_id=1), (Put(b"k", b"v"),)))
-            outgoing.put(pb.BatchCalls(calls=[put]))
-            assert [r.id for r in next(replies).replies] == [1]
+            raw.send(pb.BatchCalls(calls=[put]).SerializeToString())
+            assert [r.id for r in raw.replies(1)] == [1]
             node.stop()
-            assert list(replies) == []  # ended by the node, not broken
-            assert replies.code() == grpc.StatusCode.OK
-            outgoing.put(None)
+            assert raw.replies() == []
+            assert raw.end is not None and raw.end["end"] == "done"  # ended, not broken
+            raw.close()
     finally:
         node.stop()
 
@@ -188,18 +233,16 @@ def test_a_commit_deadline_crosses_the_wire(remote: DB) -> None:
 
 
 def test_a_call_id_used_twice_while_in_flight_ends_the_stream_as_malformed(
-    channel: grpc.Channel, remote: DB
+    raw: RawStream, remote: DB
 ) -> None:
     """Two answers with one id could not be told apart: the second call is refused with
-    the stream (INVALID_ARGUMENT), the first is answered, and the node goes on."""
+    the stream (its end says malformed), the first is answered, and the node goes on."""
     first = call(7, BatchRequest(Header(range_id=1), (Put(b"dup", b"first"),)))
     second = call(7, BatchRequest(Header(range_id=1), (Put(b"dup", b"second"),)))
-    answers: list[pb.BatchReply] = []
-    with pytest.raises(grpc.RpcError) as raised:
-        for frame in raw_stream(channel)(iter([pb.BatchCalls(calls=[first, second])])):
-            answers.extend(frame.replies)
-    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "call id 7 is already in flight" in raised.value.details()
+    raw.send(pb.BatchCalls(calls=[first, second]).SerializeToString())
+    answers = raw.replies()
+    assert raw.end is not None and raw.end["end"] == "malformed"
+    assert "call id 7 is already in flight" in raw.end["message"]
     assert [a.id for a in answers] == [7]
     assert remote.get(b"dup") == b"first"
 

@@ -12,10 +12,12 @@ Frames (:mod:`feedkv.kv.framed_socket`), at most ``MAX_MESSAGE_BYTES`` each, as 
 messages. The client's first frame is its hello, msgpack ``{"auth": metadata}``: the
 metadata a gRPC call on the same channel carries (:func:`~feedkv.security.tls.call_metadata`,
 ``None`` on a plaintext node), checked as the node checks a gRPC call's
-(:meth:`BatchListener` hands it to ``open``). Every frame after it is a serialized
-``BatchCalls``. The node answers with frames of serialized ``BatchReplies``, never
-empty: an empty frame announces the stream's end, and the frame after it says why,
-msgpack ``{"end": kind, "message": text}``:
+(:meth:`BatchListener` hands it to ``open``). The node answers it with its welcome,
+msgpack ``{"welcome": true}``, or ends the stream; the client sends no call before the
+welcome. Every frame the client sends after its hello is a serialized ``BatchCalls``.
+The node answers them with frames of serialized ``BatchReplies``, never empty: an empty
+frame announces the stream's end, and the frame after it says why, msgpack
+``{"end": kind, "message": text}``:
 
 - ``"done"``: the node ended it cleanly (it drains): the calls it did not answer were
   not applied;
@@ -27,6 +29,13 @@ msgpack ``{"end": kind, "message": text}``:
 
 A connection that ends without that (torn, or reset) fails the calls waiting on it as
 the client's ``BatchStream`` did: a write as ambiguous.
+
+Why the welcome: each side reads a connection on one thread while others write on it,
+which OpenSSL allows of a TLS connection only once the handshake's last messages are
+read: TLS 1.3's session tickets come after the handshake, and a client reading them on
+its reader thread while a caller wrote its first calls broke the connection ("bad record
+mac"). The client reads the welcome, which follows them, before it sends a call or
+starts its reader. It also learns there that it is refused, before any call is sent.
 
 A node takes these on a port of its own beside its gRPC port, rather than on the Raft
 port: the stream is the gRPC server's, drained and stopped with it (a node alone, in no
@@ -44,7 +53,7 @@ import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import msgpack
 from google.protobuf.message import DecodeError
@@ -57,7 +66,7 @@ from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ServerTLS
 from feedkv.storage.engine import Completion
 
-__all__ = ["BatchListener", "CallStream", "Served", "StreamEnded", "hello"]
+__all__ = ["BatchListener", "CallStream", "Served", "StreamEnded", "hello", "open_stream"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,7 @@ log = logging.getLogger(__name__)
 MAX_CALLS_BYTES = 4 << 20
 _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 _END = frame(b"")  # announces the stream's end (a BatchReplies frame is never empty)
+_WELCOME = msgpack.packb({"welcome": True})
 
 
 def hello(auth: Metadata | None) -> bytes:
@@ -74,6 +84,26 @@ def hello(auth: Metadata | None) -> bytes:
 
 def _end(kind: str, message: str) -> bytes:
     return _END + frame(msgpack.packb({"end": kind, "message": message}))
+
+
+def open_stream(sock: socket.socket, auth: Metadata | None) -> CallStream:
+    """The stream on ``sock`` (connected, its receives timing out) once the node has
+    welcomed the hello carrying ``auth``. Raises :class:`StreamEnded` (nothing sent, and
+    ``denied`` if the node refused the caller) or :class:`OSError`; ``sock`` is closed
+    then."""
+    reader = sock.makefile("rb")
+    try:
+        sock.sendall(hello(auth))
+        first = read_frame(reader, MAX_MESSAGE_BYTES)
+        if first == b"":
+            raise _ended(read_frame(reader, MAX_MESSAGE_BYTES))
+        if first != _WELCOME:
+            raise StreamEnded("the node did not welcome the stream", maybe_applied=False)
+    except BaseException:
+        reader.close()
+        sock.close()
+        raise
+    return CallStream(sock, reader)
 
 
 class StreamEnded(FeedKVError):
@@ -89,11 +119,12 @@ class StreamEnded(FeedKVError):
 
 class CallStream:
     """One open connection and the calls waiting for their answers on it (the client's
-    side). ``sock``: connected, its hello sent."""
+    side): made by :func:`open_stream`, which reads the welcome from ``reader``."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, reader: BinaryIO) -> None:
         sock.settimeout(None)
         self._sock = sock
+        self._reader = reader
         self._ids = itertools.count(1)
         self._lock = threading.Lock()  # guards the four below
         self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
@@ -161,7 +192,7 @@ class CallStream:
     def _read(self) -> None:
         end = StreamEnded("the connection to the node broke", maybe_applied=True)
         try:
-            with self._sock.makefile("rb") as reader:
+            with self._reader as reader:
                 while (data := read_frame(reader, MAX_MESSAGE_BYTES)) is not None:
                     if not data:
                         end = _ended(read_frame(reader, MAX_MESSAGE_BYTES))
@@ -286,6 +317,7 @@ class BatchListener:
                     return
                 try:
                     with self._open(_auth_of(first)) as served:
+                        sock.sendall(frame(_WELCOME))
                         sock.settimeout(None)
                         self._carry(sock, reader, served)
                 except PermissionDeniedError as exc:

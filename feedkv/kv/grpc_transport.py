@@ -21,6 +21,7 @@ caller waits on for the node's answer (see :mod:`feedkv.kv.cancellation`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -54,7 +55,7 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
-from feedkv.kv.batch_socket import CallStream, StreamEnded, hello
+from feedkv.kv.batch_socket import CallStream, StreamEnded, open_stream
 from feedkv.kv.cancellation import GIVE_UP, GiveUpWatch
 from feedkv.kv.framed_socket import connect
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -238,8 +239,6 @@ class GrpcTransport:
         try:
             reply = self._open_stream().call(one)
         except StreamEnded as exc:
-            if exc.denied:  # refused before the node read a call: nothing was applied
-                raise PermissionDeniedError(str(exc)) from exc
             if exc.maybe_applied:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
@@ -290,11 +289,13 @@ class GrpcTransport:
             self._host, int(answer["port"]), self.tls, self._connect_timeout_s, "the batch port"
         )
         try:
-            sock.sendall(hello(metadata))
-        except OSError as exc:
-            sock.close()
+            return open_stream(sock, metadata)
+        except StreamEnded as exc:
+            if exc.denied:
+                raise PermissionDeniedError(str(exc)) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
-        return CallStream(sock)
+        except OSError as exc:  # ssl.SSLError too
+            raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
 
     def now(self) -> Timestamp:
         try:

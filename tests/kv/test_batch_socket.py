@@ -18,7 +18,7 @@ import pytest
 
 from feedkv.errors import AmbiguousResultError, PermissionDeniedError
 from feedkv.kv.api import BatchRequest, Get, Header, Put
-from feedkv.kv.batch_socket import CallStream, StreamEnded, hello
+from feedkv.kv.batch_socket import CallStream, StreamEnded, hello, open_stream
 from feedkv.kv.framed_socket import connect, frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -32,6 +32,8 @@ from feedkv.kv.wire import (
 )
 from feedkv.security.tls import ClientTLS, ServerTLS, call_metadata, open_channel
 from feedkv.testing.certs import make_certs_dir
+
+WELCOME = frame(msgpack.packb({"welcome": True}))
 
 PUT = BatchRequest(Header(range_id=1), (Put(b"k", b"v"),))
 
@@ -58,6 +60,7 @@ class FakeBatchPort:
         conn, _ = self._socket.accept()
         with conn, conn.makefile("rb") as reader:
             read_frame(reader, MAX_MESSAGE_BYTES)  # the hello
+            conn.sendall(WELCOME)
             data = read_frame(reader, MAX_MESSAGE_BYTES)
             assert data is not None
             self.calls.append(pb.BatchCalls.FromString(data))
@@ -66,8 +69,7 @@ class FakeBatchPort:
 
     def connect(self) -> CallStream:
         sock = socket.create_connection(("127.0.0.1", self.port))
-        sock.sendall(hello(None))
-        return CallStream(sock)
+        return open_stream(sock, None)
 
     def close(self) -> None:
         self._socket.close()
@@ -179,10 +181,9 @@ def test_a_torn_frame_from_a_client_ends_its_stream_and_the_node_serves_on(
         torn.sendall(hello(None) + frame(one_call(PUT).SerializeToString())[:-3])
         torn.shutdown(socket.SHUT_WR)
         with torn.makefile("rb") as reader:
+            assert frame(read_frame(reader, MAX_MESSAGE_BYTES) or b"") == WELCOME
             assert read_frame(reader, MAX_MESSAGE_BYTES) == b""  # the end, no answer
-    sock = connect("127.0.0.1", port, None, 10, "the batch port")
-    sock.sendall(hello(None))
-    stream = CallStream(sock)
+    stream = open_stream(connect("127.0.0.1", port, None, 10, "the batch port"), None)
     try:
         reply = stream.call(one_call(PUT))
         assert reply is not None and not reply.HasField("error")
@@ -205,20 +206,26 @@ def secure(store: Store, certs: Path) -> Iterator[NodeServer]:
 
 
 def _secure_stream(
-    server: NodeServer, certs: Path, tls: ClientTLS, *, credentials: bool = True
-) -> tuple[grpc.Channel, CallStream]:
-    """A stream opened as ``tls`` on a port that root asked for."""
+    server: NodeServer,
+    certs: Path,
+    tls: ClientTLS,
+    channel: grpc.Channel,
+    *,
+    credentials: bool = True,
+) -> CallStream:
+    """A stream opened as ``tls`` (with ``channel``'s credentials) on a port that root
+    asked for."""
     root = ClientTLS.load(certs, "root")
     with open_channel(f"127.0.0.1:{server.port}", [], root) as asker:
         port = _batch_port(asker, call_metadata(asker))
-    channel = open_channel(f"127.0.0.1:{server.port}", [], tls)
     sock = connect("127.0.0.1", port, tls, 10, "the batch port")
-    sock.sendall(hello(call_metadata(channel) if credentials else None))
-    return channel, CallStream(sock)
+    return open_stream(sock, call_metadata(channel) if credentials else None)
 
 
 def test_root_sends_batches_on_a_tls_stream(secure: NodeServer, certs: Path) -> None:
-    channel, stream = _secure_stream(secure, certs, ClientTLS.load(certs, "root"))
+    root = ClientTLS.load(certs, "root")
+    with open_channel(f"127.0.0.1:{secure.port}", [], root) as channel:
+        stream = _secure_stream(secure, certs, root, channel)
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
             puts = [
@@ -231,40 +238,35 @@ def test_root_sends_batches_on_a_tls_stream(secure: NodeServer, certs: Path) -> 
         assert batch_response_from_proto(got).responses[0].value == b"v7"
     finally:
         stream.close()
-        channel.close()
 
 
 def test_a_user_the_raw_kv_api_is_not_for_is_refused_in_the_words_of_a_batch(
     secure: NodeServer, certs: Path
 ) -> None:
     alice = ClientTLS.load(certs, "alice")
-    channel, stream = _secure_stream(secure, certs, alice)
+    with (
+        open_channel(f"127.0.0.1:{secure.port}", [], alice) as channel,
+        pytest.raises(StreamEnded) as ended,
+    ):
+        _secure_stream(secure, certs, alice, channel)
+    assert ended.value.denied and not ended.value.maybe_applied
+    # NB: her transport is refused the batch port itself, in the same words
+    transport = GrpcTransport("127.0.0.1", secure.port, tls=alice)
     try:
-        with pytest.raises(StreamEnded) as ended:
-            stream.call(one_call(PUT))
-        assert ended.value.denied and not ended.value.maybe_applied
-        # NB: her transport is refused the batch port itself, in the same words
-        transport = GrpcTransport("127.0.0.1", secure.port, tls=alice)
-        try:
-            with pytest.raises(PermissionDeniedError) as unary:
-                transport.send(PUT)
-        finally:
-            transport.close()
-        said = str(ended.value).removeprefix("BatchStream")
-        assert said == str(unary.value).removeprefix("Batch")
-        assert "the raw KV API is only for nodes and root; user 'alice'" in said
+        with pytest.raises(PermissionDeniedError) as unary:
+            transport.send(PUT)
     finally:
-        stream.close()
-        channel.close()
+        transport.close()
+    said = str(ended.value).removeprefix("BatchStream")
+    assert said == str(unary.value).removeprefix("Batch")
+    assert "the raw KV API is only for nodes and root; user 'alice'" in said
 
 
 def test_a_stream_without_credentials_is_refused(secure: NodeServer, certs: Path) -> None:
     root = ClientTLS.load(certs, "root")
-    channel, stream = _secure_stream(secure, certs, root, credentials=False)
-    try:
-        with pytest.raises(StreamEnded, match="needs credentials") as ended:
-            stream.call(one_call(PUT))
-        assert ended.value.denied and not ended.value.maybe_applied
-    finally:
-        stream.close()
-        channel.close()
+    with (
+        open_channel(f"127.0.0.1:{secure.port}", [], root) as channel,
+        pytest.raises(StreamEnded, match="needs credentials") as ended,
+    ):
+        _secure_stream(secure, certs, root, channel, credentials=False)
+    assert ended.value.denied and not ended.value.maybe_applied

@@ -66,6 +66,7 @@ class RawStream:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.sendall(hello(None))
         self.reader = self.sock.makefile("rb")
+        assert msgpack.unpackb(read_frame(self.reader, MAX_MESSAGE_BYTES)) == {"welcome": True}
         self.end: dict[str, Any] | None = None
 
     def send(self, data: bytes) -> None:

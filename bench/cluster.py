@@ -5,17 +5,21 @@
   three-node cluster whose kv0 keyspace is split into nine ranges, three on each node;
   the client processes are spread over the nodes (each client sends each write to the
   node holding its range). Reports commits/s, p50/p99, the ratio, the CPU seconds
-  each node process and the clients used, and the CPU per commit (a node is bound to
-  about one core by the GIL, and this machine has ``cores`` of them, which the clients
-  share too). NB: on three nodes each commit costs the nodes about three times the CPU
-  it costs one node (measured here: ~370-430 us against ~120-140 us): the same 32
-  clients' writes are spread over three times as many client-to-node streams, so each
-  message carries about a third as many batches (1.3 calls per message in, 1.8 replies
-  out, against 3.7 and 5.4) and each node's group commit a quarter as many writes (2.4
-  against 10), and a message costs gRPC's Python about the same whatever it carries.
-  A linger before sending (0.5-2 ms) or before a group commit (1 ms) did not lower it
-  on this machine. With two cores and the clients sharing them, three nodes cannot
-  beat one at this concurrency.
+  each node process and the clients used, and the CPU per commit (the GIL holds a node
+  to at most about one core; this machine has ``cores``, which the clients share).
+
+  The ceiling on two cores (2026-11-30, ``--seconds 8``, load 3): one node ran 13,130
+  commits/s on 64 us of node CPU and 68 us of client CPU a commit, 1.73 of the two
+  cores; three nodes ran 7,943 on 150 us summed over the nodes and 110 us of client
+  (0.60x). A node is no longer bound to one core by the GIL here: one node and its
+  clients already fill the machine, so three nodes could pass one only by costing less
+  CPU a commit than one node does, and even at the same cost could reach at most
+  2 / 1.73 = 1.16x, short of the 1.3x target. Three nodes cost more a commit because the
+  same 32 clients' writes are spread over three times as many client-to-node streams
+  (each client process keeps one to each node), so each message carries about a third
+  as many calls and each node's group commit fewer writes. A linger before sending
+  (0.5-2 ms) or before a group commit (1 ms) did not lower that on this machine
+  (measured when a stream was gRPC's).
 - ``relocation``: a range of ``--relocate-mib`` MiB moved between two nodes while a
   writer keeps writing into it: the move's duration and the writer's p99 latency during
   it (its writes wait while the range is frozen).

@@ -79,6 +79,10 @@ log = logging.getLogger(__name__)
 
 # A reply message holds the answers ready when it is sent, up to about this many bytes.
 MAX_REPLIES_BYTES = 4 << 20
+# A stream's calls read and not yet answered: at this many its reader stops reading until
+# answers leave, so a client that sends calls and reads no answers is held back by TCP
+# rather than holding the node's memory.
+MAX_CALLS_IN_FLIGHT = 4096
 _POLL_S = 0.2
 DRAINING = "the node is draining (shutting down)"  # a call refused meanwhile is told so
 # A draining server stops once no call came for QUIET_S (waiting at most QUIET_MAX_S for
@@ -371,9 +375,10 @@ class _ServedStream:
     to the commit queue from the reader thread; the commit thread hands the outcome back.
     :meth:`replies` answers the calls as they complete, many to a message; a call that
     met a conflict (an intent to push, a timestamp to move) is finished on the call pool,
-    where it may wait. The stream ends once the client is done, or the node drains, and
-    every call read has been answered; if it stopped reading at bytes that were not a
-    message, :attr:`malformed` says so.
+    where it may wait. While ``MAX_CALLS_IN_FLIGHT`` calls wait for their answers to
+    leave, :meth:`read` reads no more. The stream ends once the client is done, or the
+    node drains, and every call read has been answered; if it stopped reading at bytes
+    that were not a message, :attr:`malformed` says so.
     """
 
     def __init__(
@@ -392,6 +397,7 @@ class _ServedStream:
         self._done: queue.SimpleQueue[_Call | _Reply | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._in_flight: set[int] = set()  # ids of the calls read and not yet answered
+        self._room = threading.Condition(self._lock)  # answers left: the reader may read
         self._client_done = False
         self._ended = False
         self.malformed: str | None = None
@@ -403,6 +409,10 @@ class _ServedStream:
             for frame in frames:
                 for msg in frame.calls:
                     with self._lock:
+                        while len(self._in_flight) >= MAX_CALLS_IN_FLIGHT and not (
+                            self._ended or self._draining.is_set()
+                        ):
+                            self._room.wait(_POLL_S)
                         if self._ended or self._draining.is_set():
                             return  # unread calls: the client learns they were not applied
                         if msg.id in self._in_flight:
@@ -459,6 +469,7 @@ class _ServedStream:
                     break
             with self._lock:
                 self._in_flight.difference_update(map(_reply_id, replies))
+                self._room.notify()
                 if not self._in_flight and (self._client_done or self._draining.is_set()):
                     self._ended = True
             if replies:

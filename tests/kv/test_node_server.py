@@ -4,7 +4,9 @@ requests sent straight to the ports, and draining."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,15 +25,17 @@ from feedkv.errors import (
     RangeRoutingError,
     TransactionRetryError,
 )
+from feedkv.kv import server
 from feedkv.kv.api import BatchRequest, Get, Header, Put
 from feedkv.kv.batch_socket import hello
+from feedkv.kv.cancellation import CallCancels
 from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import MAX_MESSAGE_BYTES, SERVICE, batch_request_to_proto, error_from_proto
 from feedkv.server.node import Node
-from feedkv.testing.waiting import run_threads
+from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp
 
 THREADS = 16
@@ -130,6 +134,38 @@ def test_a_malformed_call_is_answered_with_an_error_and_its_neighbours_still_app
     assert "malformed request" in answers[2].error.message
     assert isinstance(error_from_proto(answers[3].error), RangeRoutingError)
     assert remote.get(b"good") == b"v"
+
+
+def test_a_stream_reads_no_more_calls_while_too_many_wait_for_their_answers(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends calls and reads no answers is held back (by TCP, as its
+    stream's reader stops reading) rather than buffered in the node's memory."""
+    monkeypatch.setattr(server, "MAX_CALLS_IN_FLIGHT", 8)
+    calls = 50
+    read_after_an_answer_left: list[bool] = []  # for each call read
+    answer_left = threading.Event()
+
+    def frames() -> Iterator[pb.BatchCalls]:
+        for i in range(1, calls + 1):
+            read_after_an_answer_left.append(answer_left.is_set())
+            put = BatchRequest(Header(range_id=1), (Put(b"f%02d" % i, b"v"),))
+            yield pb.BatchCalls(calls=[call(i, put)])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        stream = server._ServedStream(node.store, pool, CallCancels(), threading.Event())
+        reader = threading.Thread(target=stream.read, args=(frames(),))
+        reader.start()
+        wait_until(lambda: len(read_after_an_answer_left) > 8)  # the 9th waits for room
+        answer_left.set()
+        answered = [
+            reply.id
+            for message in stream.replies()
+            for reply in pb.BatchReplies.FromString(message).replies
+        ]
+        reader.join()
+    assert read_after_an_answer_left == [False] * 9 + [True] * (calls - 9)
+    assert sorted(answered) == list(range(1, calls + 1))
 
 
 def test_a_batch_from_a_clock_far_ahead_is_refused_and_the_stream_goes_on(remote: DB) -> None:

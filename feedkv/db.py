@@ -102,6 +102,7 @@ def connect(
     admin_sample_s: float = 10.0,
     metrics: bool = True,
     changefeed_buffers: NodeBuffers | None = None,
+    batch_addr: str | None = None,
 ) -> DB:
     """Open a store directory in-process, or connect to ``feedkv://host:port`` (or to
     the first that answers of several nodes of a cluster: ``feedkv://h1:p1,h2:p2``, moving
@@ -118,7 +119,8 @@ def connect(
     anywhere; ``feedkv start`` gives ``<store>/extern`` by default).
 
     The other arguments apply to an embedded node only. With ``listen`` (``HOST:PORT``)
-    it also serves gRPC there, and with ``sql_addr`` PostgreSQL clients (see
+    it also serves gRPC there (and clients' concurrent batches on ``batch_addr``, by
+    default any free port of that host), and with ``sql_addr`` PostgreSQL clients (see
     :meth:`DB.serve_sql`), with ``http_addr`` its metrics (``/_status/vars``; see
     :meth:`feedkv.server.node.Node.serve_http`) and admin page, whose charts sample the
     changefeeds every ``admin_sample_s`` seconds (``metrics=False``: its metrics record
@@ -172,6 +174,7 @@ def connect(
         external_io_dir=external_io_dir,
         metrics=metrics,
         changefeed_buffers=changefeed_buffers,
+        batch_addr=batch_addr,
     )
     local: Transport = LocalTransport(node.store, owned=False)
     db = DB(

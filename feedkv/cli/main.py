@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
-from feedkv.kv.address import host_port, split_host_port
+from feedkv.kv.address import host_port, parse_listen, split_host_port
 from feedkv.testing.benches import BENCH_DIR, bench_module
 
 if TYPE_CHECKING:
@@ -172,6 +172,12 @@ def _parser() -> argparse.ArgumentParser:
         "--raft-addr",
         help="HOST:PORT of the port node-to-node Raft messages use (default: any free port "
         "on the --listen host; fix it to let a firewall between nodes open it)",
+    )
+    start.add_argument(
+        "--batch-addr",
+        help="HOST:PORT of the port clients send their concurrent batches to (default: any "
+        "free port on the --listen host, which clients ask the node for; fix it to let a "
+        "firewall open it)",
     )
     start.add_argument(
         "--sql-addr",
@@ -488,6 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lease_transfer_wait=args.lease_transfer_wait,
                 raft_addr=args.raft_addr,
             )
+            if args.batch_addr is not None:
+                parse_listen(args.batch_addr)  # NB: refused here, as a bad --raft-addr is
             if args.certs_dir is None and not args.insecure:
                 print(
                     "feedkv: error: a node is secure by default: give --certs-dir DIR (make one "
@@ -511,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 changefeed_buffers=NodeBuffers.of(
                     args.max_changefeed_memory, args.max_disk_changefeed_storage
                 ),
+                batch_addr=args.batch_addr,
             )
         if args.command == "init":
             from feedkv.cli.init import run_init

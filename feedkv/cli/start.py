@@ -181,6 +181,7 @@ def run_node(
     certs_dir: Path | None = None,
     external_io_dir: Path | None = None,
     changefeed_buffers: NodeBuffers | None = None,
+    batch_addr: str | None = None,
 ) -> int:
     """Serve the store on ``listen`` (gRPC), ``sql_addr`` (PostgreSQL clients) and
     ``http_addr`` (metrics for Prometheus at ``/_status/vars``) and
@@ -195,6 +196,7 @@ def run_node(
             "sql-addr": sql_addr,
             "http-addr": http_addr,
             "raft-addr": cluster_config.raft_addr if cluster_config is not None else None,
+            "batch-addr": batch_addr,
         }
     )
     stop = threading.Event()
@@ -224,6 +226,7 @@ def run_node(
             certs_dir=certs_dir,
             external_io_dir=external_io_dir,
             changefeed_buffers=changefeed_buffers,
+            batch_addr=batch_addr,
         )
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C before the node served
         print("feedkv node stopped before it served", file=sys.stderr, flush=True)

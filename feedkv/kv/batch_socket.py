@@ -247,16 +247,17 @@ Opener = Callable[[Metadata], AbstractContextManager[Served]]
 
 
 class BatchListener:
-    """Takes clients' batch streams on ``host`` (a port of its own: :attr:`port`), a
-    thread per connection reading its calls and one writing its answers; ``open`` makes
-    the served side of each from its hello's metadata. ``tls``: serve TLS (``None``:
-    plaintext)."""
+    """Takes clients' batch streams on ``host`` and ``port`` (0: any free one; the one
+    taken is :attr:`port`), a thread per connection reading its calls and one writing
+    its answers; ``open`` makes the served side of each from its hello's metadata.
+    ``tls``: serve TLS (``None``: plaintext). Raises :class:`OSError` when it cannot
+    listen."""
 
-    def __init__(self, host: str, tls: ServerTLS | None, open: Opener) -> None:
+    def __init__(self, host: str, tls: ServerTLS | None, open: Opener, *, port: int = 0) -> None:
         self._context = tls.ssl_context(client_certs=False) if tls is not None else None
         self._open = open
         family = socket.AF_INET6 if ":" in host else socket.AF_INET  # an IPv6 literal
-        self._socket = socket.create_server((host, 0), family=family)
+        self._socket = socket.create_server((host, port), family=family)
         self.port: int = self._socket.getsockname()[1]
         self._lock = threading.Lock()  # guards the two below
         self._connections: set[socket.socket] = set()

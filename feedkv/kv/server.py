@@ -112,13 +112,17 @@ class NodeServer:
         tls: ServerTLS | None = None,
         access: ReadAccess | None = None,
         endless: frozenset[str] = frozenset(),
+        batch_listen: tuple[str, int] | None = None,
     ) -> None:
         """``more_methods`` adds methods served by layers above (the rangefeed stream).
         ``tls``: serve TLS, every call from a client certificate of :data:`ADMIN_USERS`
         (``None``: plaintext, every call taken). ``access``: with ``tls``, other users
         may also call :data:`USER_METHODS` to read what it allows (see
         :mod:`feedkv.kv.access`; ``None``: they may call nothing). ``endless``: the
-        methods whose calls last until told to end, which a stop does not wait for."""
+        methods whose calls last until told to end, which a stop does not wait for.
+        ``batch_listen``: the host and port of the batch port (``None``: any free port of
+        ``host``). Raises :class:`~feedkv.errors.NodeUnavailableError` when it cannot
+        listen on either."""
         self.store = store
         self._tls = tls
         self._access = access
@@ -171,7 +175,17 @@ class NodeServer:
         )
         self.port = listen(self._server, host, port, tls)
         self.host = host
-        self._batch_listener = BatchListener(host, tls, self._socket_stream)
+        batch_host, batch_port = batch_listen or (host, 0)
+        try:
+            self._batch_listener = BatchListener(
+                batch_host, tls, self._socket_stream, port=batch_port
+            )
+        except OSError as exc:
+            self._server.stop(None)
+            where = host_port(batch_host, batch_port)
+            raise NodeUnavailableError(
+                f"cannot listen on {where} (the batch port): {exc.strerror}"
+            ) from exc
 
     def start(self) -> None:
         self._server.start()

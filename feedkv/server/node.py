@@ -109,6 +109,7 @@ class Node:
         external_io_dir: str | Path | None = None,
         metrics: bool = True,
         changefeed_buffers: NodeBuffers | None = None,
+        batch_addr: str | None = None,
     ) -> None:
         """``metrics=False``: the node's metrics record nothing (``feedkv bench
         changefeed`` measures what they cost).
@@ -117,6 +118,9 @@ class Node:
         ``changefeed_buffers``: the limits on what its changefeeds buffer (``None``: the
         defaults, spilling under ``store_path/changefeed-spill``).
         ``http_addr``: serve the metrics there (see :meth:`serve_http`).
+        ``batch_addr``: ``HOST:PORT`` of the batch port, where clients send their
+        concurrent batches (:mod:`feedkv.kv.batch_socket`; ``None``: any free port of the
+        gRPC address's host).
         ``join``: this node is a member of a cluster (it must listen): ``[]`` starts
         one (or rejoins the one its store belongs to), addresses of members join theirs
         (see :mod:`feedkv.server.cluster`); a new node whose ``join`` nodes know no
@@ -128,6 +132,7 @@ class Node:
         if config.split_key is None:
             config = replace(config, split_key=row_split_key)
         self.path = Path(store_path)
+        self.batch_addr = batch_addr
         self.external_io_dir = Path(external_io_dir) if external_io_dir is not None else None
         if join is not None and listen is None:
             raise InvalidArgumentError("a node of a cluster must listen: give it listen=")
@@ -285,6 +290,7 @@ class Node:
                     more_methods=methods,
                     tls=self.tls,
                     access=access,
+                    batch_listen=parse_listen(self.batch_addr) if self.batch_addr else None,
                 )
                 server.start()
                 self.server = server

@@ -33,6 +33,7 @@ def test_merges_start_below_a_quarter_of_the_maximum_range_size() -> None:
         (["--rebalance-interval=-1s"], "--rebalance-interval '-1s' is negative"),
         (["--lease-transfer-wait", "later"], "bad duration 'later'"),
         (["--raft-addr", "nowhere"], "cannot listen on 'nowhere': expected HOST:PORT"),
+        (["--batch-addr", "nowhere"], "cannot listen on 'nowhere': expected HOST:PORT"),
     ],
 )
 def test_start_refuses_settings_out_of_range_naming_the_flag(
@@ -63,7 +64,9 @@ def taken_port() -> Iterator[int]:
         yield other.getsockname()[1]
 
 
-@pytest.mark.parametrize("flag", ["--listen", "--sql-addr", "--http-addr", "--raft-addr"])
+@pytest.mark.parametrize(
+    "flag", ["--listen", "--sql-addr", "--http-addr", "--raft-addr", "--batch-addr"]
+)
 def test_start_on_a_port_in_use_says_which_and_makes_no_store(
     flag: str, taken_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -35,6 +35,7 @@ from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import MAX_MESSAGE_BYTES, SERVICE, batch_request_to_proto, error_from_proto
 from feedkv.server.node import Node
+from feedkv.testing.node_process import free_port
 from feedkv.testing.waiting import run_threads, wait_until
 from feedkv.util.hlc import Timestamp
 
@@ -166,6 +167,23 @@ def test_a_stream_reads_no_more_calls_while_too_many_wait_for_their_answers(
         reader.join()
     assert read_after_an_answer_left == [False] * 9 + [True] * (calls - 9)
     assert sorted(answered) == list(range(1, calls + 1))
+
+
+def test_a_node_takes_batch_streams_on_the_batch_port_it_is_given(tmp_path: Path) -> None:
+    port = free_port()
+    config = StoreConfig(sync=False)
+    with Node(
+        tmp_path / "fixed", listen="127.0.0.1:0", config=config, batch_addr=f"127.0.0.1:{port}"
+    ) as fixed:
+        with grpc.insecure_channel(fixed.url.removeprefix("feedkv://")) as channel:
+            asked = channel.unary_unary(f"/{SERVICE}/BatchPort")(b"")
+        assert msgpack.unpackb(asked)["port"] == port
+        db = feedkv.connect(fixed.url)
+        try:
+            run_threads([partial(db.put, b"k%d" % i, b"v") for i in range(8)])  # streamed
+            assert len(db.scan(b"k", b"l")) == 8
+        finally:
+            db.close()
 
 
 def test_a_batch_from_a_clock_far_ahead_is_refused_and_the_stream_goes_on(remote: DB) -> None:

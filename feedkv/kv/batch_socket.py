@@ -21,9 +21,12 @@ frame announces the stream's end, and the frame after it says why, msgpack
 
 - ``"done"``: the node ended it cleanly (it drains): the calls it did not answer were
   not applied;
-- ``"denied"``: the hello did not prove a caller who may send batches: no call was read;
-- ``"unavailable"``: the hello could not be checked now (the user's record could not be
-  read): no call was read;
+- ``"denied"``: the hello did not prove a caller who may send batches, or no longer
+  does (the node checks it again before each message of calls, as it checks each gRPC
+  call's credentials: a password changed, a user dropped, a certificate revoked or
+  credentials expired): the calls it did not answer were not applied;
+- ``"unavailable"``: the hello could not be checked (the user's record could not be
+  read): the calls it did not answer were not applied;
 - ``"malformed"``: a frame was not a ``BatchCalls`` (or reused a call id in flight):
   the calls before it were answered.
 
@@ -51,6 +54,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, BinaryIO, Protocol
@@ -66,7 +70,15 @@ from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ServerTLS
 from feedkv.storage.engine import Completion
 
-__all__ = ["BatchListener", "CallStream", "Served", "StreamEnded", "hello", "open_stream"]
+__all__ = [
+    "BatchListener",
+    "CallStream",
+    "Served",
+    "StreamEnded",
+    "StreamRetired",
+    "hello",
+    "open_stream",
+]
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +129,10 @@ class StreamEnded(FeedKVError):
         self.denied = denied
 
 
+class StreamRetired(Exception):
+    """The stream takes no new calls (:meth:`CallStream.retire`): nothing was sent."""
+
+
 class CallStream:
     """One open connection and the calls waiting for their answers on it (the client's
     side): made by :func:`open_stream`, which reads the welcome from ``reader``."""
@@ -126,21 +142,34 @@ class CallStream:
         self._sock = sock
         self._reader = reader
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()  # guards the four below
+        self._lock = threading.Lock()  # guards the five below
         self._waiting: dict[int, Completion[pb.BatchResponse]] = {}
         self._end: StreamEnded | None = None
         self._queued: list[bytes] = []
         self._writing = False
+        self._retired = False
+        self.opened = time.monotonic()
         threading.Thread(target=self._read, name="feedkv-batch-client", daemon=True).start()
 
     @property
     def ended(self) -> bool:
         return self._end is not None
 
+    def retire(self) -> None:
+        """Take no new call (:meth:`call` raises :class:`StreamRetired`), and close once
+        the calls sent are answered: a client moves to a new stream, whose hello carries
+        fresh credentials, before the node would find this one's expired."""
+        with self._lock:
+            self._retired = True
+            idle = not self._waiting
+        if idle:
+            self._cut()
+
     def call(self, one: pb.BatchCalls) -> pb.BatchResponse:
         """Send the one call in ``one`` (its ``id`` is set here) and wait for the node's
         answer; raises :class:`StreamEnded` if the stream ends first (not
-        ``maybe_applied`` when it had ended before: nothing was sent).
+        ``maybe_applied`` when it had ended before: nothing was sent), and
+        :class:`StreamRetired` if it was retired (nothing sent either).
 
         NB: the caller that finds no other writing writes, and goes on writing what
         queued up meanwhile before it waits for its own answer: the calls that arrive
@@ -150,6 +179,8 @@ class CallStream:
         with self._lock:
             if (end := self._end) is not None:
                 raise StreamEnded(str(end), maybe_applied=False, denied=end.denied)
+            if self._retired:
+                raise StreamRetired
             call.id = next(self._ids)
             self._waiting[call.id] = answer
             self._queued.append(one.SerializeToString())
@@ -202,6 +233,9 @@ class CallStream:
                         answer = waiting.pop(reply.id, None)
                         if answer is not None:
                             answer.set_result(reply.response)
+                    if self._retired and not waiting:  # NB: no call is added once retired
+                        end = StreamEnded("the stream was retired", maybe_applied=False)
+                        break
         except (OSError, ssl.SSLError, ValueError, DecodeError) as exc:
             end = StreamEnded(f"the connection to the node broke: {exc}", maybe_applied=True)
         finally:
@@ -229,7 +263,7 @@ def _ended(data: bytes | None) -> StreamEnded:
 class Served(Protocol):
     """The node's side of one stream (:class:`feedkv.kv.server.NodeServer`'s)."""
 
-    malformed: str | None  # why it stopped reading, if a frame was not a message
+    end: tuple[str, str] | None  # (kind, why) it stopped reading, if for a reason of its own
 
     def read(self, frames: Iterator[pb.BatchCalls]) -> None:
         """Start each call read from ``frames``; returns once they ended or the node
@@ -341,8 +375,8 @@ class BatchListener:
             try:
                 for message in served.replies():
                     sock.sendall(frame(message))
-                if served.malformed is not None:
-                    sock.sendall(_end("malformed", served.malformed))
+                if served.end is not None:
+                    sock.sendall(_end(*served.end))
                 else:
                     sock.sendall(_end("done", "the node ended the stream (it is shutting down)"))
             except OSError as exc:

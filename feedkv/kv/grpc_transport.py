@@ -12,7 +12,12 @@ against 260).
 When the stream breaks, every batch waiting on it fails (a write as ambiguous: it may
 have been applied) and the next batch opens a new stream. When the node ends the stream
 itself, draining, or the stream never connected, the batches it did not answer were not
-applied.
+applied. The node checks a stream's credentials before each message of batches, as it
+checks each gRPC call's: once they no longer pass (a password changed, a user dropped),
+it ends the stream, and the batches it did not answer fail with
+:class:`~feedkv.errors.PermissionDeniedError`. So that a hello's credentials never expire
+in use, a stream takes new batches for ``STREAM_LIFETIME_S``; the next batch then opens
+another, and the old one closes once its batches are answered.
 
 A batch sent from a context whose caller may give up on it
 (:data:`~feedkv.kv.cancellation.GIVE_UP`: a SQL statement that a client may cancel)
@@ -57,7 +62,7 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
-from feedkv.kv.batch_socket import CallStream, StreamEnded, open_stream
+from feedkv.kv.batch_socket import CallStream, StreamEnded, StreamRetired, open_stream
 from feedkv.kv.cancellation import GIVE_UP, GiveUpWatch
 from feedkv.kv.framed_socket import connect
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -76,6 +81,10 @@ __all__ = ["GrpcTransport", "await_ready", "login", "unanswered", "url_tls"]
 
 # How often a batch that waits for its answer asks whether its caller gave up.
 WATCH_S = 0.1
+# A stream takes new calls this long, then the next call opens another (whose hello
+# carries fresh credentials: the node checks a stream's before each message, and a
+# certificate claim expires after CERT_TOKEN_S).
+STREAM_LIFETIME_S = 60.0
 CANCEL_TIMEOUT_S = 2.0
 
 log = logging.getLogger(__name__)
@@ -217,8 +226,15 @@ class GrpcTransport:
         batch_request_to_proto(batch, request)
         request.cancel_token = token
         try:
-            reply = self._open_stream().call(one)
+            while True:
+                try:
+                    reply = self._open_stream().call(one)
+                    break
+                except StreamRetired:
+                    continue  # nothing was sent: on the stream that replaced it
         except StreamEnded as exc:
+            if exc.denied:  # its credentials no longer pass: the call was not applied
+                raise PermissionDeniedError(str(exc)) from exc
             if exc.maybe_applied:
                 raise self._translate(exc, batch) from exc
             raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
@@ -243,13 +259,16 @@ class GrpcTransport:
 
     def _open_stream(self) -> CallStream:
         """The open stream, or a new one (:class:`NodeUnavailableError` if it cannot be
-        opened: nothing was sent)."""
+        opened: nothing was sent) once it ended or lived ``STREAM_LIFETIME_S``."""
         stream = self._stream
-        if stream is None or stream.ended:
+        if stream is None or stream.ended or time.monotonic() - stream.opened > STREAM_LIFETIME_S:
             with self._stream_lock:
                 stream = self._stream
-                if stream is None or stream.ended:
-                    stream = self._stream = self._connect_stream()
+                if stream is not None and not stream.ended:
+                    if time.monotonic() - stream.opened <= STREAM_LIFETIME_S:
+                        return stream
+                    stream.retire()
+                stream = self._stream = self._connect_stream()
         return stream
 
     def _connect_stream(self) -> CallStream:

@@ -306,14 +306,22 @@ class NodeServer:
     def _socket_stream(self, metadata: Metadata) -> Iterator[_ServedStream]:
         """A client's batch stream on the batch port (:mod:`feedkv.kv.batch_socket`),
         its hello's ``metadata`` checked as the gRPC guard checks a call of
-        :data:`USER_METHODS` (the refusals name the stream ``BatchStream``), counted as a
-        call in flight while it lasts."""
+        :data:`USER_METHODS` (the refusals name the stream ``BatchStream``) as it opens
+        and again before each message of calls it reads (as each gRPC call's is: a
+        password changed, a user dropped, a certificate revoked or credentials expired
+        end the stream, ``denied``), counted as a call in flight while it lasts."""
         user = None
+        still: Callable[[], str] | None = None
         if self._tls is not None:
-            try:
-                user = self._tls.verifier.caller(metadata)
-            except PermissionDeniedError as exc:
-                raise PermissionDeniedError(f"BatchStream: {exc}") from None
+            verifier = self._tls.verifier
+
+            def still() -> str:
+                try:
+                    return verifier.caller(metadata)
+                except PermissionDeniedError as exc:
+                    raise PermissionDeniedError(f"BatchStream: {exc}") from None
+
+            user = still()
             if user not in ADMIN_USERS and self._access is None:
                 raise PermissionDeniedError(_raw_kv_refusal("BatchStream", user))
         with self._in_flight:
@@ -321,7 +329,12 @@ class NodeServer:
             self._arrived = time.monotonic()
         try:
             yield _ServedStream(
-                self.store, self._calls, self._cancels, self._draining, self._check_for(user)
+                self.store,
+                self._calls,
+                self._cancels,
+                self._draining,
+                self._check_for(user),
+                still_allowed=still,
             )
         finally:
             with self._in_flight:
@@ -391,8 +404,12 @@ class _ServedStream:
     met a conflict (an intent to push, a timestamp to move) is finished on the call pool,
     where it may wait. While ``MAX_CALLS_IN_FLIGHT`` calls wait for their answers to
     leave, :meth:`read` reads no more. The stream ends once the client is done, or the
-    node drains, and every call read has been answered; if it stopped reading at bytes
-    that were not a message, :attr:`malformed` says so.
+    node drains, and every call read has been answered. If it stopped reading for a
+    reason of the stream's, :attr:`end` says which (the kinds of
+    :mod:`feedkv.kv.batch_socket`): bytes that were not a message (``malformed``), or a
+    caller whose credentials no longer pass (``denied``) or cannot be checked now
+    (``unavailable``); it checks them before each message of calls, with
+    ``still_allowed``, which raises as the gRPC guard would.
     """
 
     def __init__(
@@ -402,8 +419,11 @@ class _ServedStream:
         cancels: CallCancels,
         draining: threading.Event,
         check: BatchCheck = None,
+        *,
+        still_allowed: Callable[[], object] | None = None,
     ) -> None:
         self._store = store
+        self._still_allowed = still_allowed
         self._cancels = cancels
         self._check = check
         self._pool = pool
@@ -414,13 +434,22 @@ class _ServedStream:
         self._room = threading.Condition(self._lock)  # answers left: the reader may read
         self._client_done = False
         self._ended = False
-        self.malformed: str | None = None
+        self.end: tuple[str, str] | None = None  # why it stopped reading, if it did
 
     def read(self, frames: Iterator[pb.BatchCalls]) -> None:
         store = self._store
         done = self._done
         try:
             for frame in frames:
+                if self._still_allowed is not None:
+                    try:
+                        self._still_allowed()
+                    except PermissionDeniedError as exc:
+                        self.end = ("denied", str(exc))
+                        return
+                    except FeedKVError as exc:  # the caller cannot be checked now
+                        self.end = ("unavailable", str(exc))
+                        return
                 for msg in frame.calls:
                     with self._lock:
                         while len(self._in_flight) >= MAX_CALLS_IN_FLIGHT and not (
@@ -438,7 +467,7 @@ class _ServedStream:
                     call = _start(store, msg, self._check, self._cancels)
                     call.attempt.add_done_callback(partial(done.put, call))
         except InvalidArgumentError as exc:
-            self.malformed = str(exc)
+            self.end = ("malformed", str(exc))
         finally:
             with self._lock:
                 self._client_done = True

@@ -17,8 +17,9 @@ import msgpack
 import pytest
 
 from feedkv.errors import AmbiguousResultError, PermissionDeniedError
+from feedkv.kv import grpc_transport
 from feedkv.kv.api import BatchRequest, Get, Header, Put
-from feedkv.kv.batch_socket import CallStream, StreamEnded, hello, open_stream
+from feedkv.kv.batch_socket import CallStream, StreamEnded, StreamRetired, hello, open_stream
 from feedkv.kv.framed_socket import connect, frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -32,6 +33,7 @@ from feedkv.kv.wire import (
 )
 from feedkv.security.tls import ClientTLS, ServerTLS, call_metadata, open_channel
 from feedkv.testing.certs import make_certs_dir
+from feedkv.testing.waiting import wait_until
 
 WELCOME = frame(msgpack.packb({"welcome": True}))
 
@@ -163,6 +165,36 @@ def test_a_torn_frame_from_a_client_ends_its_stream_and_the_node_serves_on(
         assert reply is not None and not reply.HasField("error")
     finally:
         stream.close()
+
+
+def test_a_retired_stream_takes_no_new_call_and_closes_once_its_calls_are_answered(
+    plain: NodeServer,
+) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{plain.port}") as channel:
+        port = _batch_port(channel)
+    stream = open_stream(connect("127.0.0.1", port, None, 10, "the batch port"), None)
+    reply = stream.call(one_call(PUT))
+    assert reply is not None and not reply.HasField("error")
+    stream.retire()
+    with pytest.raises(StreamRetired):
+        stream.call(one_call(PUT))
+    wait_until(lambda: stream.ended, what="the retired stream to close")
+
+
+def test_a_transport_moves_to_a_new_stream_once_its_stream_lived_its_lifetime(
+    plain: NodeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    transport = GrpcTransport("127.0.0.1", plain.port)
+    try:
+        transport.send(PUT)
+        first = transport._stream
+        monkeypatch.setattr(grpc_transport, "STREAM_LIFETIME_S", 0.0)
+        transport.send(PUT)
+        assert transport._stream is not first
+        assert first is not None
+        wait_until(lambda: first.ended, what="the old stream to close")
+    finally:
+        transport.close()
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,7 @@ class StreamEnded(FeedKVError):
         self.denied = denied
 
 
-class StreamRetired(Exception):
+class StreamRetired(FeedKVError):
     """The stream takes no new calls (:meth:`CallStream.retire`): nothing was sent."""
 
 
@@ -177,10 +177,10 @@ class CallStream:
         answer: Completion[pb.BatchResponse] = Completion()
         call = one.calls[0]
         with self._lock:
+            if self._retired:  # NB: before the end, which its retirement brings
+                raise StreamRetired("the stream was retired")
             if (end := self._end) is not None:
                 raise StreamEnded(str(end), maybe_applied=False, denied=end.denied)
-            if self._retired:
-                raise StreamRetired
             call.id = next(self._ids)
             self._waiting[call.id] = answer
             self._queued.append(one.SerializeToString())

@@ -5,8 +5,8 @@ CPU on each side, mostly thread hand-offs inside grpcio, and a kv0 commit from 3
 clients made about one message each way (a third of the client's and the node's CPU per
 commit). Here a caller writes the calls queued meanwhile itself, the node's thread for
 the connection reads them itself, and one thread on each side hands the answers over,
-as :mod:`feedkv.server.raft_socket` does for Raft. Lone batches and every other call
-stay on gRPC (:mod:`feedkv.kv.grpc_transport`).
+as :mod:`feedkv.server.raft_socket` does for Raft. A lone caller's batch takes the
+stream too; every other call stays on gRPC (:mod:`feedkv.kv.grpc_transport`).
 
 Frames (:mod:`feedkv.kv.framed_socket`), at most ``MAX_MESSAGE_BYTES`` each, as gRPC's
 messages. The client's first frame is its hello, msgpack ``{"auth": metadata}``: the

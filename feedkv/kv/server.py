@@ -7,10 +7,10 @@ not parse as a message are answered the same way on ``Batch``, and end a stream 
 malformed after the calls read before them are answered. Either way the node keeps
 serving.
 
-Batches arrive two ways. ``Batch`` is one unary gRPC call per batch: feedkv's client
-uses it for a batch sent while none other is in flight, as it passes the fewest threads
-here. A stream carries the batches a client sends concurrently, many to a message both
-ways, one stream per client, on the node's batch port (:mod:`feedkv.kv.batch_socket`:
+Batches arrive two ways. ``Batch`` is one unary gRPC call per batch, for other clients
+(feedkv's own sends every batch on its stream). A stream carries a client's batches,
+many to a message both ways when it sends them concurrently, one stream per client, on
+the node's batch port (:mod:`feedkv.kv.batch_socket`:
 framed messages on a TCP connection, which cost a fraction of a gRPC stream's). A gRPC
 call costs Python about 0.3 ms of CPU on each side, more than applying a small batch,
 so 32 clients doing unary calls cannot pass ~3,000 calls/s on two cores; on a stream

@@ -6,16 +6,22 @@ commit group (400 a second) cost the writers three quarters of their throughput,
 even one busy consumer woken on every group costs them a tenth. So a :class:`Waker`
 paces wakes two ways:
 
-- after waking ``n`` streams it wakes no one for ``n * per_wake_s`` (at most
+- after waking ``n`` streams it wakes no one for ``(n - 1) * per_wake_s`` (at most
   ``max_gap_s``); what comes meanwhile is woken by the waker's own thread when the gap
-  ends, each consumer then taking everything queued since;
+  ends, each consumer then taking everything queued since. The first stream of a wake is
+  free: a node flushes once per commit group, so a lone stream is woken at most once a
+  group, and its consumer, if busy, rests (below);
 - a stream *rests* after each take for ``per_value_s`` per value it took beyond the
   first (at most ``max_gap_s``), and is woken only when its rest is over: by the waker's
   thread, or by a flush that finds the gap closed, a wake that counts toward the gap as
   any.
 
-So a light load is delivered at once, or within ``per_wake_s`` (1 ms) of the last wake:
-a consumer that takes one value at a time (a watched key's) never rests. A consumer
+So a light load is delivered at once, or within ``per_wake_s`` (1 ms) a stream of the
+last wake: a consumer that takes one value at a time (a watched key's) never rests, and
+alone it never waits for a gap. (A gap of ``n * per_wake_s`` held a watched key's value,
+written once a millisecond or so, for most of that millisecond: ``feedkv bench
+rangefeed``'s watch latency was 0.64/0.73 ms (p50/p99) embedded, now 0/0.07, and 0.27/0.56
+over gRPC, now 0.20/0.44.) A consumer
 taking more than ``1 / per_value_s`` values a second (1,000) rests longer than its values
 took to come, so its rests grow to ``max_gap_s`` and it is woken that often, with
 everything since, as a busy network card is polled rather than interrupted; other streams
@@ -148,7 +154,7 @@ class Waker:
             self._resting.pop(stream, None)
         # NB: one awake needs no wake: it finds the news before it sleeps
         woken = {stream for stream in woken if stream.waiting}
-        self._open_at = now + min(self._max_gap_s, len(woken) * self._per_wake_s)
+        self._open_at = now + min(self._max_gap_s, max(0, len(woken) - 1) * self._per_wake_s)
         if sooner:  # else the thread already waits for these rests: let it sleep
             self._due.notify()
         return woken

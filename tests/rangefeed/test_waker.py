@@ -64,7 +64,7 @@ def test_only_consumers_that_sleep_are_woken(slow_waker: Waker) -> None:
 
 def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker) -> None:
     first, second = Sleeper(), Sleeper()
-    slow_waker.defer([first], -1)
+    slow_waker.defer([first, Sleeper()], -1)
     slow_waker.flush()  # opens a 60 s gap
     slow_waker.defer([second], -1)
     slow_waker.flush()
@@ -73,11 +73,21 @@ def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker)
     assert second.woken.is_set()
 
 
+def test_one_stream_woken_opens_no_gap(slow_waker: Waker) -> None:
+    """A watched key written again and again: each write is delivered at once."""
+    first, second = Sleeper(), Sleeper()
+    for sleeper in (first, second, first):
+        sleeper.woken.clear()
+        slow_waker.defer([sleeper], -1)
+        slow_waker.flush()
+        assert sleeper.woken.is_set()
+
+
 def test_after_close_a_flush_wakes_at_once_even_in_a_gap_and_with_an_old_token(
     slow_waker: Waker,
 ) -> None:
     first, second = Sleeper(), Sleeper()
-    slow_waker.defer([second], -1)
+    slow_waker.defer([second, Sleeper()], -1)
     slow_waker.flush()  # opens a 60 s gap
     token = slow_waker.defer([first], -1)
     slow_waker.close()  # wakes the pending
@@ -91,7 +101,7 @@ def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
     waker = Waker(per_wake_s=0.05, max_gap_s=0.05)
     try:
         first, second = Sleeper(), Sleeper()
-        waker.defer([first], -1)
+        waker.defer([first, Sleeper()], -1)
         waker.flush()
         waker.defer([second], -1)
         waker.flush()
@@ -102,8 +112,8 @@ def test_the_waker_thread_wakes_what_came_in_the_gap_when_it_ends() -> None:
 
 def test_each_consumer_is_woken_once_however_many_commands_named_it(slow_waker: Waker) -> None:
     first, second = Sleeper(), Sleeper()
-    slow_waker.defer([first], -1)
-    slow_waker.flush()
+    slow_waker.defer([first, Sleeper()], -1)
+    slow_waker.flush()  # opens a 60 s gap
     for _ in range(5):
         slow_waker.defer([second], -1)
         slow_waker.flush()
@@ -158,11 +168,12 @@ def test_waking_consumers_whose_rest_ended_opens_a_gap_as_any_wake_does() -> Non
     otherwise be woken 2,000 times a second, whatever the gap."""
     waker = Waker(per_wake_s=60.0, per_value_s=60.0, max_gap_s=0.5)
     try:
-        busy, other = Sleeper(), Sleeper()
-        busy.taken, busy.taken_at = 2, time.monotonic()  # rests max_gap_s
-        waker.defer([busy], -1)
+        busy, other = [Sleeper(), Sleeper()], Sleeper()
+        for sleeper in busy:
+            sleeper.taken, sleeper.taken_at = 2, time.monotonic()  # rests max_gap_s
+        waker.defer(busy, -1)
         waker.flush()  # opens a gap; busy rests
-        assert busy.woken.wait(10)  # its rest and the gap over
+        assert all(sleeper.woken.wait(10) for sleeper in busy)  # their rest and the gap over
         waker.defer([other], -1)
         waker.flush()  # in the gap that waking busy opened: left to the waker's thread
         assert other.woken.wait(10)
@@ -179,10 +190,10 @@ def test_only_the_consumers_woken_open_a_gap_not_those_left_resting() -> None:
             sleeper.taken, sleeper.taken_at = 2, time.monotonic()  # a rest of 60 s
         waker.defer(busy, -1)
         waker.flush()  # wakes none of them
-        idle = Sleeper()
-        waker.defer([idle], -1)
+        idle = [Sleeper(), Sleeper()]
+        waker.defer(idle, -1)
         waker.flush()
-        assert idle.by == [threading.current_thread().name]
+        assert all(sleeper.by == [threading.current_thread().name] for sleeper in idle)
         assert not any(sleeper.woken.is_set() for sleeper in busy)
     finally:
         waker.close()

@@ -33,11 +33,10 @@ ADMIN_USERS = frozenset({NODE_USER, "root"})
 # What another user may call, each call then checked by a ReadAccess (``HoldHistory``:
 # by the grants, see feedkv.changefeed.hold_calls). ``Nodes`` tells a client where the
 # other nodes listen, which routing its reads needs. ``CancelCall`` gives up on a batch
-# whose secret token only its sender knows. ``BatchPort`` names the port of the batch
-# stream (feedkv.kv.batch_socket), whose batches are checked as ``Batch``'s.
-USER_METHODS = frozenset(
-    {"Batch", "BatchPort", "CancelCall", "Now", "Nodes", "RangeFeed", "HoldHistory"}
-)
+# whose secret token only its sender knows. ``BatchPort`` names the batch port
+# (feedkv.kv.batch_socket), whose streams such a user may open too: its batches are
+# checked as ``Batch``'s, its rangefeed registrations each by the ReadAccess.
+USER_METHODS = frozenset({"Batch", "BatchPort", "CancelCall", "Now", "Nodes", "HoldHistory"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The stream of a client's concurrent batches: framed messages on a TCP connection.
+"""The streams of a node's batch port: a client's concurrent batches (and, for the layer
+above, its rangefeeds), framed messages on a TCP connection.
 
 Why not gRPC's ``BatchStream``: a message on grpcio's sync stream costs ~55-70 µs of
 CPU on each side, mostly thread hand-offs inside grpcio, and a kv0 commit from 32
@@ -9,12 +10,16 @@ as :mod:`feedkv.server.raft_socket` does for Raft. A lone caller's batch takes t
 stream too; every other call stays on gRPC (:mod:`feedkv.kv.grpc_transport`).
 
 Frames (:mod:`feedkv.kv.framed_socket`), at most ``MAX_MESSAGE_BYTES`` each, as gRPC's
-messages. The client's first frame is its hello, msgpack ``{"auth": metadata}``: the
-metadata a gRPC call on the same channel carries (:func:`~feedkv.security.tls.call_metadata`,
-``None`` on a plaintext node), checked as the node checks a gRPC call's
-(:meth:`BatchListener` hands it to ``open``). The node answers it with its welcome,
-msgpack ``{"welcome": true}``, or ends the stream; the client sends no call before the
-welcome. Every frame the client sends after its hello is a serialized ``BatchCalls``.
+messages. The client's first frame is its hello, msgpack ``{"auth": metadata, "stream":
+name}``: the metadata a gRPC call on the same channel carries
+(:func:`~feedkv.security.tls.call_metadata`, ``None`` on a plaintext node), checked as the
+node checks a gRPC call's, and what the connection carries: :data:`BATCHES` (also when
+``stream`` is missing), or a stream a layer above serves (the rangefeeds':
+:mod:`feedkv.rangefeed.service`; :class:`BatchListener` hands the metadata to the opener
+of that name). The node answers it with its welcome, msgpack ``{"welcome": true}``, or
+ends the stream (``malformed`` when it serves no stream of that name); the client sends
+nothing before the welcome. What follows is the stream's own; a stream of batches goes
+as below. Every frame the client sends after its hello is a serialized ``BatchCalls``.
 The node answers them with frames of serialized ``BatchReplies``, never empty: an empty
 frame announces the stream's end, and the frame after it says why, msgpack
 ``{"end": kind, "message": text}``:
@@ -65,7 +70,7 @@ from google.protobuf.message import DecodeError
 from feedkv.errors import FeedKVError, PermissionDeniedError
 from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.wire import MAX_MESSAGE_BYTES, parse_messages
+from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ServerTLS
 from feedkv.storage.engine import Completion
@@ -76,6 +81,9 @@ __all__ = [
     "Served",
     "StreamEnded",
     "StreamRetired",
+    "BATCHES",
+    "ended_by",
+    "greet",
     "hello",
     "open_stream",
 ]
@@ -87,11 +95,15 @@ MAX_CALLS_BYTES = 4 << 20
 _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 _END = frame(b"")  # announces the stream's end (a BatchReplies frame is never empty)
 _WELCOME = msgpack.packb({"welcome": True})
+BATCHES = "batches"  # a hello's stream of concurrent batches (its default)
 
 
-def hello(auth: Metadata | None) -> bytes:
-    """The first frame of a client's connection: ``auth`` proves who sends."""
-    return frame(msgpack.packb({"auth": list(auth) if auth is not None else None}))
+def hello(auth: Metadata | None, stream: str = BATCHES) -> bytes:
+    """The first frame of a client's connection: ``auth`` proves who sends, ``stream``
+    names what the connection carries."""
+    return frame(
+        msgpack.packb({"auth": list(auth) if auth is not None else None, "stream": stream})
+    )
 
 
 def _end(kind: str, message: str) -> bytes:
@@ -99,23 +111,29 @@ def _end(kind: str, message: str) -> bytes:
 
 
 def open_stream(sock: socket.socket, auth: Metadata | None) -> CallStream:
-    """The stream on ``sock`` (connected, its receives timing out) once the node has
-    welcomed the hello carrying ``auth``. Raises :class:`StreamEnded` (nothing sent, and
-    ``denied`` if the node refused the caller) or :class:`OSError`; ``sock`` is closed
-    then."""
+    """The batch stream on ``sock`` once the node has welcomed the hello carrying
+    ``auth`` (raises as :func:`greet`)."""
+    return CallStream(sock, greet(sock, auth, BATCHES))
+
+
+def greet(sock: socket.socket, auth: Metadata | None, stream: str) -> BinaryIO:
+    """The reader of ``sock`` (connected, its receives timing out) once the node has
+    welcomed the hello carrying ``auth`` for a ``stream``. Raises :class:`StreamEnded`
+    (nothing sent, and ``denied`` if the node refused the caller) or :class:`OSError`;
+    ``sock`` is closed then."""
     reader = sock.makefile("rb")
     try:
-        sock.sendall(hello(auth))
+        sock.sendall(hello(auth, stream))
         first = read_frame(reader, MAX_MESSAGE_BYTES)
         if first == b"":
-            raise _ended(read_frame(reader, MAX_MESSAGE_BYTES))
+            raise ended_by(read_frame(reader, MAX_MESSAGE_BYTES))
         if first != _WELCOME:
             raise StreamEnded("the node did not welcome the stream", maybe_applied=False)
     except BaseException:
         reader.close()
         sock.close()
         raise
-    return CallStream(sock, reader)
+    return reader
 
 
 class StreamEnded(FeedKVError):
@@ -135,7 +153,7 @@ class StreamRetired(FeedKVError):
 
 class CallStream:
     """One open connection and the calls waiting for their answers on it (the client's
-    side): made by :func:`open_stream`, which reads the welcome from ``reader``."""
+    side): made by :func:`open_stream`."""
 
     def __init__(self, sock: socket.socket, reader: BinaryIO) -> None:
         sock.settimeout(None)
@@ -226,7 +244,7 @@ class CallStream:
             with self._reader as reader:
                 while (data := read_frame(reader, MAX_MESSAGE_BYTES)) is not None:
                     if not data:
-                        end = _ended(read_frame(reader, MAX_MESSAGE_BYTES))
+                        end = ended_by(read_frame(reader, MAX_MESSAGE_BYTES))
                         break
                     waiting = self._waiting
                     for reply in pb.BatchReplies.FromString(data).replies:
@@ -247,8 +265,8 @@ class CallStream:
             answer.set_exception(end)
 
 
-def _ended(data: bytes | None) -> StreamEnded:
-    """The end the node announced in ``data``."""
+def ended_by(data: bytes | None) -> StreamEnded:
+    """The end the node announced in ``data`` (the frame after the empty one)."""
     said = msgpack.unpackb(data) if data else {}
     kind, message = said.get("end"), str(said.get("message", "the node ended the stream"))
     if kind == "done":
@@ -261,17 +279,17 @@ def _ended(data: bytes | None) -> StreamEnded:
 
 
 class Served(Protocol):
-    """The node's side of one stream (:class:`feedkv.kv.server.NodeServer`'s)."""
+    """The node's side of one stream (:class:`feedkv.kv.server.NodeServer`'s batches,
+    or a stream of a layer above: :mod:`feedkv.rangefeed.service`'s feeds)."""
 
     end: tuple[str, str] | None  # (kind, why) it stopped reading, if for a reason of its own
 
-    def read(self, frames: Iterator[pb.BatchCalls]) -> None:
-        """Start each call read from ``frames``; returns once they ended or the node
-        stopped reading (it drains)."""
+    def read(self, frames: Iterator[bytes]) -> None:
+        """Take the client's messages from ``frames`` until they end or the node stops
+        reading (it drains, or :attr:`end` says why)."""
 
     def replies(self) -> Iterator[bytes]:
-        """Serialized ``BatchReplies`` messages, until every call read was answered and
-        the client is done or the node drains."""
+        """The node's messages to the client, until the stream is done."""
 
 
 # Serves one stream for a hello's metadata, for as long as it is entered; raises
@@ -281,15 +299,17 @@ Opener = Callable[[Metadata], AbstractContextManager[Served]]
 
 
 class BatchListener:
-    """Takes clients' batch streams on ``host`` and ``port`` (0: any free one; the one
-    taken is :attr:`port`), a thread per connection reading its calls and one writing
-    its answers; ``open`` makes the served side of each from its hello's metadata.
-    ``tls``: serve TLS (``None``: plaintext). Raises :class:`OSError` when it cannot
-    listen."""
+    """Takes clients' streams on ``host`` and ``port`` (0: any free one; the one taken is
+    :attr:`port`), a thread per connection reading its messages and one writing the
+    node's; ``openers`` makes the served side of each from its hello's metadata, by the
+    stream its hello names. ``tls``: serve TLS (``None``: plaintext). Raises
+    :class:`OSError` when it cannot listen."""
 
-    def __init__(self, host: str, tls: ServerTLS | None, open: Opener, *, port: int = 0) -> None:
+    def __init__(
+        self, host: str, tls: ServerTLS | None, openers: dict[str, Opener], *, port: int = 0
+    ) -> None:
         self._context = tls.ssl_context(client_certs=False) if tls is not None else None
-        self._open = open
+        self._openers = openers
         family = socket.AF_INET6 if ":" in host else socket.AF_INET  # an IPv6 literal
         self._socket = socket.create_server((host, port), family=family)
         self.port: int = self._socket.getsockname()[1]
@@ -350,8 +370,13 @@ class BatchListener:
                 first = read_frame(reader, MAX_MESSAGE_BYTES)
                 if first is None:
                     return
+                auth, stream = _hello_of(first)
+                opener = self._openers.get(stream)
+                if opener is None:
+                    sock.sendall(_end("malformed", f"this node serves no stream {stream!r}"))
+                    return
                 try:
-                    with self._open(_auth_of(first)) as served:
+                    with opener(auth) as served:
                         sock.sendall(frame(_WELCOME))
                         sock.settimeout(None)
                         self._carry(sock, reader, served)
@@ -389,7 +414,7 @@ class BatchListener:
 
         writer = threading.Thread(target=write, name="batch-out", daemon=True)
         writer.start()
-        served.read(parse_messages(pb.BatchCalls, _frames(reader)))
+        served.read(_frames(reader))
         writer.join()
 
     def _handshake(self, conn: socket.socket) -> socket.socket:
@@ -403,12 +428,14 @@ class BatchListener:
         return tls_conn
 
 
-def _auth_of(first: bytes) -> Metadata:
-    """The metadata of a hello; :class:`ValueError` if ``first`` is not one."""
+def _hello_of(first: bytes) -> tuple[Metadata, str]:
+    """The metadata and the stream a hello names; :class:`ValueError` if ``first`` is not
+    one."""
     said = msgpack.unpackb(first)
     if not isinstance(said, dict):
         raise ValueError(f"a hello of {len(first)} bytes that is not a map")
-    return tuple((str(k), str(v)) for k, v in said.get("auth") or [])
+    auth = tuple((str(k), str(v)) for k, v in said.get("auth") or [])
+    return auth, str(said.get("stream", BATCHES))
 
 
 def _frames(reader: Any) -> Iterator[bytes]:

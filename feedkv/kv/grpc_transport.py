@@ -32,10 +32,11 @@ import itertools
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import grpc
 import msgpack
@@ -62,7 +63,7 @@ from feedkv.kv.api import (
     ResolveIntent,
     Split,
 )
-from feedkv.kv.batch_socket import CallStream, StreamEnded, StreamRetired, open_stream
+from feedkv.kv.batch_socket import BATCHES, CallStream, StreamEnded, StreamRetired, greet
 from feedkv.kv.cancellation import GIVE_UP, GiveUpWatch
 from feedkv.kv.framed_socket import connect
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -183,7 +184,6 @@ class GrpcTransport:
             request_serializer=pb.NowRequest.SerializeToString,
             response_deserializer=pb.NowResponse.FromString,
         )
-        self._batch_port = self._channel.unary_unary(f"/{SERVICE}/BatchPort")
         self._stream_lock = threading.Lock()  # guards the one below
         self._stream: CallStream | None = None
         self._watch = GiveUpWatch(self._cancel, WATCH_S)
@@ -272,29 +272,10 @@ class GrpcTransport:
         return stream
 
     def _connect_stream(self) -> CallStream:
-        """A connection to the node's batch port, which its ``BatchPort`` call names, its
-        hello carrying what this channel's calls carry."""
-        metadata = call_metadata(self._channel)
-        try:
-            answer = msgpack.unpackb(
-                self._batch_port(b"", timeout=self._connect_timeout_s, metadata=metadata)
-            )
-        except grpc.RpcError as exc:
-            _raise_denied(exc)
-            raise NodeUnavailableError(
-                f"node {self.address}: cannot ask for its batch port: {_details(exc)}"
-            ) from exc
-        sock = connect(
-            self._host, int(answer["port"]), self.tls, self._connect_timeout_s, "the batch port"
+        """A connection to the node's batch port carrying this transport's batches."""
+        return CallStream(
+            *dial_stream(self._channel, self._host, self.tls, self._connect_timeout_s, BATCHES)
         )
-        try:
-            return open_stream(sock, metadata)
-        except StreamEnded as exc:
-            if exc.denied:
-                raise PermissionDeniedError(str(exc)) from exc
-            raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
-        except OSError as exc:  # ssl.SSLError too
-            raise NodeUnavailableError(f"node {self.address}: {exc}") from exc
 
     def now(self) -> Timestamp:
         try:
@@ -321,6 +302,36 @@ class GrpcTransport:
             if self._stream is not None:
                 self._stream.close()
         self._channel.close()
+
+
+def dial_stream(
+    channel: grpc.Channel, host: str, tls: ClientTLS | None, timeout_s: float, stream: str
+) -> tuple[socket.socket, BinaryIO]:
+    """A connection to the batch port of the node at the other end of ``channel`` (its
+    ``BatchPort`` call names it) on ``host``, welcomed for a ``stream`` whose hello
+    carries what the channel's calls carry; and its reader. Raises
+    :class:`~feedkv.errors.NodeUnavailableError` (nothing was sent), or
+    :class:`~feedkv.errors.PermissionDeniedError` (the node refused the caller)."""
+    metadata = call_metadata(channel)
+    try:
+        answer = msgpack.unpackb(
+            channel.unary_unary(f"/{SERVICE}/BatchPort")(b"", timeout=timeout_s, metadata=metadata)
+        )
+    except grpc.RpcError as exc:
+        _raise_denied(exc)
+        raise NodeUnavailableError(
+            f"node {host}: cannot ask for its batch port: {_details(exc)}"
+        ) from exc
+    port = int(answer["port"])
+    sock = connect(host, port, tls, timeout_s, "the batch port")
+    try:
+        return sock, greet(sock, metadata, stream)
+    except StreamEnded as exc:
+        if exc.denied:
+            raise PermissionDeniedError(str(exc)) from exc
+        raise NodeUnavailableError(f"node {host_port(host, port)}: {exc}") from exc
+    except OSError as exc:  # ssl.SSLError too
+        raise NodeUnavailableError(f"node {host_port(host, port)}: {exc}") from exc
 
 
 def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavailableError:

@@ -55,7 +55,7 @@ from feedkv.errors import (
 from feedkv.kv.access import ADMIN_USERS, USER_METHODS, ReadAccess, reads_of
 from feedkv.kv.address import host_port
 from feedkv.kv.api import BatchRequest, BatchResponse
-from feedkv.kv.batch_socket import BatchListener
+from feedkv.kv.batch_socket import BATCHES, BatchListener, Opener, Served
 from feedkv.kv.cancellation import CallCancels
 from feedkv.kv.command import Applied
 from feedkv.kv.proto import feedkv_pb2 as pb
@@ -67,13 +67,14 @@ from feedkv.kv.wire import (
     batch_response_to_proto,
     error_to_proto,
     parse_message,
+    parse_messages,
     timestamp_to_proto,
 )
 from feedkv.security.call_auth import AUDIENCE_METHOD, Metadata
 from feedkv.security.tls import AuthenticatedContext, ServerTLS, peer_user
 from feedkv.storage.engine import Completion
 
-__all__ = ["ADMIN_USERS", "NodeServer", "guarded_handlers", "listen"]
+__all__ = ["ADMIN_USERS", "NodeServer", "StreamOpener", "guarded_handlers", "listen"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ QUIET_MAX_S = 1.0
 _BATCHES = frozenset({"Batch"})
 # Checks a batch before it is applied (raises PermissionDeniedError); None: any batch.
 BatchCheck = Callable[[BatchRequest], None] | None
+# Serves a stream of a layer above on the batch port for a user (None: a plaintext node)
+# for as long as it is entered (see NodeServer's ``more_streams``).
+StreamOpener = Callable[[str | None], contextlib.AbstractContextManager[Served]]
 
 
 class NodeServer:
@@ -113,8 +117,12 @@ class NodeServer:
         access: ReadAccess | None = None,
         endless: frozenset[str] = frozenset(),
         batch_listen: tuple[str, int] | None = None,
+        more_streams: dict[str, StreamOpener] | None = None,
     ) -> None:
-        """``more_methods`` adds methods served by layers above (the rangefeed stream).
+        """``more_methods`` adds methods served by layers above, ``more_streams`` streams
+        on the batch port (the rangefeeds': each opener makes the served side of a
+        stream for the user its hello proves, ``None`` on a plaintext node, checked as
+        a call of :data:`USER_METHODS` is, and again as the stream opens).
         ``tls``: serve TLS, every call from a client certificate of :data:`ADMIN_USERS`
         (``None``: plaintext, every call taken). ``access``: with ``tls``, other users
         may also call :data:`USER_METHODS` to read what it allows (see
@@ -177,9 +185,12 @@ class NodeServer:
         self.host = host
         batch_host, batch_port = batch_listen or (host, 0)
         try:
-            self._batch_listener = BatchListener(
-                batch_host, tls, self._socket_stream, port=batch_port
-            )
+            openers: dict[str, Opener] = {
+                name: partial(self._guarded_stream, name, open)
+                for name, open in (more_streams or {}).items()
+            }
+            openers[BATCHES] = self._socket_stream
+            self._batch_listener = BatchListener(batch_host, tls, openers, port=batch_port)
         except OSError as exc:
             self._server.stop(None)
             where = host_port(batch_host, batch_port)
@@ -313,21 +324,11 @@ class NodeServer:
         user = None
         still: Callable[[], str] | None = None
         if self._tls is not None:
-            verifier = self._tls.verifier
-
-            def still() -> str:
-                try:
-                    return verifier.caller(metadata)
-                except PermissionDeniedError as exc:
-                    raise PermissionDeniedError(f"BatchStream: {exc}") from None
-
+            still = partial(self._caller, metadata, "BatchStream")
             user = still()
             if user not in ADMIN_USERS and self._access is None:
                 raise PermissionDeniedError(_raw_kv_refusal("BatchStream", user))
-        with self._in_flight:
-            self._counted += 1
-            self._arrived = time.monotonic()
-        try:
+        with self._counted_stream():
             yield _ServedStream(
                 self.store,
                 self._calls,
@@ -336,6 +337,40 @@ class NodeServer:
                 self._check_for(user),
                 still_allowed=still,
             )
+
+    def _caller(self, metadata: Metadata, stream: str) -> str:
+        """The user whose ``metadata`` opens a ``stream`` (raises as the gRPC guard
+        would)."""
+        assert self._tls is not None
+        try:
+            return self._tls.verifier.caller(metadata)
+        except PermissionDeniedError as exc:
+            raise PermissionDeniedError(f"{stream}: {exc}") from None
+
+    @contextlib.contextmanager
+    def _guarded_stream(
+        self, name: str, open: StreamOpener, metadata: Metadata
+    ) -> Iterator[Served]:
+        """A stream of a layer above, opened for the user the hello's ``metadata`` proves
+        (``None`` on a plaintext node), who may open it as it may call
+        :data:`USER_METHODS`; counted as a call in flight while it lasts (a stop waits
+        for it: the layer above ends it first)."""
+        user = None
+        if self._tls is not None:
+            user = self._caller(metadata, name)
+            if user not in ADMIN_USERS and self._access is None:
+                raise PermissionDeniedError(_raw_kv_refusal(name, user))
+        with self._counted_stream(), open(user) as served:
+            yield served
+
+    @contextlib.contextmanager
+    def _counted_stream(self) -> Iterator[None]:
+        """A stream counted as a call in flight while it lasts."""
+        with self._in_flight:
+            self._counted += 1
+            self._arrived = time.monotonic()
+        try:
+            yield
         finally:
             with self._in_flight:
                 self._counted -= 1
@@ -436,11 +471,11 @@ class _ServedStream:
         self._ended = False
         self.end: tuple[str, str] | None = None  # why it stopped reading, if it did
 
-    def read(self, frames: Iterator[pb.BatchCalls]) -> None:
+    def read(self, frames: Iterator[bytes]) -> None:
         store = self._store
         done = self._done
         try:
-            for frame in frames:
+            for frame in parse_messages(pb.BatchCalls, frames):
                 if self._still_allowed is not None:
                     try:
                         self._still_allowed()

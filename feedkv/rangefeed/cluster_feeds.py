@@ -113,7 +113,7 @@ class ClusterFeedTransport:
                 ],
                 self._tls,
             )
-            transport = GrpcFeedTransport(channel, address)
+            transport = GrpcFeedTransport(channel, address, tls=self._tls)
             self._nodes[node_id] = (channel, transport)
             return transport
 

@@ -305,7 +305,7 @@ def remote_transports(
         relearn=nodes.relearn,
         tls=tls,
     )
-    gateway_feeds = GrpcFeedTransport(gateway.transport.channel, gateway.address)
+    gateway_feeds = GrpcFeedTransport(gateway.transport.channel, gateway.address, tls=tls)
     feeds = ClusterFeedTransport(
         gateway_feeds,
         gateway_node=nodes.gateway_node,

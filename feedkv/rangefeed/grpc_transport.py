@@ -1,45 +1,56 @@
-"""The client side of the ``RangeFeed`` gRPC stream (a :class:`FeedTransport`).
+"""The client side of a node's stream of feeds (a :class:`FeedTransport`).
 
-One :class:`GrpcFeedTransport` per client and node keeps one bidirectional stream open,
-created on the first registration. Registrations of every feed of the client share it:
+One :class:`GrpcFeedTransport` per client and node keeps one connection to the node's
+batch port open for its feeds (:mod:`feedkv.rangefeed.service`), made on the first
+registration: the node's ``BatchPort`` gRPC call names the port, and the hello carries
+what the gRPC channel's calls carry. Registrations of every feed of the client share it:
 each gets a wire tag, and a reader thread hands incoming events to the owning feed's
 stream. A feed whose stream is full waits for its consumer to take: the connection reads
-nothing meanwhile, so gRPC's flow control holds the node back, and a catch-up scan goes
-at the consumer's pace, as it does in-process. So the feeds of one client share their
-pace as they share the connection: a consumer that is slow but keeps taking slows the
-others. One that has taken nothing for ``consumer_wait_s`` (counted from its last take,
-so a stalled consumer holds the connection that long once, whatever its number of
-ranges) is cut off as on the server: ``SLOW_CONSUMER``, and the server is told to
-unregister. When the connection breaks, every registration on it ends with
-``DISCONNECTED`` and the next registration opens a new stream; the multi-range client
-retries with backoff, which is what reconnecting means.
+nothing meanwhile, so TCP holds the node back, and a catch-up scan goes at the
+consumer's pace, as it does in-process. So the feeds of one client share their pace as
+they share the connection: a consumer that is slow but keeps taking slows the others.
+One that has taken nothing for ``consumer_wait_s`` (counted from its last take, so a
+stalled consumer holds the connection that long once, whatever its number of ranges) is
+cut off as on the server: ``SLOW_CONSUMER``, and the server is told to unregister. When
+the connection breaks, every registration on it ends with ``DISCONNECTED`` and the next
+registration opens a new one; the multi-range client retries with backoff, which is
+what reconnecting means. A node that refuses the caller ends its registrations with
+``PERMISSION_DENIED``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import queue
+import socket
 import threading
 import time
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import BinaryIO
 
 import grpc
+from google.protobuf.message import DecodeError
 
-from feedkv.errors import InvalidArgumentError, NodeUnavailableError
+from feedkv.errors import InvalidArgumentError, NodeUnavailableError, PermissionDeniedError
+from feedkv.kv.address import split_host_port
+from feedkv.kv.batch_socket import ended_by
+from feedkv.kv.framed_socket import frame, read_frame
+from feedkv.kv.grpc_transport import dial_stream
 from feedkv.kv.proto import feedkv_pb2 as pb
-from feedkv.kv.wire import SERVICE, span_to_proto, timestamp_to_proto
+from feedkv.kv.wire import MAX_MESSAGE_BYTES, span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason
 from feedkv.rangefeed.registration import event_size, values_size
 from feedkv.rangefeed.stream import EventStream, ValueBatch
 from feedkv.rangefeed.waker import Waker
-from feedkv.rangefeed.wire import event_from_proto, values_from_proto
-from feedkv.security.tls import call_metadata
+from feedkv.rangefeed.wire import RANGEFEED, event_from_proto, values_from_proto
+from feedkv.security.tls import ClientTLS
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 __all__ = ["GrpcFeedTransport"]
+
+DIAL_TIMEOUT_S = 5.0  # to ask for the node's batch port, connect and be welcomed
 
 
 class _ClientRegistration:
@@ -47,7 +58,7 @@ class _ClientRegistration:
 
     __slots__ = ("done", "mux", "queued", "stream", "tag", "wire_tag")
 
-    def __init__(self, tag: Hashable, wire_tag: int, stream: EventStream, mux: _Mux) -> None:
+    def __init__(self, tag: Hashable, wire_tag: int, stream: EventStream, mux: _Mux | None) -> None:
         self.tag = tag
         self.wire_tag = wire_tag
         self.stream = stream
@@ -62,19 +73,28 @@ class _ClientRegistration:
 
 
 class _Mux:
-    """One open ``RangeFeed`` call and the registrations riding on it."""
+    """One open connection carrying feeds (``dial`` opens it, welcomed: raises as
+    :func:`~feedkv.kv.grpc_transport.dial_stream`) and the registrations riding on it."""
 
     def __init__(
-        self, method: Any, address: str, consumer_wait_s: float, metadata: Any = None
+        self,
+        dial: Callable[[], tuple[socket.socket, BinaryIO]],
+        address: str,
+        consumer_wait_s: float,
     ) -> None:
         self.address = address
         self._consumer_wait_s = consumer_wait_s
         self.regs: dict[int, _ClientRegistration] = {}
         self.alive = True
-        self._lock = threading.Lock()
-        self._requests: queue.SimpleQueue[pb.RangeFeedRequest | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # guards regs and alive
+        self._send_lock = threading.Lock()  # a request is sent whole
         self._waker = Waker()
-        self._call = method(iter(self._requests.get, None), metadata=metadata)
+        try:
+            self._sock, self._file = dial()
+        except BaseException:
+            self._waker.close()
+            raise
+        self._sock.settimeout(None)
         self._reader = threading.Thread(
             target=self._read, name="feedkv-rangefeed-client", daemon=True
         )
@@ -86,19 +106,26 @@ class _Mux:
                 reg.end(Error(ErrorReason.DISCONNECTED, f"the stream to {self.address} closed"))
                 return
             self.regs[reg.wire_tag] = reg
-        self._requests.put(request)
+        self._send(request)
 
     def remove(self, reg: _ClientRegistration) -> None:
         with self._lock:
             if self.regs.pop(reg.wire_tag, None) is None or not self.alive:
                 return
-        self._requests.put(pb.RangeFeedRequest(unregister=pb.RangeFeedUnregister(tag=reg.wire_tag)))
+        self._send(pb.RangeFeedRequest(unregister=pb.RangeFeedUnregister(tag=reg.wire_tag)))
+
+    def _send(self, request: pb.RangeFeedRequest) -> None:
+        data = frame(request.SerializeToString())
+        try:
+            with self._send_lock:
+                self._sock.sendall(data)
+        except OSError:
+            self._cut()  # NB: the reader ends every feed on it, and hears why
 
     def close(self) -> None:
-        """Cancel the call and wait for the reader, which ends every feed on it (first
+        """Cut the connection and wait for the reader, which ends every feed on it (first
         here, so a reader waiting for a feed's consumer stops waiting)."""
-        self._requests.put(None)
-        self._call.cancel()
+        self._cut()
         with self._lock:
             regs = list(self.regs.values())
         for reg in regs:
@@ -106,28 +133,35 @@ class _Mux:
         if threading.current_thread() is not self._reader:
             self._reader.join()
 
+    def _cut(self) -> None:
+        with contextlib.suppress(OSError):
+            # NB: the plain socket's shutdown, not SSLSocket's (which drops its TLS state
+            # under the reader): it wakes the reader blocked in a receive
+            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
     def _read(self) -> None:
         reason = "the node closed the stream"
         denied = False
         try:
-            for batch in self._call:
-                self._deliver(batch)
-        except grpc.RpcError as exc:
-            details = exc.details() if hasattr(exc, "details") else None
-            reason = str(details or exc)
-            code = exc.code() if hasattr(exc, "code") else None
-            denied = code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+            with self._file as reader:
+                while (data := read_frame(reader, MAX_MESSAGE_BYTES)) is not None:
+                    if not data:
+                        end = ended_by(read_frame(reader, MAX_MESSAGE_BYTES))
+                        reason, denied = str(end), end.denied
+                        break
+                    self._deliver(pb.RangeFeedEvents.FromString(data))
+        except (OSError, ValueError, DecodeError) as exc:  # ssl.SSLError is an OSError
+            reason = str(exc)
         except InvalidArgumentError as exc:
             reason = f"the node sent a malformed event: {exc}"
-            self._call.cancel()
         except BaseException as exc:  # a bug: the feeds must still end, and hear why
             reason = f"the client failed: {exc!r}"
-            self._call.cancel()
             raise
         finally:
             with self._lock:
                 self.alive = False
                 regs, self.regs = self.regs, {}
+            self._sock.close()
             error = (
                 Error(ErrorReason.PERMISSION_DENIED, reason)  # terminal: retrying cannot help
                 if denied
@@ -202,6 +236,7 @@ class GrpcFeedTransport:
         channel: grpc.Channel,
         address: str,
         *,
+        tls: ClientTLS | None = None,
         budget_bytes: int = 256 << 20,
         per_registration: int = 4096,
         consumer_wait_s: float = 5.0,
@@ -209,7 +244,7 @@ class GrpcFeedTransport:
         self.address = address
         self._consumer_wait_s = consumer_wait_s
         self._channel = channel
-        self._method = _range_feed_method(channel)
+        self._tls = tls
         self._budget = Budget(budget_bytes)
         self._per_registration = per_registration
         self._wire_tags = itertools.count(1)
@@ -224,9 +259,8 @@ class GrpcFeedTransport:
         """Register over ``channel`` to ``address`` from now on (the client's gateway
         moved to another node). The feeds on the old stream end ``DISCONNECTED`` as it
         breaks and register again; streams made by :meth:`new_stream` go on."""
-        method = _range_feed_method(channel)
         with self._lock:
-            self._channel, self._method, self.address = channel, method, address
+            self._channel, self.address = channel, address
             mux, self._mux = self._mux, None
         if mux is not None:
             mux.close()
@@ -255,10 +289,13 @@ class GrpcFeedTransport:
         with self._lock:
             if self._closed:
                 raise NodeUnavailableError(f"the rangefeed client of {self.address} is closed")
-            if self._mux is None or not self._mux.alive:
-                self._mux = _Mux(
-                    self._method, self.address, self._consumer_wait_s, call_metadata(self._channel)
-                )
+            try:
+                if self._mux is None or not self._mux.alive:
+                    self._mux = _Mux(self._dial, self.address, self._consumer_wait_s)
+            except PermissionDeniedError as exc:  # terminal: retrying cannot help
+                denied = _ClientRegistration(tag, 0, stream, None)
+                denied.end(Error(ErrorReason.PERMISSION_DENIED, str(exc)))
+                return denied
             mux = self._mux
         wire_tag = next(self._wire_tags)
         reg = _ClientRegistration(tag, wire_tag, stream, mux)
@@ -277,7 +314,8 @@ class GrpcFeedTransport:
     def unregister(self, handle: object) -> None:
         if not isinstance(handle, _ClientRegistration):
             raise InvalidArgumentError(f"not a registration of this transport: {handle!r}")
-        handle.mux.remove(handle)
+        if handle.mux is not None:
+            handle.mux.remove(handle)
         handle.end(Error(ErrorReason.UNREGISTERED, "unregistered by the consumer"))
 
     def close(self) -> None:
@@ -289,10 +327,9 @@ class GrpcFeedTransport:
             mux.close()
         self._budget.close()
 
-
-def _range_feed_method(channel: grpc.Channel) -> Any:
-    return channel.stream_stream(
-        f"/{SERVICE}/RangeFeed",
-        request_serializer=pb.RangeFeedRequest.SerializeToString,
-        response_deserializer=pb.RangeFeedEvents.FromString,
-    )
+    def _dial(self) -> tuple[socket.socket, BinaryIO]:
+        """A connection to the node's batch port for this client's feeds (called under
+        the lock)."""
+        address = split_host_port(self.address)
+        host = address[0] if address is not None else self.address
+        return dial_stream(self._channel, host, self._tls, DIAL_TIMEOUT_S, RANGEFEED)

@@ -1,26 +1,30 @@
-"""The server side of the ``RangeFeed`` gRPC stream: many registrations on one stream.
+"""The server side of a client's feeds: many registrations on one stream.
 
-A client opens one bidirectional stream per node. Each ``RangeFeedRegister`` message
-registers a span under the client's tag; every event of every registration goes into one
-:class:`~feedkv.rangefeed.stream.EventStream`, and the handler sends what it holds in
-batches (at most ``MAX_BATCH_EVENTS`` events or about ``MAX_BATCH_BYTES`` per message).
-``checkpoints_only`` asks for checkpoints without values; older clients never set it and
-get values, as before. Values go with a timestamp a run of them once a registration on the
-stream says its client reads ``ts_runs`` (``timestamp_runs``); else with one a row.
-When the client closes the stream, its registrations are unregistered; when the node
-stops, every registration's ``NODE_SHUTDOWN`` error is sent before the stream ends.
+A client opens one stream of feeds per node, a connection to the node's batch port
+(:mod:`feedkv.kv.batch_socket`, its hello naming :data:`~feedkv.rangefeed.wire.RANGEFEED`)
+rather than a gRPC stream: an event's trip from the commit to the consumer cost twice as
+long on gRPC's (``feedkv bench rangefeed``'s watch latency). Each ``RangeFeedRegister``
+message registers a span under the client's tag; every event of every registration goes
+into one :class:`~feedkv.rangefeed.stream.EventStream`, and the stream's writer sends
+what it holds in batches (at most ``MAX_BATCH_EVENTS`` events or about
+``MAX_BATCH_BYTES`` per message). ``checkpoints_only`` asks for checkpoints without
+values. Values go with a timestamp a run of them once a registration on the stream says
+its client reads ``ts_runs`` (``timestamp_runs``); else with one a row. When the client
+closes the stream, its registrations are unregistered; when the node stops, every
+registration's ``NODE_SHUTDOWN`` error is sent before the stream ends. A client that
+stops reading holds the writer in its send: the registrations' queues fill, and the
+node cuts them off (``SLOW_CONSUMER``) as it cuts off a slow consumer of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator
 from itertools import accumulate
-from typing import Any, cast
-
-import grpc
+from typing import cast
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
 from feedkv.kv.access import ADMIN_USERS, Read, ReadAccess
@@ -31,7 +35,6 @@ from feedkv.rangefeed.registration import Registration, event_size, values_size
 from feedkv.rangefeed.store_feeds import StoreFeeds
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_to_proto, values_to_proto
-from feedkv.security.tls import peer_user
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import KEY_MIN, Span
 
@@ -99,93 +102,21 @@ class RangeFeedService:
         with self._lock:
             self._checked.pop(reg, None)
 
-    def handler(self) -> grpc.RpcMethodHandler:
-        return grpc.stream_stream_rpc_method_handler(
-            self._serve,
-            request_deserializer=None,  # parsed by _read (see kv.wire.parse_message)
-            response_serializer=pb.RangeFeedEvents.SerializeToString,
-        )
-
-    def _serve(self, frames: Iterator[bytes], context: Any) -> Iterator[pb.RangeFeedEvents]:
-        user = peer_user(context) if self.access is not None else None
-        reader_user = user if user is not None and user not in ADMIN_USERS else None
-        stream = self.feeds.new_stream()
-        regs: dict[int, Registration] = {}
-        ts_runs = threading.Event()  # the client reads RangeFeedValues.ts_runs
-        client_done = threading.Event()
-        malformed: list[str] = []
-        reader = threading.Thread(
-            target=self._read,
-            args=(
-                parse_messages(pb.RangeFeedRequest, frames),
-                stream,
-                regs,
-                ts_runs,
-                client_done,
-                malformed,
-                reader_user,
-            ),
-            name="feedkv-rangefeed-reader",
-            daemon=True,
-        )
-        reader.start()
+    @contextlib.contextmanager
+    def served(self, user: str | None) -> Iterator[_ServedFeeds]:
+        """One client's stream of feeds for ``user`` (``None``: a plaintext node), for as
+        long as it is entered: its registrations end with it."""
+        served = _ServedFeeds(self, user if user is not None and user not in ADMIN_USERS else None)
         try:
-            while context.is_active():
-                items = stream.take_batches(_POLL_S)
-                if items:
-                    yield from _batches(items, ts_runs=ts_runs.is_set())
-                    # NB: sending takes long enough that news has come by the next take,
-                    # so this loop would never sleep, and a busy feed would go in a
-                    # message per commit group: it rests as a sleeping consumer would.
-                    stream.rest(self.feeds.rest_end(stream))
-                elif client_done.is_set() or self.feeds.closed:
-                    break
+            yield served
         finally:
-            for reg in list(regs.values()):
-                self._forget(reg)
-                self.feeds.unregister(reg)
-            stream.close()
-        if malformed:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, malformed[0])
+            served.close()
 
-    def _read(
-        self,
-        requests: Iterator[pb.RangeFeedRequest],
-        stream: EventStream,
-        regs: dict[int, Registration],
-        ts_runs: threading.Event,
-        client_done: threading.Event,
-        malformed: list[str],
-        user: str | None,
-    ) -> None:
-        """Registers and unregisters as the client asks; bytes that are not a request
-        stop the reading, and ``malformed`` gets the reason. ``user``: each registration
-        is checked for that user (``None``: taken)."""
-        try:
-            for msg in requests:
-                kind = msg.WhichOneof("kind")
-                if kind == "register":
-                    if msg.register.tag in regs:
-                        # NB: its events could not be told from the first registration's
-                        raise InvalidArgumentError(
-                            f"malformed stream: tag {msg.register.tag} is already registered"
-                        )
-                    if msg.register.timestamp_runs:
-                        ts_runs.set()
-                    regs[msg.register.tag] = self._register(msg.register, stream, user)
-                elif kind == "unregister":
-                    reg = regs.pop(msg.unregister.tag, None)
-                    if reg is not None:
-                        self._forget(reg)
-                        self.feeds.unregister(reg)
-        except grpc.RpcError:
-            pass  # the client went away; the handler cleans up
-        except InvalidArgumentError as exc:
-            malformed.append(str(exc))
-        finally:
-            client_done.set()
+    def unregister(self, reg: Registration) -> None:
+        self._forget(reg)
+        self.feeds.unregister(reg)
 
-    def _register(
+    def register(
         self, msg: pb.RangeFeedRegister, stream: EventStream, user: str | None
     ) -> Registration:
         rechecks = self._rechecks  # NB: read before the check (see below)
@@ -226,6 +157,70 @@ class RangeFeedService:
             if watch is not None:
                 watch(self.recheck)
         return reg
+
+
+class _ServedFeeds:
+    """The node's side of one client's feeds (a :class:`~feedkv.kv.batch_socket.Served`):
+    :meth:`read` registers and unregisters as the client asks, every registration's
+    events go into one :class:`~feedkv.rangefeed.stream.EventStream`, and
+    :meth:`replies` sends what it holds in ``RangeFeedEvents`` messages until the
+    client is done or the node's feeds close (their registrations ended
+    ``NODE_SHUTDOWN`` first). ``user``: each registration is checked for that user
+    (``None``: taken)."""
+
+    def __init__(self, service: RangeFeedService, user: str | None) -> None:
+        self._service = service
+        self._user = user
+        self._stream = service.feeds.new_stream()
+        self._regs: dict[int, Registration] = {}
+        self._ts_runs = False  # the client reads RangeFeedValues.ts_runs
+        self._client_done = threading.Event()
+        self.end: tuple[str, str] | None = None
+
+    def read(self, frames: Iterator[bytes]) -> None:
+        """Bytes that are not a request stop the reading, ``malformed``."""
+        service, regs = self._service, self._regs
+        try:
+            for msg in parse_messages(pb.RangeFeedRequest, frames):
+                kind = msg.WhichOneof("kind")
+                if kind == "register":
+                    if msg.register.tag in regs:
+                        # NB: its events could not be told from the first registration's
+                        raise InvalidArgumentError(
+                            f"malformed stream: tag {msg.register.tag} is already registered"
+                        )
+                    if msg.register.timestamp_runs:
+                        self._ts_runs = True
+                    regs[msg.register.tag] = service.register(
+                        msg.register, self._stream, self._user
+                    )
+                elif kind == "unregister":
+                    reg = regs.pop(msg.unregister.tag, None)
+                    if reg is not None:
+                        service.unregister(reg)
+        except InvalidArgumentError as exc:
+            self.end = ("malformed", str(exc))
+        finally:
+            self._client_done.set()
+
+    def replies(self) -> Iterator[bytes]:
+        stream, feeds = self._stream, self._service.feeds
+        while True:
+            items = stream.take_batches(_POLL_S)
+            if items:
+                for message in _batches(items, ts_runs=self._ts_runs):
+                    yield message.SerializeToString()
+                # NB: sending takes long enough that news has come by the next take,
+                # so this loop would never sleep, and a busy feed would go in a
+                # message per commit group: it rests as a sleeping consumer would.
+                stream.rest(feeds.rest_end(stream))
+            elif self._client_done.is_set() or feeds.closed:
+                return
+
+    def close(self) -> None:
+        for reg in list(self._regs.values()):
+            self._service.unregister(reg)
+        self._stream.close()
 
 
 def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -> Registration:

@@ -18,7 +18,17 @@ from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Value, ValueC
 from feedkv.rangefeed.stream import ValueBatch
 from feedkv.util.hlc import run_ends, timestamps_of
 
-__all__ = ["event_from_proto", "event_to_proto", "values_from_proto", "values_to_proto"]
+__all__ = [
+    "RANGEFEED",
+    "event_from_proto",
+    "event_to_proto",
+    "values_from_proto",
+    "values_to_proto",
+]
+
+# The stream of a client's feeds on a node's batch port (:mod:`feedkv.kv.batch_socket`):
+# it sends ``RangeFeedRequest`` messages, a frame each, and the node ``RangeFeedEvents``.
+RANGEFEED = "rangefeed"
 
 _KEY, _VALUE, _TS, _PREV_VALUE = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 _WALL, _LOGICAL = itemgetter(0), itemgetter(1)

@@ -61,6 +61,7 @@ from feedkv.rangefeed.cluster_feeds import ClusterFeedTransport
 from feedkv.rangefeed.feed_client import KVFeedClient
 from feedkv.rangefeed.service import RangeFeedService
 from feedkv.rangefeed.store_feeds import FeedConfig, StoreFeeds
+from feedkv.rangefeed.wire import RANGEFEED
 from feedkv.security.external_io import confine
 from feedkv.security.login_throttle import LoginThrottle
 from feedkv.security.secrets import Sealer, load_key
@@ -279,7 +280,6 @@ class Node:
                     self.tls.verifier.attach(lambda user: access.grants().password_verifier(user))
                 service = RangeFeedService(self.feeds, access, watch_access=access.watch)
                 methods = {
-                    "RangeFeed": service.handler(),
                     HOLD_METHOD: hold_history_handler(access.db, access.grants),
                     **blob_handlers(self.external_io_dir),
                     **method_handlers(lambda: self.cluster, self._alone),
@@ -291,6 +291,7 @@ class Node:
                     tls=self.tls,
                     access=access,
                     batch_listen=parse_listen(self.batch_addr) if self.batch_addr else None,
+                    more_streams={RANGEFEED: service.served},
                 )
                 server.start()
                 self.server = server

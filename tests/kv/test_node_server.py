@@ -27,13 +27,14 @@ from feedkv.errors import (
 )
 from feedkv.kv import server
 from feedkv.kv.api import BatchRequest, Get, Header, Put
-from feedkv.kv.batch_socket import hello
+from feedkv.kv.batch_socket import BATCHES, hello
 from feedkv.kv.cancellation import CallCancels
 from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
 from feedkv.kv.wire import MAX_MESSAGE_BYTES, SERVICE, batch_request_to_proto, error_from_proto
+from feedkv.rangefeed.wire import RANGEFEED
 from feedkv.server.node import Node
 from feedkv.testing.node_process import free_port
 from feedkv.testing.waiting import run_threads, wait_until
@@ -64,15 +65,30 @@ def channel(node: Node) -> Iterator[grpc.Channel]:
 
 
 class RawStream:
-    """A batch stream opened by hand on the node's batch port (plaintext)."""
+    """A stream opened by hand on the node's batch port (plaintext), a ``stream`` of
+    batches unless it names another; ``welcome``: assert the node welcomed it."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
+    def __init__(self, channel: grpc.Channel, stream: str = BATCHES, welcome: bool = True) -> None:
         port = msgpack.unpackb(channel.unary_unary(f"/{SERVICE}/BatchPort")(b""))["port"]
         self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.sendall(hello(None))
+        self.sock.sendall(hello(None, stream))
         self.reader = self.sock.makefile("rb")
-        assert msgpack.unpackb(read_frame(self.reader, MAX_MESSAGE_BYTES)) == {"welcome": True}
+        if welcome:
+            assert msgpack.unpackb(self._frame()) == {"welcome": True}
         self.end: dict[str, Any] | None = None
+
+    def _frame(self) -> bytes:
+        data = read_frame(self.reader, MAX_MESSAGE_BYTES)
+        assert data is not None, "the connection ended with no end announced"
+        return data
+
+    def messages(self) -> list[bytes]:
+        """The node's messages until it ends the stream, whose end is then :attr:`end`."""
+        messages = []
+        while data := self._frame():
+            messages.append(data)
+        self.end = msgpack.unpackb(self._frame())
+        return messages
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(frame(data))
@@ -82,10 +98,9 @@ class RawStream:
         stream, whose end is then :attr:`end`."""
         replies: list[pb.BatchReply] = []
         while count is None or len(replies) < count:
-            data = read_frame(self.reader, MAX_MESSAGE_BYTES)
-            assert data is not None, "the connection ended with no end announced"
+            data = self._frame()
             if not data:
-                self.end = msgpack.unpackb(read_frame(self.reader, MAX_MESSAGE_BYTES))
+                self.end = msgpack.unpackb(self._frame())
                 break
             replies.extend(pb.BatchReplies.FromString(data).replies)
         return replies
@@ -147,11 +162,11 @@ def test_a_stream_reads_no_more_calls_while_too_many_wait_for_their_answers(
     read_after_an_answer_left: list[bool] = []  # for each call read
     answer_left = threading.Event()
 
-    def frames() -> Iterator[pb.BatchCalls]:
+    def frames() -> Iterator[bytes]:
         for i in range(1, calls + 1):
             read_after_an_answer_left.append(answer_left.is_set())
             put = BatchRequest(Header(range_id=1), (Put(b"f%02d" % i, b"v"),))
-            yield pb.BatchCalls(calls=[call(i, put)])
+            yield pb.BatchCalls(calls=[call(i, put)]).SerializeToString()
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         stream = server._ServedStream(node.store, pool, CallCancels(), threading.Event())
@@ -211,14 +226,30 @@ def test_bytes_that_are_not_a_message_end_the_batch_stream_and_the_node_keeps_se
 def test_bytes_that_are_not_a_message_end_the_rangefeed_and_the_node_keeps_serving(
     node: Node, channel: grpc.Channel, remote: DB
 ) -> None:
-    garbage = channel.stream_stream(f"/{SERVICE}/RangeFeed")
-    with pytest.raises(grpc.RpcError) as raised:
-        list(garbage(iter([b"\xff\xff\xff not protobuf"])))
-    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "malformed message: 16 bytes that are not a" in raised.value.details()
+    feeds = RawStream(channel, RANGEFEED)
+    try:
+        feeds.send(b"\xff\xff\xff not protobuf")
+        assert feeds.messages() == []
+    finally:
+        feeds.close()
+    assert feeds.end is not None and feeds.end["end"] == "malformed"
+    assert "16 bytes that are not a RangeFeedRequest" in feeds.end["message"]
     remote.put(b"after", b"still serving")
     assert remote.get(b"after") == b"still serving"
-    node.stop()  # once hung: grpcio's own deserializer left the call behind
+    node.stop()
+
+
+def test_a_hello_for_a_stream_the_node_does_not_serve_ends_it_as_malformed(
+    channel: grpc.Channel, remote: DB
+) -> None:
+    unknown = RawStream(channel, "gossip", welcome=False)
+    try:
+        assert unknown.messages() == []
+    finally:
+        unknown.close()
+    assert unknown.end == {"end": "malformed", "message": "this node serves no stream 'gossip'"}
+    remote.put(b"after", b"still serving")
+    assert remote.get(b"after") == b"still serving"
 
 
 def test_bytes_that_are_not_a_batch_get_a_clear_error(channel: grpc.Channel) -> None:
@@ -305,19 +336,19 @@ def test_a_call_id_used_twice_while_in_flight_ends_the_stream_as_malformed(
 def test_a_rangefeed_tag_registered_twice_ends_the_stream_as_malformed(
     channel: grpc.Channel, remote: DB
 ) -> None:
-    feed = channel.stream_stream(
-        f"/{SERVICE}/RangeFeed",
-        request_serializer=pb.RangeFeedRequest.SerializeToString,
-        response_deserializer=pb.RangeFeedEvents.FromString,
-    )
     register = pb.RangeFeedRequest()
     register.register.tag = 3
     register.register.span.start = b"a"
     register.register.span.end = b"b"
-    with pytest.raises(grpc.RpcError) as raised:
-        list(feed(iter([register, register])))
-    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "tag 3 is already registered" in raised.value.details()
+    feeds = RawStream(channel, RANGEFEED)
+    try:
+        feeds.send(register.SerializeToString())
+        feeds.send(register.SerializeToString())
+        feeds.messages()
+    finally:
+        feeds.close()
+    assert feeds.end is not None and feeds.end["end"] == "malformed"
+    assert "tag 3 is already registered" in feeds.end["message"]
     remote.put(b"after", b"still serving")
     assert remote.get(b"after") == b"still serving"
 

@@ -60,7 +60,7 @@ def transport(node_and_db: tuple[Node, DB]) -> Iterator[FeedTransport]:
     address = split_host_port(node.url.removeprefix("feedkv://"))
     assert address is not None
     kv = GrpcTransport(*address, tls=node.tls.client() if node.tls is not None else None)
-    feeds = GrpcFeedTransport(kv.channel, kv.address)
+    feeds = GrpcFeedTransport(kv.channel, kv.address, tls=kv.tls)
     yield feeds
     feeds.close()
     kv.close()

@@ -1,11 +1,10 @@
-"""The client side of the gRPC rangefeed stream: a feed whose stream is full holds the
+"""The client side of a node's stream of feeds: a feed whose stream is full holds the
 connection back until its consumer takes, so a catch-up scan goes at the consumer's
 pace; one that takes nothing for ``consumer_wait_s`` is cut off, and the connection's
 other feeds go on."""
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,14 +14,15 @@ from feed_helpers import DEADLINE_S, Collector, wait_until
 
 import feedkv
 from feedkv.kv.address import split_host_port
-from feedkv.kv.grpc_transport import GrpcTransport
+from feedkv.kv.framed_socket import frame, read_frame
+from feedkv.kv.grpc_transport import GrpcTransport, dial_stream
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import SERVICE, span_to_proto, timestamp_to_proto
+from feedkv.kv.wire import MAX_MESSAGE_BYTES, span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.store_feeds import FeedConfig
-from feedkv.rangefeed.wire import values_from_proto
+from feedkv.rangefeed.wire import RANGEFEED, values_from_proto
 from feedkv.server.node import Node
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -123,21 +123,19 @@ def value_runs(url: str, *, timestamp_runs: bool) -> list[pb.RangeFeedValues]:
     span_to_proto(USER, register.register.span)
     timestamp_to_proto(ZERO, register.register.start_ts)
     register.register.timestamp_runs = timestamp_runs
-    requests: queue.Queue[pb.RangeFeedRequest | None] = queue.Queue()
-    requests.put(register)
     runs = []
     with grpc.insecure_channel(url.removeprefix("feedkv://")) as channel:
-        call = channel.stream_stream(
-            f"/{SERVICE}/RangeFeed",
-            request_serializer=pb.RangeFeedRequest.SerializeToString,
-            response_deserializer=pb.RangeFeedEvents.FromString,
-        )(iter(requests.get, None), timeout=DEADLINE_S)
-        for message in call:
-            runs += [e.values for e in message.events if e.WhichOneof("kind") == "values"]
-            if sum(len(run.keys) for run in runs) >= 60:
-                break
-        requests.put(None)
-        call.cancel()
+        sock, reader = dial_stream(channel, "127.0.0.1", None, DEADLINE_S, RANGEFEED)
+        try:
+            sock.sendall(frame(register.SerializeToString()))
+            while sum(len(run.keys) for run in runs) < 60:
+                data = read_frame(reader, MAX_MESSAGE_BYTES)
+                assert data, "the node ended the stream"
+                message = pb.RangeFeedEvents.FromString(data)
+                runs += [e.values for e in message.events if e.WhichOneof("kind") == "values"]
+        finally:
+            reader.close()
+            sock.close()
     return runs
 
 

@@ -57,7 +57,7 @@ def _register(
     msg = pb.RangeFeedRegister(tag=tag, checkpoints_only=True)
     span_to_proto(Span(b"t/", b"t0"), msg.span)
     timestamp_to_proto(Timestamp(1, 0), msg.start_ts)
-    return service._register(msg, stream, user)
+    return service.register(msg, stream, user)
 
 
 def _ending(stream: EventStream, tag: int) -> Error:

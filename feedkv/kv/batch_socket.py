@@ -68,7 +68,7 @@ import msgpack
 from google.protobuf.message import DecodeError
 
 from feedkv.errors import FeedKVError, PermissionDeniedError
-from feedkv.kv.framed_socket import frame, read_frame
+from feedkv.kv.framed_socket import FramedListener, frame, read_frame
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.security.call_auth import Metadata
@@ -92,7 +92,6 @@ log = logging.getLogger(__name__)
 
 # A message of calls holds those queued when it is sent, up to about this many bytes.
 MAX_CALLS_BYTES = 4 << 20
-_HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 _END = frame(b"")  # announces the stream's end (a BatchReplies frame is never empty)
 _WELCOME = msgpack.packb({"welcome": True})
 BATCHES = "batches"  # a hello's stream of concurrent batches (its default)
@@ -308,89 +307,45 @@ class BatchListener:
     def __init__(
         self, host: str, tls: ServerTLS | None, openers: dict[str, Opener], *, port: int = 0
     ) -> None:
-        self._context = tls.ssl_context(client_certs=False) if tls is not None else None
         self._openers = openers
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # an IPv6 literal
-        self._socket = socket.create_server((host, port), family=family)
-        self.port: int = self._socket.getsockname()[1]
-        self._lock = threading.Lock()  # guards the two below
-        self._connections: set[socket.socket] = set()
-        self._closed = False
-        self._acceptor = threading.Thread(target=self._accept, name="batch-listen", daemon=True)
-        self._acceptor.start()
+        # NB: a stop does not wait for the connections' threads: a call still running
+        # keeps its stream's writer until it ends, which the node's call pool, shut down
+        # after the stop, waits for
+        self._listener = FramedListener(host, port, tls, self._serve, name="batch", join=False)
+        self.port = self._listener.port
 
     @property
     def connections(self) -> int:
         """How many clients' streams this node is taking now."""
-        with self._lock:
-            return len(self._connections)
+        return self._listener.connections
 
     def stop(self) -> None:
         """Close the port and cut every connection still open (their clients fail the
         calls waiting as ambiguous, as on a broken connection: a draining node ended
-        its streams cleanly before). Idempotent.
+        its streams cleanly before). Idempotent."""
+        self._listener.stop()
 
-        NB: returns without waiting for the connections' threads: a call still running
-        keeps its stream's writer until it ends, which the node's call pool, shut down
-        after this, waits for."""
-        with self._lock:
-            self._closed = True
-            connections = list(self._connections)
-        with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)  # NB: wakes the blocked accept()
-        self._socket.close()
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(conn, socket.SHUT_RDWR)
-        self._acceptor.join()
-
-    def _accept(self) -> None:
-        while True:
+    def _serve(self, sock: socket.socket, peer: Any) -> None:
+        # NB: the reader holds the socket open: it is closed with it
+        with sock.makefile("rb") as reader:
+            first = read_frame(reader, MAX_MESSAGE_BYTES)
+            if first is None:
+                return
+            auth, stream = _hello_of(first)
+            opener = self._openers.get(stream)
+            if opener is None:
+                sock.sendall(_end("malformed", f"this node serves no stream {stream!r}"))
+                return
             try:
-                conn, peer = self._socket.accept()
-            except OSError:
-                return  # closed
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    return
-                self._connections.add(conn)
-            threading.Thread(
-                target=self._serve, args=(conn, peer), name="batch-in", daemon=True
-            ).start()
-
-    def _serve(self, conn: socket.socket, peer: Any) -> None:
-        sock = conn
-        try:
-            conn.settimeout(_HELLO_TIMEOUT_S)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = self._handshake(conn)
-            # NB: the reader holds the socket open: it is closed with it, below
-            with sock.makefile("rb") as reader:
-                first = read_frame(reader, MAX_MESSAGE_BYTES)
-                if first is None:
-                    return
-                auth, stream = _hello_of(first)
-                opener = self._openers.get(stream)
-                if opener is None:
-                    sock.sendall(_end("malformed", f"this node serves no stream {stream!r}"))
-                    return
-                try:
-                    with opener(auth) as served:
-                        sock.sendall(frame(_WELCOME))
-                        sock.settimeout(None)
-                        self._carry(sock, reader, served)
-                except PermissionDeniedError as exc:
-                    log.warning("refused a batch stream from %s: %s", peer, exc)
-                    sock.sendall(_end("denied", str(exc)))
-                except FeedKVError as exc:  # the caller could not be checked now
-                    sock.sendall(_end("unavailable", str(exc)))
-        except (OSError, ssl.SSLError, ValueError, FeedKVError) as exc:
-            log.debug("a batch stream from %s ended: %s", peer, exc)
-        finally:
-            with self._lock:
-                self._connections.discard(sock)
-            sock.close()
+                with opener(auth) as served:
+                    sock.sendall(frame(_WELCOME))
+                    sock.settimeout(None)
+                    self._carry(sock, reader, served)
+            except PermissionDeniedError as exc:
+                log.warning("refused a batch stream from %s: %s", peer, exc)
+                sock.sendall(_end("denied", str(exc)))
+            except FeedKVError as exc:  # the caller could not be checked now
+                sock.sendall(_end("unavailable", str(exc)))
 
     def _carry(self, sock: socket.socket, reader: Any, served: Served) -> None:
         """Read calls into ``served`` here, and write its replies on a thread of their
@@ -416,16 +371,6 @@ class BatchListener:
         writer.start()
         served.read(_frames(reader))
         writer.join()
-
-    def _handshake(self, conn: socket.socket) -> socket.socket:
-        if self._context is None:
-            return conn
-        tls_conn = self._context.wrap_socket(conn, server_side=True)
-        with self._lock:
-            # NB: stop() shuts down what it finds here: the TLS socket from now on
-            self._connections.discard(conn)
-            self._connections.add(tls_conn)
-        return tls_conn
 
 
 def _hello_of(first: bytes) -> tuple[Metadata, str]:

@@ -3,33 +3,42 @@
 Why a plain socket beside gRPC at all: a message on grpcio's sync stream costs ~55-70 µs
 of CPU on each side (measured against ~10 µs for a frame on a plain socket), almost all
 of it thread hand-offs inside grpcio. The connections that carry many small messages
-(Raft's between nodes, :mod:`feedkv.server.raft_socket`; a client's concurrent batches,
-:mod:`feedkv.kv.batch_socket`) so use frames on a socket of their own.
+(Raft's between nodes, :mod:`feedkv.server.raft_socket`; a client's concurrent batches
+and its rangefeeds, :mod:`feedkv.kv.batch_socket`) so use frames on a socket of their
+own.
 
 A frame is a 4-byte big-endian length and that many bytes. A connection is opened the
 way the gRPC channel to the same node is: through the HTTP proxy ``grpc_proxy`` names
 when it is set (every connection between nodes takes one way, which
 :mod:`feedkv.testing.partition` cuts), and with TLS when the channel has it, the node
-proven by the cluster's CA and its host name.
+proven by the cluster's CA and its host name. A node takes them with a
+:class:`FramedListener`: a thread per connection, which reads it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import ssl
 import struct
-from typing import BinaryIO
+import threading
+from collections.abc import Callable
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
-from feedkv.errors import NodeUnavailableError
+from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.address import host_port
-from feedkv.security.tls import ClientTLS
+from feedkv.security.tls import ClientTLS, ServerTLS
 
-__all__ = ["connect", "frame", "read_frame"]
+__all__ = ["FramedListener", "connect", "frame", "read_frame"]
+
+log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
 _PROXY_HEAD_LIMIT = 8192  # a CONNECT answer's head
+_HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 
 
 def frame(body: bytes) -> bytes:
@@ -97,3 +106,107 @@ def _open(host: str, port: int, timeout: float) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+class FramedListener:
+    """Takes connections on ``host`` and ``port`` (0: any free one; the one taken is
+    :attr:`port`), TLS as ``tls`` (``None``: plaintext), a thread named ``name`` per
+    connection running ``serve(sock, peer)``: its receives time out after 10 s (for the
+    hello: ``serve`` lifts that once it has read it) and its sends go at once
+    (``TCP_NODELAY``). A connection ends when ``serve`` returns or raises (an
+    :class:`OSError`, :class:`ValueError` or :class:`~feedkv.errors.FeedKVError` is
+    logged, as a connection's end). ``join``: :meth:`stop` waits for those threads.
+    Raises :class:`OSError` when it cannot listen."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tls: ServerTLS | None,
+        serve: Callable[[socket.socket, Any], None],
+        *,
+        name: str,
+        join: bool,
+    ) -> None:
+        self._context = tls.ssl_context(client_certs=False) if tls is not None else None
+        self._serve = serve
+        self._name = name
+        self._join = join
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # an IPv6 literal
+        self._socket = socket.create_server((host, port), family=family)
+        self.port: int = self._socket.getsockname()[1]
+        self._lock = threading.Lock()  # guards the three below
+        self._connections: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self._acceptor = threading.Thread(target=self._accept, name=f"{name}-listen", daemon=True)
+        self._acceptor.start()
+
+    @property
+    def connections(self) -> int:
+        """How many connections are open now."""
+        with self._lock:
+            return len(self._connections)
+
+    def stop(self) -> None:
+        """Close the port and cut every connection still open (their peers see it broken),
+        then wait for the acceptor (and the connections' threads, if ``join``).
+        Idempotent."""
+        with self._lock:
+            self._closed = True
+            connections = list(self._connections)
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)  # NB: wakes the blocked accept()
+        self._socket.close()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                # NB: the plain socket's shutdown, not SSLSocket's (which drops its TLS
+                # state under the reader): it wakes the thread blocked in a receive
+                socket.socket.shutdown(conn, socket.SHUT_RDWR)
+        self._acceptor.join()
+        if self._join:
+            for thread in self._threads:
+                thread.join()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, peer = self._socket.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    return
+                thread = threading.Thread(
+                    target=self._carry, args=(conn, peer), name=f"{self._name}-in", daemon=True
+                )
+                if self._join:
+                    self._threads = [t for t in self._threads if t.is_alive()]
+                    self._threads.append(thread)
+                self._connections.add(conn)
+            thread.start()
+
+    def _carry(self, conn: socket.socket, peer: Any) -> None:
+        sock = conn
+        try:
+            conn.settimeout(_HELLO_TIMEOUT_S)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = self._handshake(conn)
+            self._serve(sock, peer)
+        except (OSError, ValueError, FeedKVError) as exc:  # ssl.SSLError is an OSError
+            log.debug("a %s connection from %s ended: %s", self._name, peer, exc)
+        finally:
+            with self._lock:
+                self._connections.discard(sock)
+            sock.close()
+
+    def _handshake(self, conn: socket.socket) -> socket.socket:
+        if self._context is None:
+            return conn
+        tls_conn = self._context.wrap_socket(conn, server_side=True)
+        with self._lock:
+            # NB: stop() shuts down what it finds here: the TLS socket from now on
+            self._connections.discard(conn)
+            self._connections.add(tls_conn)
+        return tls_conn

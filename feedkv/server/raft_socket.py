@@ -32,19 +32,17 @@ apart there).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import ssl
-import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import msgpack
 
-from feedkv.errors import FeedKVError, NodeUnavailableError, PermissionDeniedError
+from feedkv.errors import NodeUnavailableError, PermissionDeniedError
 from feedkv.kv.access import ADMIN_USERS
-from feedkv.kv.framed_socket import connect, frame
+from feedkv.kv.framed_socket import FramedListener, connect, frame
 from feedkv.kv.framed_socket import read_frame as read_any_frame
 from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ClientTLS, ServerTLS
@@ -54,7 +52,6 @@ __all__ = ["MAX_FRAME", "RaftListener", "dial", "frame", "read_frame"]
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 << 20  # larger than any request (CHUNK_BYTES and its envelope)
-_HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 
 
 def read_frame(reader: BinaryIO) -> bytes | None:
@@ -96,92 +93,37 @@ class RaftListener:
         port: int = 0,
     ) -> None:
         self._tls = tls
-        self._context = tls.ssl_context(client_certs=False) if tls is not None else None
         self._on_request = on_request
-        self._socket = socket.create_server((host, port))
-        self.port: int = self._socket.getsockname()[1]
-        self._lock = threading.Lock()  # guards the two below
-        self._connections: set[socket.socket] = set()
-        self._closed = False
-        self._threads: list[threading.Thread] = []
-        self._acceptor = threading.Thread(target=self._accept, name="raft-listen", daemon=True)
-        self._acceptor.start()
+        self._listener = FramedListener(host, port, tls, self._serve, name="raft", join=True)
+        self.port = self._listener.port
 
     @property
     def connections(self) -> int:
         """How many other nodes' connections this node is taking now."""
-        with self._lock:
-            return len(self._connections)
+        return self._listener.connections
 
     def stop(self) -> None:
         """Close the port and every connection (their senders drop what they held, as on
         a lost connection, and connect to this node's next life); returns once their
         threads ended. Idempotent."""
-        with self._lock:
-            self._closed = True
-            connections = list(self._connections)
-        with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)  # NB: wakes the blocked accept()
-        self._socket.close()
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        self._acceptor.join()
-        for thread in self._threads:
-            thread.join()
+        self._listener.stop()
 
-    def _accept(self) -> None:
-        while True:
+    def _serve(self, sock: socket.socket, peer: Any) -> None:
+        # NB: the reader holds the socket open: it is closed with it
+        with sock.makefile("rb") as reader:
+            hello = read_frame(reader)
+            if hello is None:
+                return
             try:
-                conn, peer = self._socket.accept()
-            except OSError:
-                return  # closed
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    return
-                self._threads = [t for t in self._threads if t.is_alive()]
-                thread = threading.Thread(
-                    target=self._serve, args=(conn, peer), name="raft-in", daemon=True
-                )
-                self._threads.append(thread)
-                self._connections.add(conn)
-            thread.start()
+                self._check(msgpack.unpackb(hello))
+            except PermissionDeniedError as exc:
+                log.warning("refused a Raft connection from %s: %s", peer, exc)
+                return
+            sock.settimeout(None)
+            while (data := read_frame(reader)) is not None:
+                self._on_request(msgpack.unpackb(data))
 
-    def _serve(self, conn: socket.socket, peer: Any) -> None:
-        sock = conn
-        try:
-            conn.settimeout(_HELLO_TIMEOUT_S)
-            sock = self._handshake(conn)
-            # NB: the reader holds the socket open: it is closed with it, below
-            with sock.makefile("rb") as reader:
-                hello = read_frame(reader)
-                if hello is None:
-                    return
-                self._check(msgpack.unpackb(hello), peer)
-                sock.settimeout(None)
-                while (data := read_frame(reader)) is not None:
-                    self._on_request(msgpack.unpackb(data))
-        except PermissionDeniedError as exc:
-            log.warning("refused a Raft connection from %s: %s", peer, exc)
-        except (OSError, ssl.SSLError, ValueError, FeedKVError) as exc:
-            log.debug("a Raft connection from %s ended: %s", peer, exc)
-        finally:
-            with self._lock:
-                self._connections.discard(sock)
-            sock.close()
-
-    def _handshake(self, conn: socket.socket) -> socket.socket:
-        if self._context is None:
-            return conn
-        tls_conn = self._context.wrap_socket(conn, server_side=True)
-        with self._lock:
-            # NB: stop() shuts down what it finds here: the TLS socket from now on
-            self._connections.discard(conn)
-            self._connections.add(tls_conn)
-        return tls_conn
-
-    def _check(self, hello: dict[str, Any], peer: Any) -> None:
+    def _check(self, hello: dict[str, Any]) -> None:
         """Raises :class:`~feedkv.errors.PermissionDeniedError` unless the hello proves a
         node (or root) of this cluster."""
         if self._tls is None:

@@ -369,8 +369,10 @@ class BatchListener:
 
         writer = threading.Thread(target=write, name="batch-out", daemon=True)
         writer.start()
-        served.read(_frames(reader))
-        writer.join()
+        try:
+            served.read(_frames(reader))
+        finally:
+            writer.join()
 
 
 def _hello_of(first: bytes) -> tuple[Metadata, str]:

@@ -206,7 +206,11 @@ class FramedListener:
             return conn
         tls_conn = self._context.wrap_socket(conn, server_side=True)
         with self._lock:
-            # NB: stop() shuts down what it finds here: the TLS socket from now on
+            # NB: stop() shuts down what it finds here: the TLS socket from now on. One
+            # that ran during the handshake found ``conn`` handed over to it already, so
+            # its shutdown missed: the connection ends here instead.
             self._connections.discard(conn)
             self._connections.add(tls_conn)
+            if self._closed:
+                raise ConnectionAbortedError("the listener stopped")
         return tls_conn

@@ -314,15 +314,17 @@ def dial_stream(
     :class:`~feedkv.errors.PermissionDeniedError` (the node refused the caller)."""
     metadata = call_metadata(channel)
     try:
-        answer = msgpack.unpackb(
-            channel.unary_unary(f"/{SERVICE}/BatchPort")(b"", timeout=timeout_s, metadata=metadata)
+        answer = channel.unary_unary(f"/{SERVICE}/BatchPort")(
+            b"", timeout=timeout_s, metadata=metadata
         )
+        port = int(msgpack.unpackb(answer)["port"])
     except grpc.RpcError as exc:
         _raise_denied(exc)
         raise NodeUnavailableError(
             f"node {host}: cannot ask for its batch port: {_details(exc)}"
         ) from exc
-    port = int(answer["port"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NodeUnavailableError(f"node {host}: a malformed batch port: {exc!r}") from exc
     sock = connect(host, port, tls, timeout_s, "the batch port")
     try:
         return sock, greet(sock, metadata, stream)
@@ -330,7 +332,7 @@ def dial_stream(
         if exc.denied:
             raise PermissionDeniedError(str(exc)) from exc
         raise NodeUnavailableError(f"node {host_port(host, port)}: {exc}") from exc
-    except OSError as exc:  # ssl.SSLError too
+    except (OSError, ValueError) as exc:  # ssl.SSLError too; a welcome not msgpack
         raise NodeUnavailableError(f"node {host_port(host, port)}: {exc}") from exc
 
 

@@ -24,10 +24,9 @@ The server refuses new calls, before evaluating anything (a batch is answered wi
 :class:`~feedkv.errors.NodeUnavailableError`, so its client sends it elsewhere rather
 than report it as ambiguous), and waits for those in flight, up to the grace; its port
 closes after them, once no call came for a moment (``QUIET_S``), and the batch port
-with it. Calls that last until
-told to end (``endless``: other nodes' Raft streams) are not waited for: once the others
-ended, the node ends them (``end_streams``), so a stop lasts as long as its slowest call
-in flight, not the whole grace.
+with it, so a stop lasts as long as its slowest call in flight, not the whole grace. A
+stream of a layer above on the batch port (a client's rangefeeds) counts as a call in
+flight: that layer ends it before the stop (the node's feeds end ``NODE_SHUTDOWN``).
 """
 
 from __future__ import annotations
@@ -115,28 +114,25 @@ class NodeServer:
         more_methods: dict[str, grpc.RpcMethodHandler] | None = None,
         tls: ServerTLS | None = None,
         access: ReadAccess | None = None,
-        endless: frozenset[str] = frozenset(),
         batch_listen: tuple[str, int] | None = None,
         more_streams: dict[str, StreamOpener] | None = None,
     ) -> None:
         """``more_methods`` adds methods served by layers above, ``more_streams`` streams
-        on the batch port (the rangefeeds': each opener makes the served side of a
-        stream for the user its hello proves, ``None`` on a plaintext node, checked as
-        a call of :data:`USER_METHODS` is, and again as the stream opens).
-        ``tls``: serve TLS, every call from a client certificate of :data:`ADMIN_USERS`
-        (``None``: plaintext, every call taken). ``access``: with ``tls``, other users
-        may also call :data:`USER_METHODS` to read what it allows (see
-        :mod:`feedkv.kv.access`; ``None``: they may call nothing). ``endless``: the
-        methods whose calls last until told to end, which a stop does not wait for.
-        ``batch_listen``: the host and port of the batch port (``None``: any free port of
-        ``host``). Raises :class:`~feedkv.errors.NodeUnavailableError` when it cannot
-        listen on either."""
+        on the batch port (the rangefeeds'): each opener makes the served side of a
+        stream for the user its hello proves (``None`` on a plaintext node), who may
+        open it as it may call :data:`USER_METHODS`. ``tls``: serve TLS, every call from
+        a client certificate of :data:`ADMIN_USERS` (``None``: plaintext, every call
+        taken). ``access``: with ``tls``, other users may also call
+        :data:`USER_METHODS` to read what it allows (see :mod:`feedkv.kv.access`;
+        ``None``: they may call nothing). ``batch_listen``: the host and port of the
+        batch port (``None``: any free port of ``host``). Raises
+        :class:`~feedkv.errors.NodeUnavailableError` when it cannot listen on either."""
         self.store = store
         self._tls = tls
         self._access = access
         self._draining = threading.Event()
         self._in_flight = threading.Condition()  # guards the count below
-        self._counted = 0  # calls in flight, but those of endless methods
+        self._counted = 0  # calls in flight
         self._arrived = 0.0  # when the last of them came (monotonic)
         self._calls = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="feedkv-call")
         self._cancels = CallCancels()  # the batches their clients may give up on
@@ -175,7 +171,7 @@ class NodeServer:
             users = USER_METHODS if access is not None else frozenset()
             handlers = guarded_handlers(handlers, tls, users)
         handlers = {
-            name: handler if name in endless else self._count(handler, refuse=name not in _BATCHES)
+            name: self._count(handler, refuse=name not in _BATCHES)
             for name, handler in handlers.items()
         }
         self._server.add_generic_rpc_handlers(
@@ -208,8 +204,9 @@ class NodeServer:
 
     def stop(self, grace_s: float = 10.0, *, end_streams: Callable[[], None] | None = None) -> None:
         """Refuse new calls, let calls in flight finish (up to ``grace_s``), then call
-        ``end_streams()`` (it ends the calls of the ``endless`` methods) and return once
-        every call ended (those still running at the grace are cancelled).
+        ``end_streams()`` (it ends what this server does not serve but must outlast its
+        calls: other nodes' Raft connections) and return once every call ended (those
+        still running at the grace are cancelled).
 
         NB: the port stays open until the calls in flight end and none came for
         ``QUIET_S`` (up to ``QUIET_MAX_S`` more), and a call arriving meanwhile is

@@ -10,7 +10,7 @@ applied.
 
 The scan is the one place a feed makes an event per stored version at full speed, so its
 pages keep the export's columns (:class:`~feedkv.rangefeed.event.ValueColumns`): the
-gRPC service sends them as they are, and an in-process consumer's values are made from
+service of remote feeds sends them as they are, and an in-process consumer's values are made from
 them in C (see :func:`export_pages` for when Python code still runs per version).
 """
 

@@ -77,7 +77,7 @@ _TS = attrgetter("ts")
 
 
 class FeedTransport(Protocol):
-    """How a client registers with nodes: in-process or over gRPC."""
+    """How a client registers with nodes: in-process or over the wire."""
 
     def new_stream(self) -> EventStream:
         """A stream for one feed's events."""

@@ -4,7 +4,7 @@ A :class:`ClusterFeedTransport` is the :class:`~feedkv.rangefeed.client.FeedTran
 of a client of a cluster. The multi-range client (:class:`~feedkv.rangefeed.client.RangeFeed`)
 divides its spans on range boundaries and registers each piece with the node its range's
 descriptor names (``node_id``); this transport sends the gateway node's pieces through
-the gateway's transport and keeps one gRPC stream per other node for theirs. Events of
+the gateway's transport and keeps one stream of feeds per other node for theirs. Events of
 every node arrive in the feed's one stream.
 
 When a range moves, its old node ends the piece's registration (``REPLICA_REMOVED``,

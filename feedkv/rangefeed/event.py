@@ -84,14 +84,14 @@ def _iter_values(
 
 class ValueColumns(Sequence[Value]):
     """Values kept as the columns a scan or the wire decoded them into (``prev_values``
-    None: none has one). A catch-up scan's pages travel this way, so the gRPC service,
+    None: none has one). A catch-up scan's pages travel this way, so the node's service,
     which sends the columns as they are, never makes the :class:`Value` tuples.
 
     Iterating makes each tuple as the reader comes to it, and keeps none: a consumer that
     drops each value after reading it never holds a page of them, which the cyclic
     garbage collector would scan and promote at about the cost of making them. Indexing,
     slicing, comparing and ``repr`` make them all and keep them (iterating then reads the
-    kept ones). Several threads may read one (the gRPC client hands a run to every feed
+    kept ones). Several threads may read one (a remote client hands a run to every feed
     that registered for it): at worst two make the tuples at once. The columns never
     change once made, so ``size``, the bytes the memory budget counts (see
     :func:`~feedkv.rangefeed.registration.values_size`), is worked out once."""

@@ -31,7 +31,12 @@ from typing import BinaryIO
 import grpc
 from google.protobuf.message import DecodeError
 
-from feedkv.errors import InvalidArgumentError, NodeUnavailableError, PermissionDeniedError
+from feedkv.errors import (
+    FeedKVError,
+    InvalidArgumentError,
+    NodeUnavailableError,
+    PermissionDeniedError,
+)
 from feedkv.kv.address import split_host_port
 from feedkv.kv.batch_socket import ended_by
 from feedkv.kv.framed_socket import frame, read_frame
@@ -58,7 +63,7 @@ class _ClientRegistration:
 
     __slots__ = ("done", "mux", "queued", "stream", "tag", "wire_tag")
 
-    def __init__(self, tag: Hashable, wire_tag: int, stream: EventStream, mux: _Mux | None) -> None:
+    def __init__(self, tag: Hashable, wire_tag: int, stream: EventStream, mux: _Mux) -> None:
         self.tag = tag
         self.wire_tag = wire_tag
         self.stream = stream
@@ -73,8 +78,13 @@ class _ClientRegistration:
 
 
 class _Mux:
-    """One open connection carrying feeds (``dial`` opens it, welcomed: raises as
-    :func:`~feedkv.kv.grpc_transport.dial_stream`) and the registrations riding on it."""
+    """One connection carrying feeds, and the registrations riding on it. Its reader
+    thread opens it (``dial``, which raises as
+    :func:`~feedkv.kv.grpc_transport.dial_stream` does), so that registering never waits
+    for a node; what is sent before the node welcomes it waits for the welcome. A dial
+    that fails ends every registration: ``PERMISSION_DENIED`` if the node refused the
+    caller (retrying cannot help), else ``DISCONNECTED`` (the connection is then no
+    longer :attr:`alive`, and the next registration dials again)."""
 
     def __init__(
         self,
@@ -87,16 +97,13 @@ class _Mux:
         self.regs: dict[int, _ClientRegistration] = {}
         self.alive = True
         self._lock = threading.Lock()  # guards regs and alive
-        self._send_lock = threading.Lock()  # a request is sent whole
+        self._send_lock = threading.Lock()  # guards the two below; a request goes whole
+        self._sock: socket.socket | None = None  # once the node welcomed the connection
+        self._unsent: list[bytes] = []  # the requests made before that
+        self._cutting = False  # the connection is to end (set once, before its cut)
         self._waker = Waker()
-        try:
-            self._sock, self._file = dial()
-        except BaseException:
-            self._waker.close()
-            raise
-        self._sock.settimeout(None)
         self._reader = threading.Thread(
-            target=self._read, name="feedkv-rangefeed-client", daemon=True
+            target=self._run, args=(dial,), name="feedkv-rangefeed-client", daemon=True
         )
         self._reader.start()
 
@@ -116,11 +123,14 @@ class _Mux:
 
     def _send(self, request: pb.RangeFeedRequest) -> None:
         data = frame(request.SerializeToString())
-        try:
-            with self._send_lock:
+        with self._send_lock:
+            if self._sock is None:
+                self._unsent.append(data)  # NB: dropped if the dial fails: the feeds end
+                return
+            try:
                 self._sock.sendall(data)
-        except OSError:
-            self._cut()  # NB: the reader ends every feed on it, and hears why
+            except OSError:
+                self._cut()  # NB: the reader ends every feed on it, and hears why
 
     def close(self) -> None:
         """Cut the connection and wait for the reader, which ends every feed on it (first
@@ -134,26 +144,41 @@ class _Mux:
             self._reader.join()
 
     def _cut(self) -> None:
-        with contextlib.suppress(OSError):
-            # NB: the plain socket's shutdown, not SSLSocket's (which drops its TLS state
-            # under the reader): it wakes the reader blocked in a receive
-            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+        """End the connection: the reader wakes (or, still dialing, cuts what it gets)."""
+        self._cutting = True
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                # NB: the plain socket's shutdown, not SSLSocket's (which drops its TLS
+                # state under the reader): it wakes the reader blocked in a receive
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
-    def _read(self) -> None:
+    def _run(self, dial: Callable[[], tuple[socket.socket, BinaryIO]]) -> None:
         reason = "the node closed the stream"
         denied = False
         try:
-            with self._file as reader:
+            sock, reader = dial()
+            sock.settimeout(None)
+            with self._send_lock:
+                self._sock, unsent, self._unsent = sock, self._unsent, []
+                if self._cutting:  # NB: _cut set it before it read _sock: it missed sock
+                    self._cut()
+                with contextlib.suppress(OSError):  # NB: a failed send breaks the reading
+                    for request in unsent:
+                        sock.sendall(request)
+            with reader:
                 while (data := read_frame(reader, MAX_MESSAGE_BYTES)) is not None:
                     if not data:
                         end = ended_by(read_frame(reader, MAX_MESSAGE_BYTES))
                         reason, denied = str(end), end.denied
                         break
                     self._deliver(pb.RangeFeedEvents.FromString(data))
-        except (OSError, ValueError, DecodeError) as exc:  # ssl.SSLError is an OSError
-            reason = str(exc)
+        except PermissionDeniedError as exc:  # the dial
+            reason, denied = str(exc), True
         except InvalidArgumentError as exc:
             reason = f"the node sent a malformed event: {exc}"
+        except (OSError, ValueError, DecodeError, FeedKVError) as exc:
+            reason = str(exc)  # NB: ssl.SSLError is an OSError; a failed dial's FeedKVError
         except BaseException as exc:  # a bug: the feeds must still end, and hear why
             reason = f"the client failed: {exc!r}"
             raise
@@ -161,7 +186,10 @@ class _Mux:
             with self._lock:
                 self.alive = False
                 regs, self.regs = self.regs, {}
-            self._sock.close()
+            self._cut()
+            with self._send_lock:  # NB: not under a sender's feet (TLS sockets mind)
+                if self._sock is not None:
+                    self._sock.close()
             error = (
                 Error(ErrorReason.PERMISSION_DENIED, reason)  # terminal: retrying cannot help
                 if denied
@@ -225,7 +253,8 @@ class _Mux:
 
 
 class GrpcFeedTransport:
-    """Registers feeds with one node over one stream. ``budget_bytes`` bounds what the
+    """Registers feeds with the node at the other end of ``channel`` over one stream,
+    TLS as ``tls`` (``None``: plaintext; as the channel's). ``budget_bytes`` bounds what the
     client holds for all its feeds, ``per_registration`` the values queued for one range
     of a feed; ``consumer_wait_s`` is how long the connection waits, from a feed's last
     take, for a full feed to take before cutting it off (it reads nothing for the other
@@ -236,7 +265,7 @@ class GrpcFeedTransport:
         channel: grpc.Channel,
         address: str,
         *,
-        tls: ClientTLS | None = None,
+        tls: ClientTLS | None,
         budget_bytes: int = 256 << 20,
         per_registration: int = 4096,
         consumer_wait_s: float = 5.0,
@@ -289,13 +318,8 @@ class GrpcFeedTransport:
         with self._lock:
             if self._closed:
                 raise NodeUnavailableError(f"the rangefeed client of {self.address} is closed")
-            try:
-                if self._mux is None or not self._mux.alive:
-                    self._mux = _Mux(self._dial, self.address, self._consumer_wait_s)
-            except PermissionDeniedError as exc:  # terminal: retrying cannot help
-                denied = _ClientRegistration(tag, 0, stream, None)
-                denied.end(Error(ErrorReason.PERMISSION_DENIED, str(exc)))
-                return denied
+            if self._mux is None or not self._mux.alive:
+                self._mux = _Mux(self._dial, self.address, self._consumer_wait_s)
             mux = self._mux
         wire_tag = next(self._wire_tags)
         reg = _ClientRegistration(tag, wire_tag, stream, mux)
@@ -314,8 +338,7 @@ class GrpcFeedTransport:
     def unregister(self, handle: object) -> None:
         if not isinstance(handle, _ClientRegistration):
             raise InvalidArgumentError(f"not a registration of this transport: {handle!r}")
-        if handle.mux is not None:
-            handle.mux.remove(handle)
+        handle.mux.remove(handle)
         handle.end(Error(ErrorReason.UNREGISTERED, "unregistered by the consumer"))
 
     def close(self) -> None:
@@ -328,8 +351,8 @@ class GrpcFeedTransport:
         self._budget.close()
 
     def _dial(self) -> tuple[socket.socket, BinaryIO]:
-        """A connection to the node's batch port for this client's feeds (called under
-        the lock)."""
+        """A connection to the node's batch port for this client's feeds (on the
+        connection's reader thread)."""
         address = split_host_port(self.address)
         host = address[0] if address is not None else self.address
         return dial_stream(self._channel, host, self._tls, DIAL_TIMEOUT_S, RANGEFEED)

@@ -175,7 +175,7 @@ class Processor:
         """The values of ``entries`` from position ``start`` to ``stop``, with their
         previous values if ``with_diff``. Readers of the same slice get the same
         :class:`LogSlice` (and so the same list of values), so a stream that carries many
-        of them can send it once (the gRPC service does).
+        of them can send it once (the service of remote feeds does).
 
         NB: readers on other streams' threads race each other and the commit thread here,
         without a lock: the cache is one tuple swapped whole, positions below ``stop``

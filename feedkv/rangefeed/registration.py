@@ -265,7 +265,7 @@ class Registration:
             self.cursor = stop
         # NB: the newest mark read goes after all the values read, even those logged after
         # it: a value logged after a mark is above its timestamp, so the promise holds, and
-        # every reader of the same slice emits the same batch (sent once over gRPC).
+        # every reader of the same slice emits the same batch (sent once over the wire).
         for pos, ts in reversed(entries.marks):
             if pos <= stop and ts <= self.final_mark:
                 if self.sent is None or ts > self.sent:

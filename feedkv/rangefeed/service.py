@@ -50,7 +50,7 @@ _POLL_S = 0.2
 class RangeFeedService:
     """``access``: on a secure node, what a user other than the nodes and root may
     follow; a registration it refuses ends at once with ``PERMISSION_DENIED`` (the
-    node's gRPC guard lets such users call only when it is given, see
+    node lets such users open a stream of feeds only when it is given, see
     :mod:`feedkv.kv.access`). A registration is checked when it is made, and again at
     each :meth:`recheck`, which ends those their user may no longer read with
     ``PERMISSION_DENIED``: the node calls it when the grants or users change
@@ -204,8 +204,11 @@ class _ServedFeeds:
             self._client_done.set()
 
     def replies(self) -> Iterator[bytes]:
+        """Until the client is done (gone, or malformed: nothing more is sent), or the
+        node stopped its feeds and every event they queued was sent."""
         stream, feeds = self._stream, self._service.feeds
-        while True:
+        while not self._client_done.is_set():
+            stopped = feeds.stopped  # NB: read before the take, which then gets the ends
             items = stream.take_batches(_POLL_S)
             if items:
                 for message in _batches(items, ts_runs=self._ts_runs):
@@ -214,7 +217,7 @@ class _ServedFeeds:
                 # so this loop would never sleep, and a busy feed would go in a
                 # message per commit group: it rests as a sleeping consumer would.
                 stream.rest(feeds.rest_end(stream))
-            elif self._client_done.is_set() or feeds.closed:
+            elif stopped:
                 return
 
     def close(self) -> None:

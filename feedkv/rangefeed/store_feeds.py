@@ -106,6 +106,7 @@ class StoreFeeds:
             max_workers=self.config.catchup_workers, thread_name_prefix="feedkv-catchup"
         )
         self._stopping = threading.Event()
+        self._stopped = threading.Event()  # every processor ended, its errors queued
         self._stats_lock = threading.Lock()
         self.catchup_scan_ns = 0  # time spent in catch-up scans, in all (a metric)
         self._push_thread = threading.Thread(
@@ -115,7 +116,14 @@ class StoreFeeds:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` began: new registrations are refused."""
         return self._stopping.is_set()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`close` ended every processor: each registration's last event
+        (``NODE_SHUTDOWN``) is in its stream."""
+        return self._stopped.is_set()
 
     def local_node(self) -> int:
         return self.store.node_id
@@ -214,6 +222,7 @@ class StoreFeeds:
             self._processors.clear()
         self._catchups.shutdown(wait=True, cancel_futures=True)
         self._waker.close()
+        self._stopped.set()
 
     # Under the apply lock.
 

@@ -1,6 +1,6 @@
 """The queue between registrations and one consumer.
 
-A consumer (a client's feed in this process, or a gRPC stream to a remote client) owns one
+A consumer (a client's feed in this process, or a remote client's stream of feeds) owns one
 :class:`EventStream`; every registration it makes delivers into it, tagged with the
 consumer's tag for that registration, so one stream multiplexes many range feeds.
 
@@ -17,7 +17,7 @@ Events reach a stream in three ways:
   GIL through cursor steps; :mod:`feedkv.storage.lmdb_engine`), and a catch-up feed took
   10-15% less CPU per value read this way.
 - **Pushes.** A catch-up scan of a page or none pushes it (:meth:`push_wait`, waiting
-  for room); the gRPC client pushes what arrives for its feeds (:meth:`push`, and
+  for room); a remote client pushes what arrives for its feeds (:meth:`push`, and
   :meth:`push_wait` when that finds no room). A push that gets no room in time ends the
   registration with ``SLOW_CONSUMER``: nothing is silently skipped. Pushed items count
   against the registration's bound (``per_registration`` values) and the budget. An
@@ -268,7 +268,7 @@ class EventStream:
                     del self._readers[key]
             if items:
                 self._cond.notify_all()  # catch-up scans waiting for room
-            # NB: a scan's pages and pushed items (the gRPC client's) do not count: a scan
+            # NB: a scan's pages and pushed items (a remote client's) do not count: a scan
             # is not paced
             self.taken = sum(
                 len(item.values)

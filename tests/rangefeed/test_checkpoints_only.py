@@ -52,7 +52,8 @@ def not_checkpoints(events: list[Event]) -> list[Event]:
 
 @pytest.fixture
 def transport(node_and_db: tuple[Node, DB]) -> Iterator[FeedTransport]:
-    """The node's feeds as a client registers with them: in-process, or a gRPC stream."""
+    """The node's feeds as a client registers with them: in-process, or over its stream
+    of feeds."""
     node, db = node_and_db
     if db.node is not None:
         yield node.feeds

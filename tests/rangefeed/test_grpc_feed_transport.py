@@ -1,14 +1,19 @@
 """The client side of a node's stream of feeds: a feed whose stream is full holds the
 connection back until its consumer takes, so a catch-up scan goes at the consumer's
 pace; one that takes nothing for ``consumer_wait_s`` is cut off, and the connection's
-other feeds go on."""
+other feeds go on; the connection is dialed on its own thread, and a stopping node ends
+each feed ``NODE_SHUTDOWN`` before the connection."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import grpc
+import msgpack
 import pytest
 from feed_helpers import DEADLINE_S, Collector, wait_until
 
@@ -18,12 +23,13 @@ from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.grpc_transport import GrpcTransport, dial_stream
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
-from feedkv.kv.wire import MAX_MESSAGE_BYTES, span_to_proto, timestamp_to_proto
+from feedkv.kv.wire import MAX_MESSAGE_BYTES, SERVICE, span_to_proto, timestamp_to_proto
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.store_feeds import FeedConfig
 from feedkv.rangefeed.wire import RANGEFEED, values_from_proto
 from feedkv.server.node import Node
+from feedkv.testing.node_process import free_port
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
@@ -54,7 +60,11 @@ def client(node: Node) -> Iterator[Callable[[float], GrpcFeedTransport]]:
     def make(consumer_wait_s: float) -> GrpcFeedTransport:
         made.append(
             GrpcFeedTransport(
-                kv.channel, kv.address, per_registration=8, consumer_wait_s=consumer_wait_s
+                kv.channel,
+                kv.address,
+                tls=None,
+                per_registration=8,
+                consumer_wait_s=consumer_wait_s,
             )
         )
         return made[-1]
@@ -123,7 +133,7 @@ def value_runs(url: str, *, timestamp_runs: bool) -> list[pb.RangeFeedValues]:
     span_to_proto(USER, register.register.span)
     timestamp_to_proto(ZERO, register.register.start_ts)
     register.register.timestamp_runs = timestamp_runs
-    runs = []
+    runs: list[pb.RangeFeedValues] = []
     with grpc.insecure_channel(url.removeprefix("feedkv://")) as channel:
         sock, reader = dial_stream(channel, "127.0.0.1", None, DEADLINE_S, RANGEFEED)
         try:
@@ -173,7 +183,7 @@ def test_a_transport_moved_to_another_node_ends_its_feeds_and_registers_there(
             for address in (split_host_port(n.url.removeprefix("feedkv://")) for n in (node, other))
             if address is not None
         )
-        feeds = GrpcFeedTransport(first.channel, first.address)
+        feeds = GrpcFeedTransport(first.channel, first.address, tls=None)
         try:
             stream = feeds.new_stream()
             seen = Collector(stream)
@@ -201,3 +211,64 @@ def test_a_transport_moved_to_another_node_ends_its_feeds_and_registers_there(
             feeds.close()
             first.close()
             second.close()
+
+
+def test_a_stopping_node_ends_each_feed_node_shutdown_before_its_stream(
+    node: Node, client: Callable[[float], GrpcFeedTransport]
+) -> None:
+    feeds = client(DEADLINE_S)
+    stream = feeds.new_stream()
+    feeds.register("t", USER, ZERO, False, stream)
+    seen = Collector(stream)
+    seen.until(lambda es: any(isinstance(e, Checkpoint) for e in es))
+    node.stop()
+    last = seen.until(lambda es: any(isinstance(e, Error) for e in es))[-1]
+    assert isinstance(last, Error)
+    assert last.reason is ErrorReason.NODE_SHUTDOWN, last
+
+
+class _HeldBatchPort:
+    """A gRPC server whose ``BatchPort`` answers, with a port nothing listens on, only
+    once :attr:`answer` is set: a node slow to take a dial."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+        self.answer = threading.Event()
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        handler = grpc.unary_unary_rpc_method_handler(self._batch_port)
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"BatchPort": handler}),)
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _batch_port(self, request: bytes, context: Any) -> bytes:
+        self.asked.set()
+        self.answer.wait(DEADLINE_S)
+        return bytes(msgpack.packb({"port": free_port()}))
+
+
+def test_registering_waits_for_no_dial_and_a_failed_dial_breaks_the_transport() -> None:
+    """The connection is dialed on its reader thread: a registration returns at once
+    (the consumer goes on taking its other feeds' events), and a dial that fails ends
+    it DISCONNECTED and leaves the transport broken (a cluster client then looks the
+    node's address up again)."""
+    held = _HeldBatchPort()
+    channel = grpc.insecure_channel(f"127.0.0.1:{held.port}")
+    feeds = GrpcFeedTransport(channel, f"127.0.0.1:{held.port}", tls=None)
+    try:
+        stream = feeds.new_stream()
+        feeds.register("t", USER, ZERO, False, stream)
+        assert held.asked.wait(DEADLINE_S)  # the dial is under way, the registration made
+        assert not feeds.broken
+        held.answer.set()
+        last = Collector(stream).until(lambda es: any(isinstance(e, Error) for e in es))[-1]
+        assert isinstance(last, Error)
+        assert last.reason is ErrorReason.DISCONNECTED
+        assert "cannot connect to the batch port" in last.message
+        assert feeds.broken
+    finally:
+        held.answer.set()
+        feeds.close()
+        channel.close()
+        held.server.stop(None)

@@ -1,7 +1,8 @@
 """A user with only a password (no client certificate) uses a secure node's gRPC API:
 it logs in with its SQL password and reads what it may SELECT; a wrong password and an
 unknown user get the same refusal; repeated failures are throttled; ALTER USER ...
-PASSWORD and DROP USER end its session; a password never travels without TLS."""
+PASSWORD and DROP USER end its session (its batches and new feeds are refused); a
+password never travels without TLS."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from feedkv.sql import catalog
 from feedkv.sql.row_codec import table_span
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import Timestamp
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +129,12 @@ def test_a_password_change_ends_the_session(db: DB, ca_only: Path) -> None:
             for read in reads:
                 with pytest.raises(PermissionDeniedError, match="has ended"):
                     read.result(timeout=60)
+        # a new feed's stream to the node is refused as its batches are
+        with (
+            pytest.raises(PermissionDeniedError, match="has ended"),
+            ann.rangefeed(span, Timestamp(1, 0)) as feed,
+        ):
+            next(iter(feed))
     with feedkv.connect(_url(db), certs_dir=ca_only, user="ann", password="ann-secret-2") as ann:
         assert len(ann.scan(*span)) == 2
 

@@ -1,4 +1,4 @@
-"""A user's running rangefeed of a table, over a secure node's gRPC API, ends with a
+"""A user's running rangefeed of a table, from a client of a secure node, ends with a
 permission error soon after ``REVOKE SELECT`` or ``DROP USER``, instead of running on;
 another user's feed, still allowed, runs on."""
 

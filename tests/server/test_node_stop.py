@@ -40,8 +40,8 @@ def nodes(tmp_path: Path) -> Iterator[list[Node]]:
 class _Stopping:
     """n2 (holding the lease of WRITE's range) stopping with WRITE held as it arrived,
     so the node drains until :meth:`release`: :attr:`client` sent WRITE to n2 alone
-    (:attr:`answers` gets its answer); the stop's grace is far longer than the test's
-    deadline."""
+    (:attr:`answers` gets its answer, or the error it raised); the stop's grace is far
+    longer than the test's deadline."""
 
     def __init__(self, nodes: list[Node]) -> None:
         self.node = node = nodes[1]
@@ -68,10 +68,8 @@ class _Stopping:
         node.store.intercept = held
         host, port = split_host_port(node.url.removeprefix("feedkv://")) or ("", 0)
         self.client = GrpcTransport(host, port)
-        self.answers: list[BatchResponse] = []
-        self.in_flight = threading.Thread(
-            target=lambda: self.answers.append(self.client.send(BatchRequest(Header(), (WRITE,))))
-        )
+        self.answers: list[BatchResponse | Exception] = []
+        self.in_flight = threading.Thread(target=self._send)
         self.in_flight.start()
         self.stopping = threading.Thread(target=node.stop, kwargs={"grace_s": GRACE_S})
         wait_until(entered.is_set, timeout_s=DEADLINE_S, what="the write to arrive")
@@ -79,6 +77,12 @@ class _Stopping:
         server = node.server
         assert server is not None
         wait_until(lambda: server.draining, timeout_s=DEADLINE_S, what="the drain")
+
+    def _send(self) -> None:
+        try:
+            self.answers.append(self.client.send(BatchRequest(Header(), (WRITE,))))
+        except Exception as exc:  # the test's to show
+            self.answers.append(exc)
 
     def release(self) -> None:
         """Let WRITE go on; the stop ends once it is answered."""
@@ -110,7 +114,9 @@ def test_a_stop_lets_a_replicated_write_in_flight_commit_then_ends_the_peers_raf
     member = stopping.node.cluster
     assert member is not None
     stopping.release()
-    assert [type(a.responses[0]) for a in stopping.answers] == [PutResponse]
+    (answer,) = stopping.answers
+    assert isinstance(answer, BatchResponse), answer
+    assert [type(r) for r in answer.responses] == [PutResponse]
     assert member.raft_listener.connections == 0
     with feedkv.connect(nodes[0].url) as db:
         assert db.get(WRITE.key) == b"written while stopping"

@@ -48,11 +48,13 @@ has its commit ask the gateway's cache for the table's copy
 (:meth:`ColumnarCache.prefetch`): a read-only transaction of its own reads the
 descriptor there and then (its timestamp S is taken before the statement returns), and
 the builder thread, one per cache and one build at a time, makes the copy with it (or
-advances the copy held by a delta) as a query would. A build stops past the bound
-instead of keeping a copy too big for it. A query that would copy the table itself waits
-for a build of it that it can read (running or queued; its own timestamp at or above S),
-its interrupt honoured, then moves the copy to its timestamp with a delta, as usual:
-only the head start is new, never what a reader sees. :func:`close_cache` (``DB.close``)
+advances the copy held by a delta) as a query would, once the table has had no bulk
+write for :data:`SETTLE_S` (a later one's build replaces the one queued). A build stops
+past the bound instead of keeping a copy too big for it. A query that would copy the
+table itself waits for a build of it that it can read (running, or queued: it then
+starts at once; its own timestamp at or above S), its interrupt honoured, then moves the
+copy to its timestamp with a delta, as usual: only the head start is new, never what a
+reader sees. :func:`close_cache` (``DB.close``)
 stops the builder: a build running stops at its next page and the thread ends.
 """
 
@@ -119,7 +121,12 @@ _FIRST_PAGE, _PAGE = 1024, 16384  # pairs a copy's scan reads at once: first, at
 _DELTA_SHARE = 4  # a delta of more than 1/_DELTA_SHARE of the rows: copy anew
 _MIN_DELTA = 1024  # ... but this many changed keys are always applied
 _TAIL_CHUNKS = 16  # chunks the rows deltas appended may take before they are joined
-BULK_ROWS = 1000  # rows a statement writes into a table to have its copy made at once
+BULK_ROWS = 1000  # rows a statement writes into a table to have its copy made
+# A background build waits until its table had no bulk write for this long (or a query
+# asks for it): a load of many bulk statements is copied once, after it, rather than
+# after each statement (each a delta applied to a new copy of the whole table: a load of
+# 1,000-row INSERTs paid a fifth of its rate for it, and more as the table grew).
+SETTLE_S = 0.5
 _WAIT_SLICE_S = 0.05  # how often a query waiting for a background build checks its interrupt
 
 log = logging.getLogger(__name__)
@@ -408,6 +415,7 @@ class _Build:
 
     desc: TableDescriptor
     txn: Txn
+    due: float  # when the builder may start it (time.monotonic; 0: a query waits for it)
     done: threading.Event = field(default_factory=threading.Event)
 
     def serves(self, desc: TableDescriptor, read_ts: Timestamp | None) -> bool:
@@ -496,14 +504,18 @@ class ColumnarCache:
         first analytic query finds it made. The build's transaction reads the table's
         descriptor here, so a query that starts after this returns reads at or above
         the build's timestamp and can wait for its copy; the rest runs on the builder
-        thread. A table already queued is not queued twice. Nothing happens without a
-        KV client, once closed, when the bound keeps nothing, or for a table that
-        cannot be copied (or is gone, or offline)."""
+        thread, once the table has had no bulk write for :data:`SETTLE_S`: a build of
+        the table still queued is replaced by this one (of a later timestamp), unless a
+        query waits for it. Nothing happens without a KV client, once closed, when the
+        bound keeps nothing, or for a table that cannot be copied (or is gone, or
+        offline)."""
         from feedkv.sql import catalog
 
         db = self._db
         with self._lock:
-            if db is None or self._closed or self.max_bytes == 0 or table_id in self._queue:
+            queued = self._queue.get(table_id)
+            wanted = queued is not None and queued.due == 0.0  # a query waits for it
+            if db is None or self._closed or self.max_bytes == 0 or wanted:
                 return
         txn = db.transaction()
         try:
@@ -514,10 +526,12 @@ class ColumnarCache:
         if desc is None or desc.offline or not copyable(desc):
             txn.rollback()
             return
-        build = _Build(desc, txn)
+        build = _Build(desc, txn, time.monotonic() + SETTLE_S)
         with self._lock:
-            late = self._closed or table_id in self._queue
+            replaced = self._queue.get(table_id)
+            late = self._closed or (replaced is not None and replaced.due == 0.0)
             if not late:
+                self._queue.pop(table_id, None)  # NB: the new one goes last, as it came
                 self._queue[table_id] = build
                 if self._thread is None:
                     self._thread = threading.Thread(
@@ -527,6 +541,8 @@ class ColumnarCache:
                 self._wake.notify()
         if late:
             build.end()
+        elif replaced is not None:
+            replaced.end()
 
     def close(self) -> None:
         """Stop building (a build running stops at its next page) and wait for the
@@ -545,11 +561,15 @@ class ColumnarCache:
     def _build_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._queue and not self._closed:
-                    self._wake.wait()
-                if self._closed:
-                    return
-                table_id = next(iter(self._queue))
+                while True:
+                    if self._closed:
+                        return
+                    now = time.monotonic()
+                    due = [(build.due, table_id) for table_id, build in self._queue.items()]
+                    first, table_id = min(due, default=(None, 0))
+                    if first is not None and first <= now:
+                        break
+                    self._wake.wait(None if first is None else first - now)
                 build = self._running = self._queue.pop(table_id)
             try:
                 self.copy_for(build.txn, build.desc, self._check_open, background=True)
@@ -593,7 +613,9 @@ class ColumnarCache:
             build = self._running
             if build is not None and not build.serves(desc, read_ts):
                 build = None
-            build = build or self._queue.get(desc.id)
+            if build is None and (build := self._queue.get(desc.id)) is not None:
+                build.due = 0.0  # NB: the builder starts it now, settled or not
+                self._wake.notify()
         if queued is not None:
             queued.end()
         if build is None:

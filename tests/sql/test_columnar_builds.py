@@ -1,7 +1,7 @@
 """Background builds of columnar copies (feedkv.sql.columnar.ColumnarCache.prefetch):
-a bulk write's commit has the gateway copy the table before an analytic query asks; a
-query arriving during the build waits for it (cancellably) and reads the rows at its own
-timestamp; the builder thread ends with its node."""
+a bulk write's commit has the gateway copy the table before an analytic query asks (once
+a run of them settled); a query arriving during the build waits for it (cancellably) and
+reads the rows at its own timestamp; the builder thread ends with its node."""
 
 from __future__ import annotations
 
@@ -77,6 +77,23 @@ def test_a_large_insert_has_its_table_copied_before_the_first_query(tables: DB) 
     assert (cache.built, cache.advanced) == (built, advanced + 1)
     tables.sql("SET vectorize = off")
     assert tables.sql(QUERY).rows == rows
+
+
+def test_a_run_of_bulk_writes_is_copied_once_after_it(tables: DB) -> None:
+    """Each bulk statement asks for the copy, but the build waits for the table to
+    settle: a load of many statements is copied once, not once a statement."""
+    desc = table(tables)
+    cache = ColumnarCache(db=tables)
+    try:
+        for low in range(0, 5 * BULK_ROWS, BULK_ROWS):
+            insert(tables, low, low + BULK_ROWS - 1)
+            cache.prefetch(desc.id)  # as each statement's commit does
+        wait_until(lambda: cache.prefetched == 1 and not cache.building(desc.id), what="a build")
+        assert (cache.built, cache.advanced) == (1, 0)
+        copy = cache.get(desc)
+        assert copy is not None and copy.live == 5 * BULK_ROWS
+    finally:
+        cache.close()
 
 
 def test_a_bulk_write_in_an_explicit_transaction_is_copied_at_commit_only(

@@ -9,14 +9,22 @@ import threading
 
 import psycopg
 import psycopg.errors
+import pytest
 
 from feedkv import DB
 from feedkv.pgwire.server import PGServer
 from feedkv.testing.waiting import wait_until
 
+# TLS connections and plaintext ones wait for their clients' bytes differently (see
+# feedkv.pgwire.server): each is woken by the drain
+BOTH = pytest.mark.parametrize(
+    "wire", ["tls", pytest.param("plaintext", marks=pytest.mark.insecure)]
+)
 
+
+@BOTH
 def test_an_idle_connection_is_told_the_server_is_shutting_down(
-    pg_url: str, pg_server: PGServer
+    pg_url: str, pg_server: PGServer, wire: str
 ) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT 1").fetchall() == [(1,)]

@@ -1,7 +1,8 @@
 """`feedkv bench rangefeed`: how rangefeeds keep up, how fast they deliver, what they cost.
 
-Every row runs against a node this benchmark starts (embedded unless it says gRPC), with
-default settings and durable commits:
+Every row runs against a node this benchmark starts (embedded unless it says gRPC: a
+remote client, whose batches and feeds travel on the node's batch port, its other calls
+on gRPC; the rows keep that name), with default settings and durable commits:
 
 - ``keep_up``: 32 writers at full speed and one feed over the whole keyspace; the share
   of committed writes the feed received during the run, and how long the rest took after;

@@ -164,7 +164,7 @@ class _ServedFeeds:
     :meth:`read` registers and unregisters as the client asks, every registration's
     events go into one :class:`~feedkv.rangefeed.stream.EventStream`, and
     :meth:`replies` sends what it holds in ``RangeFeedEvents`` messages until the
-    client is done or the node's feeds close (their registrations ended
+    client is done or the node's feeds stopped (their registrations ended
     ``NODE_SHUTDOWN`` first). ``user``: each registration is checked for that user
     (``None``: taken)."""
 

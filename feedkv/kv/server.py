@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -98,7 +99,7 @@ _BATCHES = frozenset({"Batch"})
 BatchCheck = Callable[[BatchRequest], None] | None
 # Serves a stream of a layer above on the batch port for a user (None: a plaintext node)
 # for as long as it is entered (see NodeServer's ``more_streams``).
-StreamOpener = Callable[[str | None], contextlib.AbstractContextManager[Served]]
+StreamOpener = Callable[[str | None], AbstractContextManager[Served]]
 
 
 class NodeServer:
@@ -310,30 +311,25 @@ class NodeServer:
         _respond(response, send)
         return response
 
-    @contextlib.contextmanager
-    def _socket_stream(self, metadata: Metadata) -> Iterator[_ServedStream]:
+    def _socket_stream(self, metadata: Metadata) -> AbstractContextManager[Served]:
         """A client's batch stream on the batch port (:mod:`feedkv.kv.batch_socket`),
-        its hello's ``metadata`` checked as the gRPC guard checks a call of
-        :data:`USER_METHODS` (the refusals name the stream ``BatchStream``) as it opens
-        and again before each message of calls it reads (as each gRPC call's is: a
-        password changed, a user dropped, a certificate revoked or credentials expired
-        end the stream, ``denied``), counted as a call in flight while it lasts."""
-        user = None
-        still: Callable[[], str] | None = None
-        if self._tls is not None:
-            still = partial(self._caller, metadata, "BatchStream")
-            user = still()
-            if user not in ADMIN_USERS and self._access is None:
-                raise PermissionDeniedError(_raw_kv_refusal("BatchStream", user))
-        with self._counted_stream():
-            yield _ServedStream(
-                self.store,
-                self._calls,
-                self._cancels,
-                self._draining,
-                self._check_for(user),
-                still_allowed=still,
-            )
+        its hello's ``metadata`` checked as a stream of a layer above is (the refusals
+        name it ``BatchStream``) as it opens, and again before each message of calls it
+        reads (as each gRPC call's is: a password changed, a user dropped, a certificate
+        revoked or credentials expired end the stream, ``denied``)."""
+        return self._guarded_stream("BatchStream", partial(self._batches, metadata), metadata)
+
+    def _batches(self, metadata: Metadata, user: str | None) -> AbstractContextManager[Served]:
+        still = partial(self._caller, metadata, "BatchStream") if self._tls is not None else None
+        served = _ServedStream(
+            self.store,
+            self._calls,
+            self._cancels,
+            self._draining,
+            self._check_for(user),
+            still_allowed=still,
+        )
+        return contextlib.nullcontext(served)
 
     def _caller(self, metadata: Metadata, stream: str) -> str:
         """The user whose ``metadata`` opens a ``stream`` (raises as the gRPC guard
@@ -348,26 +344,21 @@ class NodeServer:
     def _guarded_stream(
         self, name: str, open: StreamOpener, metadata: Metadata
     ) -> Iterator[Served]:
-        """A stream of a layer above, opened for the user the hello's ``metadata`` proves
-        (``None`` on a plaintext node), who may open it as it may call
-        :data:`USER_METHODS`; counted as a call in flight while it lasts (a stop waits
-        for it: the layer above ends it first)."""
+        """A stream on the batch port (``open`` makes its served side), opened for the
+        user the hello's ``metadata`` proves (``None`` on a plaintext node), who may open
+        it as it may call :data:`USER_METHODS`; counted as a call in flight while it
+        lasts (a stop waits for it: a layer above ends its own streams first)."""
         user = None
         if self._tls is not None:
             user = self._caller(metadata, name)
             if user not in ADMIN_USERS and self._access is None:
                 raise PermissionDeniedError(_raw_kv_refusal(name, user))
-        with self._counted_stream(), open(user) as served:
-            yield served
-
-    @contextlib.contextmanager
-    def _counted_stream(self) -> Iterator[None]:
-        """A stream counted as a call in flight while it lasts."""
         with self._in_flight:
             self._counted += 1
             self._arrived = time.monotonic()
         try:
-            yield
+            with open(user) as served:
+                yield served
         finally:
             with self._in_flight:
                 self._counted -= 1

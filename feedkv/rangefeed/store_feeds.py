@@ -115,11 +115,6 @@ class StoreFeeds:
         self._push_thread.start()
 
     @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` began: new registrations are refused."""
-        return self._stopping.is_set()
-
-    @property
     def stopped(self) -> bool:
         """Whether :meth:`close` ended every processor: each registration's last event
         (``NODE_SHUTDOWN``) is in its stream."""

@@ -19,6 +19,13 @@ how etcd's watchers share one event history.
 - A value is logged without ``prev_value``, and also with it while a registration wants
   diffs; intents themselves are never logged, so aborted and intermediate writes never
   reach a registration.
+- A store's processors take a commit group's ops together (``group``: the list of the
+  processors given ops in the group, which the store's feeds have take them once the
+  group is applied, before its consumers are woken). Each command's ops wait in the
+  processor until then, and any other call takes them first, so a closed timestamp
+  never passes a value held. A group of plain writes is logged with no Python code per
+  value (:meth:`Processor._take_writes`); readers see it when its consumers are woken,
+  as before.
 - Every op feeds the :class:`ResolvedTimestamp`; when it moves, a *mark* (log position,
   resolved timestamp) is appended: a reader that has read the log up to the mark sends a
   :class:`Checkpoint` of its own span.
@@ -43,13 +50,16 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import cast
 
 from feedkv.errors import InvariantViolation
 from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import ErrorReason, new_value
 from feedkv.rangefeed.event_log import EventLog, LoggedValues, LogSlice
-from feedkv.rangefeed.registration import Registration, value_size
+from feedkv.rangefeed.registration import EVENT_OVERHEAD, Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
@@ -66,6 +76,8 @@ from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 _VALUE_OPS = (WriteValue, CommitIntent)  # the ops that log a value (a tuple: no union per op)
+_WRITES = {WriteValue}
+_OP_KEY, _OP_TS, _OP_VALUE = itemgetter(0), itemgetter(1), itemgetter(2)  # a WriteValue's
 
 __all__ = ["Processor"]
 
@@ -86,6 +98,7 @@ class Processor:
         span: Span,
         budget: Budget | None = None,
         waker: Waker | None = None,  # None: wake consumers at once
+        group: list[Processor] | None = None,  # None: take each command's ops at once
     ) -> None:
         self.range_id = range_id
         self.span = span
@@ -103,6 +116,8 @@ class Processor:
         self.key_bounds = (span.end, span.start)
         self.resolved = _ZERO  # the newest mark's timestamp
         self._waker = waker
+        self._group = group
+        self._pending: list[Sequence[LogicalOp]] = []  # the group's commands' ops, held
         self._deferred = -1  # the Waker's token while this processor's streams are pending
         self._streams: dict[EventStream, int] = {}  # registrations per consumer
         self._value_regs = 0  # registrations that read values (not only checkpoints)
@@ -127,6 +142,7 @@ class Processor:
 
     def register(self, reg: Registration) -> None:
         """Add ``reg``, reading the log from now on (its catch-up covers what is older)."""
+        self.take_group()
         reg.attach(self, self.end_pos)
         self.registry.add(reg)
         self._streams[reg.stream] = self._streams.get(reg.stream, 0) + 1
@@ -139,6 +155,7 @@ class Processor:
             self._limit = min(self._limits)
 
     def unregister(self, reg: Registration) -> None:
+        self.take_group()
         if reg not in self.registry:
             return
         self.registry.remove(reg)
@@ -158,11 +175,13 @@ class Processor:
 
     def skip_log(self, reg: Registration) -> None:
         """``reg``'s catch-up snapshot is taken now: it holds every value logged so far."""
+        self.take_group()
         reg.cursor = self.end_pos
 
     def finish_catch_up(self, reg: Registration) -> None:
         """``reg``'s history is sent: it reads the values logged since its snapshot,
         then a first checkpoint at the current resolved timestamp."""
+        self.take_group()
         if reg.done:
             self.unregister(reg)
             return
@@ -200,6 +219,28 @@ class Processor:
     def on_ops(self, ops: Sequence[LogicalOp]) -> None:
         if self.ended is not None:
             return
+        if self._group is None:
+            self._take(ops)
+            return
+        if not self._pending:
+            self._group.append(self)
+        self._pending.append(ops)
+
+    def take_group(self) -> None:
+        """Take the ops the commit group gave so far (the owner calls this once the
+        group is applied; every other call here does it first): all at once if they are
+        plain writes, else command by command, as each came."""
+        if not self._pending:
+            return
+        commands, self._pending = self._pending, []
+        if len(commands) > 1 and self._take_writes(list(chain.from_iterable(commands))):
+            return
+        for ops in commands:
+            if self.ended is not None:
+                return
+            self._take(ops)
+
+    def _take(self, ops: Sequence[LogicalOp]) -> None:
         rts = self.rts
         logged = moved = False
         try:
@@ -227,6 +268,7 @@ class Processor:
             self._news()
 
     def on_closed(self, closed_ts: Timestamp) -> None:
+        self.take_group()
         if self.ended is not None:
             return
         try:
@@ -245,16 +287,19 @@ class Processor:
 
     def txns_to_push(self, older_than: Timestamp) -> list[UnresolvedTxn]:
         """Unresolved transactions below ``older_than``, oldest first."""
+        self.take_group()
         return self.rts.intents.older_than(older_than) if self.ended is None else []
 
     def forward_txn(self, txn_id: bytes, ts: Timestamp) -> None:
         """A push moved the transaction's earliest commit to ``ts``."""
+        self.take_group()
         if self.ended is None and self.rts.forward_txn(txn_id, ts):
             self._mark()
             self._wake()  # NB: at once: on the pusher's thread, no commit group flushes
 
     def forget_txn(self, txn_id: bytes) -> None:
         """The transaction is aborted: none of its intents can commit."""
+        self.take_group()
         if self.ended is None and self.rts.consume(AbortTxn(txn_id)):
             self._mark()
             self._wake()  # NB: at once, as forward_txn
@@ -264,6 +309,7 @@ class Processor:
     def end(self, reason: ErrorReason, message: str) -> None:
         """End every registration with ``reason`` after what was logged; the processor
         stops (and keeps its log for the readers still reading it)."""
+        self.take_group()
         if self.ended is not None:
             return
         self.ended = reason
@@ -323,6 +369,58 @@ class Processor:
             if not self._value_regs:
                 break  # making room cut every reader off
         return logged
+
+    def _take_writes(self, ops: Sequence[LogicalOp]) -> bool:
+        """Log a group's ops at once when they are all ``WriteValue``s that the same
+        registrations cover, none wants diffs, the budget has room for them all, no
+        reader can fall more than its bound behind in them and none is at or below the
+        resolved timestamp (what a group of plain writes to a watched span is); ``False``,
+        having done nothing, otherwise. What the per-op path does, with no Python code
+        per value: beside one embedded feed, kv0's puts cost the commit thread 2.2 µs a
+        command handed over one by one, and 0.3 µs more to wake the consumer; held and
+        taken by group (16 commands to a group), 0.3 µs and 1.6 µs with the wake."""
+        if self._diff_regs or set(map(type, ops)) != _WRITES:
+            return False
+        writes = cast("Sequence[WriteValue]", ops)
+        keys = list(map(_OP_KEY, writes))
+        stamps = list(map(_OP_TS, writes))
+        low, high = min(keys), max(keys)
+        lowest, newest = min(stamps), max(stamps)
+        rts = self.rts
+        if rts.initialized and lowest <= rts.resolved:
+            return False  # NB: the per-op path logs what comes before it, then ends
+        if not self._value_regs:
+            return True  # NB: nothing to log, and a WriteValue never moves the rts
+        if not (self._whole_regs or self.registry.covers_all(low, high)):
+            return False
+        if self.end_pos + len(keys) - self._low > self._limit:
+            return False  # NB: a reader may fall too far behind in it: cut at its value
+        values = list(map(_OP_VALUE, writes))
+        sizes = [
+            EVENT_OVERHEAD + len(k) + (len(v) if v else 0)
+            for k, v in zip(keys, values, strict=True)
+        ]
+        size = sum(sizes)
+        if not self.budget.try_acquire(size):
+            return False
+        self._held += size
+        # before the values are visible: readers take these as bounds
+        if newest > self.max_ts:
+            self.max_ts = newest
+        bounds_low, bounds_high = self.key_bounds
+        if low < bounds_low or high > bounds_high:
+            self.key_bounds = (min(low, bounds_low), max(high, bounds_high))
+        entries = self.log
+        entries.values.extend(map(new_value, zip(keys, values, stamps, repeat(None))))
+        entries.diffs.extend(repeat(None, len(keys)))
+        entries.sizes.extend(sizes)
+        entries.keys.extend(keys)
+        entries.stamps.extend(map(tuple, stamps))
+        self.end_pos += len(keys)
+        if self.end_pos - self._low > self._limit or self.end_pos >= self._trim_due:
+            self._trim()
+        self._news()
+        return True
 
     def _mark(self, *, force: bool = False) -> None:
         """Note a checkpoint at the resolved timestamp after everything logged so far

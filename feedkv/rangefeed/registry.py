@@ -63,6 +63,13 @@ class Registry(Generic[R]):
         """The registrations whose span contains ``key``."""
         return self._cover[bisect_right(self._bounds, key) - 1]
 
+    def covers_all(self, low: bytes, high: bytes) -> bool:
+        """Whether the same registrations, one at least, cover every key from ``low`` to
+        ``high`` (both in one interval: one bisect each, however many keys between)."""
+        bounds = self._bounds
+        at = bisect_right(bounds, low)
+        return at == bisect_right(bounds, high) and bool(self._cover[at - 1])
+
     def overlapping(self, span: Span) -> list[R]:
         """The registrations whose span overlaps ``span``."""
         return [r for r in self._all.values() if r.span.overlaps(span)]

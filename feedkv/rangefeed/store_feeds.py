@@ -94,7 +94,8 @@ class StoreFeeds:
         self._pusher = pusher or StorePusher(store)
         self._processors: dict[int, Processor] = {}
         self._waker = Waker()
-        store.engine.on_group_applied(self._waker.flush)
+        self._group: list[Processor] = []  # the processors given ops in this commit group
+        store.engine.on_group_applied(self._group_applied)
         self._lock = store.engine.apply_lock
         # NB: scans take turns a page at a time (a page sent, with what the scan read
         # and skipped to make it, and its first with the choice of index). The engine
@@ -221,8 +222,17 @@ class StoreFeeds:
 
     # Under the apply lock.
 
+    def _group_applied(self) -> None:
+        """The commit thread applied a group: its processors take the group's ops
+        together, then their consumers are woken."""
+        group = self._group[:]
+        self._group.clear()
+        for processor in group:
+            processor.take_group()
+        self._waker.flush()
+
     def _start_processor(self, range_id: int, span: Span, snap: Snapshot) -> Processor:
-        processor = Processor(range_id, span, self.budget, self._waker)
+        processor = Processor(range_id, span, self.budget, self._waker, self._group)
         _desc, observed = self.store.observe(range_id, processor)
         observed.close()  # the caller's snapshot was taken under the same hold of the lock
         intents = scan_intents(snap, span)

@@ -43,6 +43,15 @@ def registry_of(*regs: Reg) -> Registry[Reg]:
 # --- covering -------------------------------------------------------------------------
 
 
+def test_covers_all_between_two_keys_one_registration_covers_without_a_bound() -> None:
+    registry = registry_of(Reg(Span(b"b", b"m"), "bm"), Reg(Span(b"f", b"q"), "fq"))
+    assert registry.covers_all(b"b", b"e\xff")
+    assert registry.covers_all(b"g", b"l")
+    assert not registry.covers_all(b"c", b"g")  # NB: both covered, not by the same ones
+    assert not registry.covers_all(b"a", b"c")  # "a" is covered by none
+    assert not registry.covers_all(b"r", b"s")
+
+
 def test_an_empty_registry_finds_nothing() -> None:
     registry: Registry[Reg] = Registry()
     assert len(registry) == 0
@@ -213,3 +222,10 @@ def test_registry_matches_a_brute_force_list(
         for probe in probes:
             expected = [r for r in live if r.span.overlaps(probe)]
             assert ids(registry.overlapping(probe)) == ids(expected), probe
+        for low, high in product(QUERY_KEYS, QUERY_KEYS):
+            if low <= high and registry.covers_all(low, high):
+                between = [k for k in QUERY_KEYS if low <= k <= high]
+                assert all(
+                    ids(registry.covering(k)) == ids(registry.covering(low)) for k in between
+                )
+                assert registry.covering(low), (low, high)

@@ -233,7 +233,8 @@ class Processor:
         if not self._pending:
             return
         commands, self._pending = self._pending, []
-        if len(commands) > 1 and self._take_writes(list(chain.from_iterable(commands))):
+        ops = commands[0] if len(commands) == 1 else list(chain.from_iterable(commands))
+        if len(ops) > 1 and self._take_writes(ops):
             return
         for ops in commands:
             if self.ended is not None:

@@ -59,7 +59,7 @@ from feedkv.kv.observer import RangeEndReason
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import ErrorReason, new_value
 from feedkv.rangefeed.event_log import EventLog, LoggedValues, LogSlice
-from feedkv.rangefeed.registration import EVENT_OVERHEAD, Registration, value_size
+from feedkv.rangefeed.registration import Registration, value_size
 from feedkv.rangefeed.registry import Registry
 from feedkv.rangefeed.resolved_timestamp import ResolvedTimestamp, UnresolvedTxn
 from feedkv.rangefeed.stream import EventStream
@@ -236,10 +236,10 @@ class Processor:
         ops = commands[0] if len(commands) == 1 else list(chain.from_iterable(commands))
         if len(ops) > 1 and self._take_writes(ops):
             return
-        for ops in commands:
+        for command in commands:
             if self.ended is not None:
                 return
-            self._take(ops)
+            self._take(command)
 
     def _take(self, ops: Sequence[LogicalOp]) -> None:
         rts = self.rts
@@ -397,10 +397,7 @@ class Processor:
         if self.end_pos + len(keys) - self._low > self._limit:
             return False  # NB: a reader may fall too far behind in it: cut at its value
         values = list(map(_OP_VALUE, writes))
-        sizes = [
-            EVENT_OVERHEAD + len(k) + (len(v) if v else 0)
-            for k, v in zip(keys, values, strict=True)
-        ]
+        sizes = list(map(value_size, keys, values))
         size = sum(sizes)
         if not self.budget.try_acquire(size):
             return False

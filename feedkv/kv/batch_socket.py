@@ -68,7 +68,7 @@ import msgpack
 from google.protobuf.message import DecodeError
 
 from feedkv.errors import FeedKVError, PermissionDeniedError
-from feedkv.kv.framed_socket import FramedListener, frame, read_frame
+from feedkv.kv.framed_socket import FramedListener, frame, queued_bytes, read_frame, send_room
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.security.call_auth import Metadata
@@ -290,6 +290,12 @@ class Served(Protocol):
     def replies(self) -> Iterator[bytes]:
         """The node's messages to the client, until the stream is done."""
 
+    def direct(self, send_now: Callable[[bytes], bool]) -> None:
+        """Given before :meth:`replies` is iterated: ``send_now(message)`` sends a
+        message on the caller's thread if the connection takes it without waiting, and
+        says whether it did (raises :class:`OSError` once the connection broke). The
+        served side keeps what it sends so in order with its replies."""
+
 
 # Serves one stream for a hello's metadata, for as long as it is entered; raises
 # PermissionDeniedError (that caller may not), or another FeedKVError (it cannot be
@@ -350,6 +356,17 @@ class BatchListener:
     def _carry(self, sock: socket.socket, reader: Any, served: Served) -> None:
         """Read calls into ``served`` here, and write its replies on a thread of their
         own until it ends them; then announce the end and wake this reader."""
+
+        room = send_room(sock)
+
+        def send_now(message: bytes) -> bool:
+            data = frame(message)
+            if queued_bytes(sock) + len(data) > room:
+                return False
+            sock.sendall(data)  # NB: it fits in the send buffer: returns at once
+            return True
+
+        served.direct(send_now)
 
         def write() -> None:
             try:

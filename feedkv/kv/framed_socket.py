@@ -18,11 +18,13 @@ proven by the cluster's CA and its host name. A node takes them with a
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import socket
 import ssl
 import struct
+import termios
 import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -32,11 +34,12 @@ from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.address import host_port
 from feedkv.security.tls import ClientTLS, ServerTLS
 
-__all__ = ["FramedListener", "connect", "frame", "read_frame"]
+__all__ = ["FramedListener", "connect", "frame", "queued_bytes", "read_frame", "send_room"]
 
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
+_OUTQ = struct.Struct("i")  # what TIOCOUTQ answers
 _PROXY_HEAD_LIMIT = 8192  # a CONNECT answer's head
 _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 
@@ -44,6 +47,18 @@ _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello
 def frame(body: bytes) -> bytes:
     """``body`` as one frame."""
     return _LENGTH.pack(len(body)) + body
+
+
+def send_room(sock: socket.socket) -> int:
+    """The bytes a write may add to ``sock``'s send buffer without waiting: a quarter of
+    the buffer, as the kernel counts its bookkeeping against it too."""
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 4
+
+
+def queued_bytes(sock: socket.socket) -> int:
+    """The bytes ``sock``'s send buffer holds now (sent but not yet acknowledged, or not
+    yet sent); raises :class:`OSError` once it is closed."""
+    return int(_OUTQ.unpack(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(_OUTQ.size)))[0])
 
 
 def read_frame(reader: BinaryIO, limit: int) -> bytes | None:

@@ -510,6 +510,9 @@ class _ServedStream:
             return None
         return _Reply(item.id, _reply(item))
 
+    def direct(self, send_now: Callable[[bytes], bool]) -> None:
+        """Answers leave in :meth:`replies` only."""
+
     def replies(self) -> Iterator[bytes]:
         """Serialized ``BatchReplies`` messages: each reply is serialized on its own and
         the message is their concatenation (how protobuf merges repeated fields), so no

@@ -7,7 +7,10 @@ long on gRPC's (``feedkv bench rangefeed``'s watch latency). Each ``RangeFeedReg
 message registers a span under the client's tag; every event of every registration goes
 into one :class:`~feedkv.rangefeed.stream.EventStream`, and the stream's writer sends
 what it holds in batches (at most ``MAX_BATCH_EVENTS`` events or about
-``MAX_BATCH_BYTES`` per message). ``checkpoints_only`` asks for checkpoints without
+``MAX_BATCH_BYTES`` per message); a light stream's news is sent by the commit thread as it
+flushes its group, when the connection's send buffer takes it without waiting
+(:mod:`feedkv.rangefeed.waker`), and what it does not take is left to the writer, which
+sends it before anything it takes itself. ``checkpoints_only`` asks for checkpoints without
 values. Values go with a timestamp a run of them once a registration on the stream says
 its client reads ``ts_runs`` (``timestamp_runs``); else with one a row. When the client
 closes the stream, its registrations are unregistered; when the node stops, every
@@ -176,6 +179,41 @@ class _ServedFeeds:
         self._ts_runs = False  # the client reads RangeFeedValues.ts_runs
         self._client_done = threading.Event()
         self.end: tuple[str, str] | None = None
+        # _sending is held by whoever takes from the stream, until what it took is sent
+        # (or in _unsent), so messages leave in the order they were taken
+        self._sending = threading.Lock()
+        self._send_now: Callable[[bytes], bool] | None = None
+        self._unsent: list[bytes] = []  # taken by deliver_now, for replies to send first
+
+    def direct(self, send_now: Callable[[bytes], bool]) -> None:
+        self._send_now = send_now
+        self._stream.deliver_now = self._deliver_now
+
+    def _deliver_now(self) -> bool:
+        """Take and send what the stream holds on the caller's thread (the commit
+        thread's flush, for a light stream), sparing the writer's thread a wake: a
+        watched key's value then leaves before its writer is acknowledged rather than
+        after. What the connection would not take at once is left to the writer."""
+        if not self._sending.acquire(blocking=False):
+            return False  # the writer is taking or sending: it finds the news next
+        try:
+            send_now = self._send_now
+            if send_now is None or self._unsent:
+                return False
+            items = self._stream.take_now()
+            if items is None:
+                return False
+            messages = [m.SerializeToString() for m in _batches(items, ts_runs=self._ts_runs)]
+            try:
+                while messages and send_now(messages[0]):
+                    del messages[0]
+            except OSError as exc:  # the writer meets it too, and the stream ends
+                log.debug("a stream of feeds' message failed: %s", exc)
+                return True
+            self._unsent = messages
+            return not messages
+        finally:
+            self._sending.release()
 
     def read(self, frames: Iterator[bytes]) -> None:
         """Bytes that are not a request stop the reading, ``malformed``."""
@@ -207,18 +245,26 @@ class _ServedFeeds:
         """Until the client is done (gone, or malformed: nothing more is sent), or the
         node stopped its feeds and every event they queued was sent."""
         stream, feeds = self._stream, self._service.feeds
-        while not self._client_done.is_set():
-            stopped = feeds.stopped  # NB: read before the take, which then gets the ends
-            items = stream.take_batches(_POLL_S)
-            if items:
-                for message in _batches(items, ts_runs=self._ts_runs):
-                    yield message.SerializeToString()
-                # NB: sending takes long enough that news has come by the next take,
-                # so this loop would never sleep, and a busy feed would go in a
-                # message per commit group: it rests as a sleeping consumer would.
-                stream.rest(feeds.rest_end(stream))
-            elif stopped:
-                return
+        try:
+            while not self._client_done.is_set():
+                stopped = feeds.stopped  # NB: read before the take, which then gets the ends
+                stream.wait(_POLL_S)
+                with self._sending:
+                    unsent, self._unsent = self._unsent, []
+                    yield from unsent
+                    items = stream.take_batches(0)
+                    for message in _batches(items, ts_runs=self._ts_runs):
+                        yield message.SerializeToString()
+                if items:
+                    # NB: sending takes long enough that news has come by the next take,
+                    # so this loop would never sleep, and a busy feed would go in a
+                    # message per commit group: it rests as a sleeping consumer would.
+                    stream.rest(feeds.rest_end(stream))
+                elif stopped and not unsent:
+                    return
+        finally:
+            with self._sending:  # the connection's end follows: nothing may come between
+                self._send_now = None
 
     def close(self) -> None:
         for reg in list(self._regs.values()):

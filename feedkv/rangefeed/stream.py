@@ -26,7 +26,10 @@ Events reach a stream in three ways:
 
 :meth:`take_batches` hands the consumer a page of each offered scan, everything pushed,
 then everything its readers have, as ``(tag, item)`` where an item is an event or a
-:class:`ValueBatch`; :meth:`take` flattens the batches. A consumer in an event loop
+:class:`ValueBatch`; :meth:`take` flattens the batches. A consumer that sends what it
+takes (a remote client's stream on the node) may let another thread take and send for it
+while it sleeps (:attr:`EventStream.deliver_now`, :meth:`take_now`): it then waits with
+:meth:`wait` and takes in turn with that thread. A consumer in an event loop
 waits with :meth:`wait_async` (a future the producers resolve), so many feeds iterated
 with ``async for`` need no thread each.
 """
@@ -39,7 +42,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from feedkv.rangefeed.budget import Budget
@@ -121,6 +124,10 @@ class EventStream:
         self._offers: list[_Offer] = []
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._closed = False
+        # Set by a consumer that can take while it sleeps (see :meth:`take_now`); a
+        # :class:`~feedkv.rangefeed.waker.Waker` calls it instead of waking the consumer
+        # of a light stream: ``True`` if it took and delivered what was news.
+        self.deliver_now: Callable[[], bool] | None = None
 
     # Readers (the caller holds ``lock``).
 
@@ -251,6 +258,29 @@ class EventStream:
                 self._cond.wait(left)
             self.waiting = False
             offers = list(self._offers)
+        return self._take(offers)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until there is something to take, the consumer is woken, or ``timeout``
+        runs out (a consumer that lets :attr:`deliver_now` take for it: what it was
+        woken for may have been taken meanwhile)."""
+        with self.lock:
+            self.waiting = True
+            if not self._ready():
+                self._cond.wait(timeout)
+            self.waiting = False
+
+    def take_now(self) -> list[tuple[Hashable, StreamItem]] | None:
+        """What :meth:`take_batches` would return at once, taken on another thread than
+        the consumer's while it sleeps (it stays asleep: :attr:`waiting` is left as it
+        is); ``None`` while a catch-up scan offers pages, which only the consumer reads.
+        The caller keeps what it takes in order with the consumer's takes."""
+        with self.lock:
+            if self._offers:
+                return None
+        return self._take([])
+
+    def _take(self, offers: list[_Offer]) -> list[tuple[Hashable, StreamItem]]:
         # NB: read without the stream's lock, which the commit thread takes to wake the
         # consumer; before the registrations' events are taken, so that a page never
         # follows its registration's final error

@@ -33,6 +33,16 @@ every commit group cost the writers 10-16% of their commits; paced, the writers 
 rounds), and a watched key's value reaches its consumer 0.04 ms (p99) after its put is
 acknowledged.
 
+A wake is spared where the flushing thread can deliver the news itself: a stream whose
+:attr:`~feedkv.rangefeed.stream.EventStream.deliver_now` is set (a remote client's stream
+of feeds on the node: its consumer is the thread writing to the connection) is taken and
+sent on the flushing thread when it is *light*, its last take at most one value, one such
+stream a flush; the others are woken first. So the commit thread sends a watched key's
+value itself, before its writer is acknowledged, where the writer thread's wake put it
+after the acknowledgement (14 us p50, 82 us p99, at the client); a busy stream, whose
+takes are many values, is woken as before, so the commit thread never encodes more than
+what came for one light stream in one group.
+
 Two places fan values out to many streams and use one: a node's processors (noted per
 command and per closed timestamp published, both on the commit thread; flushed once per
 commit group) and a remote client's stream of feeds (noted per message received).
@@ -108,8 +118,16 @@ class Waker:
                 return
             else:
                 woken = self._due_now(now)
+        # NB: the wake's first light stream whose consumer can be spared it takes here:
+        # its news leaves with no hop to another thread (see the module docstring)
+        deliver = None
         for stream in woken:
-            stream.wake()
+            if deliver is None and stream.deliver_now is not None and stream.taken <= 1:
+                deliver, light = stream.deliver_now, stream
+            else:
+                stream.wake()
+        if deliver is not None and not deliver():
+            light.wake()
 
     def close(self) -> None:
         """Stop the thread, waking what waits for a gap's or a rest's end. Idempotent."""

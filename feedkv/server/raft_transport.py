@@ -47,13 +47,10 @@ frames, not the snapshot.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import itertools
 import logging
 import queue
 import socket
-import struct
-import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -63,6 +60,7 @@ import grpc
 import msgpack
 
 from feedkv.errors import NodeUnavailableError
+from feedkv.kv.framed_socket import queued_bytes, send_room
 from feedkv.kv.replica_refusal import Refusal, SnapshotRefusedError
 from feedkv.kv.wire import SERVICE
 from feedkv.security.tls import ClientTLS, call_metadata
@@ -92,7 +90,6 @@ SNAPSHOT_WINDOW = 2  # a snapshot's frames read ahead of what gRPC sent
 REFUSAL_METADATA = "feedkv-snapshot-refusal"  # a refused snapshot's Refusal (its value)
 
 Batch = list[tuple[int, bytes]]
-_OUTQ = struct.Struct("i")  # what TIOCOUTQ answers: the bytes the send buffer holds
 
 
 class _Peer:
@@ -145,8 +142,7 @@ class _Peer:
         """Whether ``size`` more bytes fit in ``connection``'s send buffer now (under
         :attr:`lock`): a write of them then does not wait. NB: :attr:`room` is a quarter
         of the buffer, as the kernel counts its bookkeeping against it too."""
-        held = fcntl.ioctl(connection.fileno(), termios.TIOCOUTQ, bytes(_OUTQ.size))
-        return bool(_OUTQ.unpack(held)[0] + size <= self.room)
+        return queued_bytes(connection) + size <= self.room
 
 
 class RaftTransport:
@@ -322,7 +318,7 @@ class RaftTransport:
                 connection = self._connect(address)
                 with peer.lock:
                     peer.connection = connection
-                    peer.room = connection.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 4
+                    peer.room = send_room(connection)
                 if self._stopping.is_set():
                     return
                 self._carry(node, peer, address, batches, connection)

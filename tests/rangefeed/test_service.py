@@ -4,14 +4,22 @@ gets its own events in their order."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import cast
 
 import pytest
 
 from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
-from feedkv.rangefeed.service import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, _batches
-from feedkv.rangefeed.stream import StreamItem, ValueBatch
+from feedkv.rangefeed.service import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS,
+    RangeFeedService,
+    _batches,
+    _ServedFeeds,
+)
+from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_from_proto, values_from_proto
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -149,3 +157,76 @@ def test_many_checkpoints_are_cut_into_messages_of_at_most_max_batch_events() ->
     messages = sent([(1, checkpoint) for checkpoint in checkpoints])
     assert [len(message.events) for message in messages] == [MAX_BATCH_EVENTS] * 2
     assert per_tag(messages) == {1: checkpoints}
+
+
+class _Feeds:
+    """What a stream of feeds needs of the node's feeds: a stream, never stopped, no rest."""
+
+    stopped = False
+
+    def new_stream(self) -> EventStream:
+        return EventStream(Budget(1 << 20))
+
+    def rest_end(self, stream: EventStream) -> float:
+        return 0.0
+
+
+class _Service:
+    feeds = _Feeds()
+
+
+class _Reg:
+    """A registration as the stream counts it."""
+
+    tag = 1
+    queued = 0
+    done = False
+
+
+def served_feeds(send_now: Callable[[bytes], bool]) -> tuple[_ServedFeeds, EventStream]:
+    served = _ServedFeeds(cast(RangeFeedService, _Service()), None)
+    served.direct(send_now)
+    stream = served._stream
+    assert stream.deliver_now is not None
+    return served, stream
+
+
+def push(stream: EventStream, *stamps: int) -> None:
+    batch = values(*stamps)
+    assert stream.push(_Reg(), ValueBatch(batch, batch[-1].ts), 100)
+
+
+def test_news_sent_at_once_is_not_sent_again_by_the_writer() -> None:
+    direct: list[bytes] = []
+    served, stream = served_feeds(lambda message: direct.append(message) is None)
+    push(stream, 1)
+    assert stream.deliver_now is not None and stream.deliver_now()
+    push(stream, 2)
+    replies = served.replies()
+    written = next(replies)
+    replies.close()
+    read = [pb.RangeFeedEvents.FromString(m) for m in (*direct, written)]
+    assert per_tag(read) == {1: values(1, 2)}
+
+
+def test_news_the_connection_did_not_take_goes_first_with_the_writer() -> None:
+    served, stream = served_feeds(lambda message: False)
+    push(stream, 1)
+    assert stream.deliver_now is not None and not stream.deliver_now()  # the consumer is woken
+    push(stream, 2)
+    replies = served.replies()
+    written = [next(replies), next(replies)]
+    replies.close()
+    assert per_tag([pb.RangeFeedEvents.FromString(m) for m in written]) == {1: values(1, 2)}
+
+
+def test_nothing_is_sent_at_once_after_the_writer_ended() -> None:
+    direct: list[bytes] = []
+    served, stream = served_feeds(lambda message: direct.append(message) is None)
+    replies = served.replies()
+    push(stream, 1)
+    next(replies)
+    replies.close()  # its connection's end follows
+    push(stream, 2)
+    assert stream.deliver_now is not None and not stream.deliver_now()
+    assert direct == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import pytest
 from feed_helpers import DEADLINE_S, wait_until
@@ -32,11 +32,27 @@ class Sleeper:
         self.taken_at = 0.0
         self.woken = threading.Event()
         self.by: list[str] = []
+        self.deliver_now: Callable[[], bool] | None = None
 
     def wake(self) -> None:  # as EventStream.wake: only a sleeping consumer is woken
         if self.waiting:
             self.by.append(threading.current_thread().name)
             self.woken.set()
+
+
+class Deliverer(Sleeper):
+    """A consumer asleep whose news can be taken for it (a remote client's stream of
+    feeds): it records on which thread, and says it delivered all if ``takes``."""
+
+    def __init__(self, takes: bool = True) -> None:
+        super().__init__()
+        self.takes = takes
+        self.delivered_by: list[str] = []
+        self.deliver_now = self._deliver
+
+    def _deliver(self) -> bool:
+        self.delivered_by.append(threading.current_thread().name)
+        return self.takes
 
 
 @pytest.fixture
@@ -60,6 +76,46 @@ def test_only_consumers_that_sleep_are_woken(slow_waker: Waker) -> None:
     slow_waker.flush()
     assert asleep.woken.is_set()
     assert not awake.woken.is_set()
+
+
+def test_a_light_stream_is_delivered_on_the_flushing_thread_and_not_woken(
+    slow_waker: Waker,
+) -> None:
+    deliverer = Deliverer()
+    slow_waker.defer([deliverer], -1)
+    slow_waker.flush()
+    assert deliverer.delivered_by == [threading.current_thread().name]
+    assert not deliverer.woken.is_set()
+
+
+def test_a_stream_whose_news_was_not_all_delivered_is_woken(slow_waker: Waker) -> None:
+    deliverer = Deliverer(takes=False)
+    slow_waker.defer([deliverer], -1)
+    slow_waker.flush()
+    assert deliverer.delivered_by == [threading.current_thread().name]
+    assert deliverer.by == [threading.current_thread().name]
+
+
+def test_a_stream_that_took_many_values_is_woken_not_delivered() -> None:
+    waker = Waker(per_wake_s=0.0, per_value_s=0.0, max_gap_s=0.0)
+    try:
+        deliverer = Deliverer()
+        deliverer.taken = 100  # its rest (none here) is over: due, but not light
+        waker.defer([deliverer], -1)
+        waker.flush()
+        assert deliverer.woken.is_set()
+        assert deliverer.delivered_by == []
+    finally:
+        waker.close()
+
+
+def test_one_light_stream_a_flush_is_delivered_the_others_are_woken(slow_waker: Waker) -> None:
+    deliverers = [Deliverer() for _ in range(3)]
+    slow_waker.defer(deliverers, -1)
+    slow_waker.flush()
+    assert sum(bool(d.delivered_by) for d in deliverers) == 1
+    assert sum(d.woken.is_set() for d in deliverers) == 2
+    assert all(bool(d.delivered_by) != d.woken.is_set() for d in deliverers)
 
 
 def test_wakes_in_the_gap_wait_for_it_and_close_releases_them(slow_waker: Waker) -> None:

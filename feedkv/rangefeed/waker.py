@@ -39,9 +39,10 @@ of feeds on the node: its consumer is the thread writing to the connection) is t
 sent on the flushing thread when it is *light*, its last take at most one value, one such
 stream a flush; the others are woken first. So the commit thread sends a watched key's
 value itself, before its writer is acknowledged, where the writer thread's wake put it
-after the acknowledgement (14 us p50, 82 us p99, at the client); a busy stream, whose
-takes are many values, is woken as before, so the commit thread never encodes more than
-what came for one light stream in one group.
+after the acknowledgement (14 us p50, 82 us p99, at the client). The writer's answer
+waits for that send: on loopback a watched key's put took 0.60 ms p50 against 0.56. A
+busy stream, whose takes are many values, is woken as before, so the commit thread never
+encodes more than what came for one light stream in one group.
 
 Two places fan values out to many streams and use one: a node's processors (noted per
 command and per closed timestamp published, both on the commit thread; flushed once per

@@ -186,6 +186,8 @@ class _ServedFeeds:
         self._unsent: list[bytes] = []  # taken by deliver_now, for replies to send first
 
     def direct(self, send_now: Callable[[bytes], bool]) -> None:
+        """Light streams' news goes through ``send_now`` from the commit thread (see
+        :meth:`_deliver_now`) until :meth:`replies` ends."""
         self._send_now = send_now
         self._stream.deliver_now = self._deliver_now
 

@@ -126,7 +126,9 @@ class EventStream:
         self._closed = False
         # Set by a consumer that can take while it sleeps (see :meth:`take_now`); a
         # :class:`~feedkv.rangefeed.waker.Waker` calls it instead of waking the consumer
-        # of a light stream: ``True`` if it took and delivered what was news.
+        # of a light stream, on the flushing thread (a node's commit thread, under the
+        # apply lock), so it must not block: ``True`` if it took and delivered what was
+        # news, ``False`` to have the consumer woken.
         self.deliver_now: Callable[[], bool] | None = None
 
     # Readers (the caller holds ``lock``).

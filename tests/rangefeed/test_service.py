@@ -1,17 +1,29 @@
-"""What the gRPC service sends for a take of many registrations: a batch that several
-registrations read as one list goes once, naming them all, and each registration still
-gets its own events in their order."""
+"""What the node sends on a client's stream of feeds: for a take of many registrations, a
+batch that several registrations read as one list goes once, naming them all, and each
+registration still gets its own events in their order; a light stream's news is sent on
+the commit thread as its group is flushed, sparing the stream's writer thread a wake, and
+what the connection does not take at once is sent by the writer, before anything taken
+after it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+import random
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 from typing import cast
 
 import pytest
+from feed_helpers import Collector
 
+import feedkv
+from feedkv.kv.address import split_host_port
+from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
+from feedkv.kv.store import StoreConfig
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
+from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.service import (
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
@@ -21,10 +33,13 @@ from feedkv.rangefeed.service import (
 )
 from feedkv.rangefeed.stream import EventStream, StreamItem, ValueBatch
 from feedkv.rangefeed.wire import event_from_proto, values_from_proto
+from feedkv.server.node import Node
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
 
 SPAN = Span(b"a", b"z")
+WATCHED = Span(b"w", b"w\x00")
+PREFIX = Span(b"p", b"q")
 
 
 def values(*stamps: int) -> list[Value]:
@@ -230,3 +245,112 @@ def test_nothing_is_sent_at_once_after_the_writer_ended() -> None:
     push(stream, 2)
     assert stream.deliver_now is not None and not stream.deliver_now()
     assert direct == []
+
+
+class DirectSends:
+    """Each message a node tried to send at once: its thread and whether it went (a
+    seeded share of them is declined, as by a connection without room)."""
+
+    def __init__(self, decline: float = 0.0) -> None:
+        self.tried: list[tuple[str, bool]] = []
+        self._decline = decline
+        self._random = random.Random(7)
+
+    def wrap(self, send_now: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+        def send(message: bytes) -> bool:
+            went = self._random.random() >= self._decline and send_now(message)
+            self.tried.append((threading.current_thread().name, went))
+            return went
+
+        return send
+
+
+def node_sending(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, store_config: StoreConfig, sends: DirectSends
+) -> Node:
+    direct = _ServedFeeds.direct
+    monkeypatch.setattr(_ServedFeeds, "direct", lambda self, now: direct(self, sends.wrap(now)))
+    return Node(tmp_path / "s", listen="127.0.0.1:0", config=store_config)
+
+
+@pytest.fixture
+def feeds() -> Iterator[Callable[[Node], GrpcFeedTransport]]:
+    made: list[tuple[GrpcTransport, GrpcFeedTransport]] = []
+
+    def connect(node: Node) -> GrpcFeedTransport:
+        address = split_host_port(node.url.removeprefix("feedkv://"))
+        assert address is not None
+        kv = GrpcTransport(*address)
+        made.append((kv, GrpcFeedTransport(kv.channel, kv.address, tls=None)))
+        return made[-1][1]
+
+    yield connect
+    for kv, transport in made:
+        transport.close()
+        kv.close()
+
+
+def values_in(events: list[Event]) -> list[Value]:
+    return [e for e in events if isinstance(e, Value)]
+
+
+def test_a_watched_keys_values_leave_on_the_commit_thread(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    store_config: StoreConfig,
+    feeds: Callable[[Node], GrpcFeedTransport],
+) -> None:
+    sends = DirectSends()
+    with node_sending(monkeypatch, tmp_path, store_config, sends) as node:
+        transport = feeds(node)
+        stream = transport.new_stream()
+        seen = Collector(stream)
+        with feedkv.connect(node.url) as db:
+            transport.register("w", WATCHED, db.now(), False, stream)
+            seen.until(lambda events: any(isinstance(e, Checkpoint) for e in events))
+            for i in range(20):
+                db.put(b"w", b"%d" % i)
+                seen.until(lambda events, n=i + 1: len(values_in(events)) == n)
+    assert [v.value for v in values_in(seen.of_all())] == [b"%d" % i for i in range(20)]
+    assert ("feedkv-commit", True) in sends.tried
+
+
+def test_what_the_connection_does_not_take_at_once_goes_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    store_config: StoreConfig,
+    feeds: Callable[[Node], GrpcFeedTransport],
+) -> None:
+    """Half the direct sends are declined while 4 writers put 400 keys: the feed gets
+    every value once, in timestamp order per key, none at or below a checkpoint before."""
+    sends = DirectSends(decline=0.5)
+    with node_sending(monkeypatch, tmp_path, store_config, sends) as node:
+        transport = feeds(node)
+        stream = transport.new_stream()
+        seen = Collector(stream)
+        with feedkv.connect(node.url) as db:
+            transport.register("p", PREFIX, db.now(), False, stream)
+
+            def write(writer: int) -> None:
+                for i in range(100):
+                    db.put(b"p%d-%03d" % (writer, i % 10), b"%d" % i)
+
+            threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            seen.until(lambda events: len(values_in(events)) == 400)
+    assert any(not went for _thread, went in sends.tried)
+    assert any(went for _thread, went in sends.tried)
+    events = seen.of_all()
+    per_key: dict[bytes, list[Timestamp]] = {}
+    checkpoint = Timestamp(0, 0)
+    for event in events:
+        if isinstance(event, Checkpoint):
+            checkpoint = max(checkpoint, event.ts)
+        elif isinstance(event, Value):
+            assert event.ts > checkpoint
+            per_key.setdefault(event.key, []).append(event.ts)
+    assert len(per_key) == 40
+    assert all(stamps == sorted(set(stamps)) and len(stamps) == 10 for stamps in per_key.values())

@@ -68,7 +68,14 @@ import msgpack
 from google.protobuf.message import DecodeError
 
 from feedkv.errors import FeedKVError, PermissionDeniedError
-from feedkv.kv.framed_socket import FramedListener, frame, queued_bytes, read_frame, send_room
+from feedkv.kv.framed_socket import (
+    FRAME_HEAD_BYTES,
+    FramedListener,
+    frame,
+    queued_bytes,
+    read_frame,
+    send_room,
+)
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.security.call_auth import Metadata
@@ -292,9 +299,11 @@ class Served(Protocol):
 
     def direct(self, send_now: Callable[[bytes], bool]) -> None:
         """Given before :meth:`replies` is iterated: ``send_now(message)`` sends a
-        message on the caller's thread if the connection takes it without waiting, and
-        says whether it did (raises :class:`OSError` once the connection broke). The
-        served side keeps what it sends so in order with its replies."""
+        message as a frame on the calling thread if the connection's send buffer takes
+        it without waiting, and says whether it did (raises :class:`OSError` once the
+        connection broke). It takes no lock: the served side calls it only while no
+        reply is being sent, and never once :meth:`replies` has ended (the end's
+        frames follow)."""
 
 
 # Serves one stream for a hello's metadata, for as long as it is entered; raises
@@ -360,10 +369,11 @@ class BatchListener:
         room = send_room(sock)
 
         def send_now(message: bytes) -> bool:
-            data = frame(message)
-            if queued_bytes(sock) + len(data) > room:
+            if queued_bytes(sock) + FRAME_HEAD_BYTES + len(message) > room:
                 return False
-            sock.sendall(data)  # NB: it fits in the send buffer: returns at once
+            # NB: it fits in a quarter of the send buffer, which the kernel's bookkeeping
+            # cannot fill (raft_transport writes on the same bet): returns at once
+            sock.sendall(frame(message))
             return True
 
         served.direct(send_now)

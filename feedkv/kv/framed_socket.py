@@ -34,11 +34,20 @@ from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.address import host_port
 from feedkv.security.tls import ClientTLS, ServerTLS
 
-__all__ = ["FramedListener", "connect", "frame", "queued_bytes", "read_frame", "send_room"]
+__all__ = [
+    "FRAME_HEAD_BYTES",
+    "FramedListener",
+    "connect",
+    "frame",
+    "queued_bytes",
+    "read_frame",
+    "send_room",
+]
 
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
+FRAME_HEAD_BYTES = _LENGTH.size  # a frame's bytes beyond its body
 _OUTQ = struct.Struct("i")  # what TIOCOUTQ answers
 _PROXY_HEAD_LIMIT = 8192  # a CONNECT answer's head
 _HELLO_TIMEOUT_S = 10.0  # for a new connection's handshake and hello

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH_EVENTS = 1024  # a catch-up page (see catchup.PAGE_VALUES) goes whole
 MAX_BATCH_BYTES = 4 << 20
+DIRECT_MAX_VALUES = 64  # the most a light stream's take encodes on the commit thread
 _POLL_S = 0.2
 
 
@@ -180,10 +181,12 @@ class _ServedFeeds:
         self._client_done = threading.Event()
         self.end: tuple[str, str] | None = None
         # _sending is held by whoever takes from the stream, until what it took is sent
-        # (or in _unsent), so messages leave in the order they were taken
+        # or left for the writer (the three below), so messages leave in the order taken
         self._sending = threading.Lock()
         self._send_now: Callable[[bytes], bool] | None = None
-        self._unsent: list[bytes] = []  # taken by deliver_now, for replies to send first
+        self._unsent: list[bytes] = []  # messages _deliver_now could not send
+        self._held: list[tuple[Hashable, StreamItem]] = []  # and items it did not encode
+        self._failed: Exception | None = None  # what _deliver_now met, for replies to raise
 
     def direct(self, send_now: Callable[[bytes], bool]) -> None:
         """Light streams' news goes through ``send_now`` from the commit thread (see
@@ -195,25 +198,34 @@ class _ServedFeeds:
         """Take and send what the stream holds on the caller's thread (the commit
         thread's flush, for a light stream), sparing the writer's thread a wake: a
         watched key's value then leaves before its writer is acknowledged rather than
-        after. What the connection would not take at once is left to the writer."""
+        after. What the connection would not take at once, or a take of more than
+        ``DIRECT_MAX_VALUES`` values (not encoded here), is left to the writer, kicked."""
         if not self._sending.acquire(blocking=False):
             return False  # the writer is taking or sending: it finds the news next
         try:
-            send_now = self._send_now
-            if send_now is None or self._unsent:
+            stream, send_now = self._stream, self._send_now
+            if send_now is None or self._unsent or self._held or self._failed is not None:
                 return False
-            items = self._stream.take_now()
+            items = stream.take_now()
             if items is None:
                 return False
-            messages = [m.SerializeToString() for m in _batches(items, ts_runs=self._ts_runs)]
-            try:
+            if _values_in(items) > DIRECT_MAX_VALUES:
+                self._held = items
+            else:
+                messages = [m.SerializeToString() for m in _batches(items, ts_runs=self._ts_runs)]
                 while messages and send_now(messages[0]):
                     del messages[0]
-            except OSError as exc:  # the writer meets it too, and the stream ends
-                log.debug("a stream of feeds' message failed: %s", exc)
-                return True
-            self._unsent = messages
-            return not messages
+                self._unsent = messages
+            if self._held or self._unsent:
+                stream.kick()
+            return True
+        except Exception as exc:
+            # NB: what it took is gone: the writer raises this, and the connection's end
+            # has the client register again from its checkpoints, as when the writer
+            # itself fails
+            self._failed = exc
+            stream.kick()
+            return True
         finally:
             self._sending.release()
 
@@ -252,18 +264,21 @@ class _ServedFeeds:
                 stopped = feeds.stopped  # NB: read before the take, which then gets the ends
                 stream.wait(_POLL_S)
                 with self._sending:
+                    if self._failed is not None:
+                        raise self._failed
                     unsent, self._unsent = self._unsent, []
                     yield from unsent
-                    items = stream.take_batches(0)
+                    items, self._held = self._held + stream.take_batches(0), []
                     for message in _batches(items, ts_runs=self._ts_runs):
                         yield message.SerializeToString()
+                    if stopped and not (unsent or items):
+                        self._send_now = None  # NB: in this hold: nothing is taken after
+                        return
                 if items:
                     # NB: sending takes long enough that news has come by the next take,
                     # so this loop would never sleep, and a busy feed would go in a
                     # message per commit group: it rests as a sleeping consumer would.
                     stream.rest(feeds.rest_end(stream))
-                elif stopped and not unsent:
-                    return
         finally:
             with self._sending:  # the connection's end follows: nothing may come between
                 self._send_now = None
@@ -272,6 +287,10 @@ class _ServedFeeds:
         for reg in list(self._regs.values()):
             self._service.unregister(reg)
         self._stream.close()
+
+
+def _values_in(items: list[tuple[Hashable, StreamItem]]) -> int:
+    return sum(len(item.values) for _tag, item in items if isinstance(item, ValueBatch))
 
 
 def _refused(tag: int, stream: EventStream, reason: ErrorReason, message: str) -> Registration:

@@ -127,9 +127,10 @@ class EventStream:
         # Set by a consumer that can take while it sleeps (see :meth:`take_now`); a
         # :class:`~feedkv.rangefeed.waker.Waker` calls it instead of waking the consumer
         # of a light stream, on the flushing thread (a node's commit thread, under the
-        # apply lock), so it must not block: ``True`` if it took and delivered what was
-        # news, ``False`` to have the consumer woken.
+        # apply lock), so it must not block: ``True`` if it saw to the news (delivered,
+        # or left to the consumer, kicked), ``False`` to have the consumer woken.
         self.deliver_now: Callable[[], bool] | None = None
+        self._kicked = False  # see kick
 
     # Readers (the caller holds ``lock``).
 
@@ -262,15 +263,24 @@ class EventStream:
             offers = list(self._offers)
         return self._take(offers)
 
-    def wait(self, timeout: float) -> None:
-        """Sleep until there is something to take, the consumer is woken, or ``timeout``
-        runs out (a consumer that lets :attr:`deliver_now` take for it: what it was
-        woken for may have been taken meanwhile)."""
+    def wait(self, timeout: float | None) -> None:
+        """Sleep until there is something to take, the consumer is woken or kicked, or
+        ``timeout`` runs out (a consumer that lets :attr:`deliver_now` take for it: what
+        it was woken for may have been taken meanwhile)."""
         with self.lock:
             self.waiting = True
-            if not self._ready():
+            if not (self._kicked or self._ready()):
                 self._cond.wait(timeout)
             self.waiting = False
+            self._kicked = False
+
+    def kick(self) -> None:
+        """Wake the consumer, or have its next :meth:`wait` return at once: news it
+        finds outside the stream (what :attr:`deliver_now` took and left to it)."""
+        with self.lock:
+            self._kicked = True
+            if self.waiting:
+                self._notify()
 
     def take_now(self) -> list[tuple[Hashable, StreamItem]] | None:
         """What :meth:`take_batches` would return at once, taken on another thread than

@@ -7,24 +7,25 @@ after it."""
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
-from feed_helpers import Collector
+from feed_helpers import DEADLINE_S, Collector, wait_until
 
 import feedkv
 from feedkv.kv.address import split_host_port
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.kv.proto import feedkv_pb2 as pb
 from feedkv.kv.store import StoreConfig
+from feedkv.rangefeed import service
 from feedkv.rangefeed.budget import Budget
 from feedkv.rangefeed.event import Checkpoint, Error, ErrorReason, Event, Value
 from feedkv.rangefeed.grpc_transport import GrpcFeedTransport
 from feedkv.rangefeed.service import (
+    DIRECT_MAX_VALUES,
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
     RangeFeedService,
@@ -206,59 +207,148 @@ def served_feeds(send_now: Callable[[bytes], bool]) -> tuple[_ServedFeeds, Event
     return served, stream
 
 
-def push(stream: EventStream, *stamps: int) -> None:
+def push(stream: EventStream, *stamps: int, wake: bool = True) -> None:
     batch = values(*stamps)
-    assert stream.push(_Reg(), ValueBatch(batch, batch[-1].ts), 100)
+    assert stream.push(_Reg(), ValueBatch(batch, batch[-1].ts), 100, wake=wake)
+
+
+def deliver(stream: EventStream) -> bool:
+    assert stream.deliver_now is not None
+    return stream.deliver_now()
+
+
+class Writer:
+    """The stream's writer thread: iterates :meth:`_ServedFeeds.replies`, keeping what
+    it would send."""
+
+    def __init__(self, served: _ServedFeeds) -> None:
+        self.served = served
+        self.sent: list[bytes] = []
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for message in self.served.replies():
+                self.sent.append(message)
+        except BaseException as exc:
+            self.error = exc
+
+    def until(self, count: int) -> dict[int, list[Event]]:
+        """What the first ``count`` messages carry, per registration."""
+        wait_until(lambda: len(self.sent) >= count or self.error is not None)
+        assert self.error is None
+        return per_tag([pb.RangeFeedEvents.FromString(m) for m in self.sent])
+
+    def stop(self) -> None:
+        self.served._client_done.set()
+        self.served._stream.kick()
+        self._thread.join(DEADLINE_S)
+        assert not self._thread.is_alive()
 
 
 def test_news_sent_at_once_is_not_sent_again_by_the_writer() -> None:
     direct: list[bytes] = []
     served, stream = served_feeds(lambda message: direct.append(message) is None)
-    push(stream, 1)
-    assert stream.deliver_now is not None and stream.deliver_now()
+    push(stream, 1, wake=False)
+    assert deliver(stream)
+    writer = Writer(served)
     push(stream, 2)
-    replies = served.replies()
-    written = next(replies)
-    replies.close()
-    read = [pb.RangeFeedEvents.FromString(m) for m in (*direct, written)]
-    assert per_tag(read) == {1: values(1, 2)}
+    assert writer.until(1) == {1: values(2)}
+    writer.stop()
+    assert per_tag([pb.RangeFeedEvents.FromString(m) for m in direct]) == {1: values(1)}
 
 
 def test_news_the_connection_did_not_take_goes_first_with_the_writer() -> None:
     served, stream = served_feeds(lambda message: False)
-    push(stream, 1)
-    assert stream.deliver_now is not None and not stream.deliver_now()  # the consumer is woken
-    push(stream, 2)
-    replies = served.replies()
-    written = [next(replies), next(replies)]
-    replies.close()
-    assert per_tag([pb.RangeFeedEvents.FromString(m) for m in written]) == {1: values(1, 2)}
+    push(stream, 1, wake=False)
+    assert deliver(stream)  # left to the writer, kicked
+    push(stream, 2, wake=False)
+    writer = Writer(served)
+    assert writer.until(2) == {1: values(1, 2)}
+    writer.stop()
+
+
+class _Reader:
+    """A live registration's reader (as a processor's): what it has is read on take."""
+
+    def __init__(self) -> None:
+        self.news: list[Value] = []
+
+    def has_news(self) -> bool:
+        return bool(self.news)
+
+    def read(self, out: list[tuple[Hashable, StreamItem]]) -> bool:
+        if self.news:
+            out.append((1, ValueBatch(self.news, self.news[-1].ts)))
+            self.news = []
+        return False
+
+
+def test_a_sleeping_writer_is_kicked_for_what_the_connection_did_not_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(service, "_POLL_S", 10 * DEADLINE_S)  # no poll finds it in time
+    served, stream = served_feeds(lambda message: False)
+    reader = _Reader()
+    with stream.lock:
+        stream.attach(reader)
+    writer = Writer(served)
+    wait_until(lambda: stream.waiting)
+    reader.news = values(1)  # NB: a reader's news wakes no one by itself
+    assert deliver(stream)
+    assert writer.until(1) == {1: values(1)}
+    writer.stop()
+
+
+def test_a_big_take_is_left_to_the_writer_unencoded() -> None:
+    direct: list[bytes] = []
+    served, stream = served_feeds(lambda message: direct.append(message) is None)
+    many = range(1, DIRECT_MAX_VALUES + 2)
+    push(stream, *many, wake=False)
+    assert deliver(stream)
+    assert direct == []
+    writer = Writer(served)
+    assert writer.until(1) == {1: values(*many)}
+    writer.stop()
+
+
+def test_a_failed_direct_send_ends_the_stream_with_its_error() -> None:
+    def broken(message: bytes) -> bool:
+        raise ConnectionResetError("the client is gone")
+
+    served, stream = served_feeds(broken)
+    push(stream, 1, wake=False)
+    assert deliver(stream)
+    writer = Writer(served)
+    wait_until(lambda: writer.error is not None)
+    assert isinstance(writer.error, ConnectionResetError)
 
 
 def test_nothing_is_sent_at_once_after_the_writer_ended() -> None:
     direct: list[bytes] = []
     served, stream = served_feeds(lambda message: direct.append(message) is None)
-    replies = served.replies()
+    writer = Writer(served)
     push(stream, 1)
-    next(replies)
-    replies.close()  # its connection's end follows
-    push(stream, 2)
-    assert stream.deliver_now is not None and not stream.deliver_now()
+    assert writer.until(1) == {1: values(1)}
+    writer.stop()  # its connection's end follows
+    push(stream, 2, wake=False)
+    assert not deliver(stream)
     assert direct == []
 
 
 class DirectSends:
-    """Each message a node tried to send at once: its thread and whether it went (a
-    seeded share of them is declined, as by a connection without room)."""
+    """Each message a node tried to send at once: its thread and whether it went (with
+    ``decline``, every other one is declined, as by a connection without room)."""
 
-    def __init__(self, decline: float = 0.0) -> None:
+    def __init__(self, *, decline: bool = False) -> None:
         self.tried: list[tuple[str, bool]] = []
         self._decline = decline
-        self._random = random.Random(7)
 
     def wrap(self, send_now: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
         def send(message: bytes) -> bool:
-            went = self._random.random() >= self._decline and send_now(message)
+            went = not (self._decline and len(self.tried) % 2 == 0) and send_now(message)
             self.tried.append((threading.current_thread().name, went))
             return went
 
@@ -321,36 +411,29 @@ def test_what_the_connection_does_not_take_at_once_goes_in_order(
     store_config: StoreConfig,
     feeds: Callable[[Node], GrpcFeedTransport],
 ) -> None:
-    """Half the direct sends are declined while 4 writers put 400 keys: the feed gets
-    every value once, in timestamp order per key, none at or below a checkpoint before."""
-    sends = DirectSends(decline=0.5)
+    """Every other direct send is declined while a writer puts 200 values over 20 keys,
+    one at a time (each value alone in its group, so each goes directly): the feed gets
+    every value once, in timestamp order per key, none at or below an earlier
+    checkpoint."""
+    sends = DirectSends(decline=True)
     with node_sending(monkeypatch, tmp_path, store_config, sends) as node:
         transport = feeds(node)
         stream = transport.new_stream()
         seen = Collector(stream)
         with feedkv.connect(node.url) as db:
             transport.register("p", PREFIX, db.now(), False, stream)
-
-            def write(writer: int) -> None:
-                for i in range(100):
-                    db.put(b"p%d-%03d" % (writer, i % 10), b"%d" % i)
-
-            threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            seen.until(lambda events: len(values_in(events)) == 400)
+            for i in range(200):
+                db.put(b"p%02d" % (i % 20), b"%d" % i)
+            seen.until(lambda events: len(values_in(events)) == 200)
     assert any(not went for _thread, went in sends.tried)
     assert any(went for _thread, went in sends.tried)
-    events = seen.of_all()
     per_key: dict[bytes, list[Timestamp]] = {}
     checkpoint = Timestamp(0, 0)
-    for event in events:
+    for event in seen.of_all():
         if isinstance(event, Checkpoint):
             checkpoint = max(checkpoint, event.ts)
         elif isinstance(event, Value):
             assert event.ts > checkpoint
             per_key.setdefault(event.key, []).append(event.ts)
-    assert len(per_key) == 40
+    assert len(per_key) == 20
     assert all(stamps == sorted(set(stamps)) and len(stamps) == 10 for stamps in per_key.values())

@@ -100,6 +100,34 @@ def test_take_is_woken_by_a_push() -> None:
     assert consumer.result() == [("r", value(1))]
 
 
+def test_a_kick_wakes_a_waiting_consumer() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    consumer = Background(lambda: stream.wait(None))
+    cond.await_waiters()
+    stream.kick()
+    consumer.result()
+
+
+def test_a_kick_before_a_wait_makes_it_return_at_once_once() -> None:
+    stream = make_stream()
+    stream.kick()
+    Background(lambda: stream.wait(None)).result()
+    assert stream.take(timeout=0) == []  # a kick is no event
+
+
+def test_take_now_takes_while_the_consumer_sleeps_and_leaves_it_asleep() -> None:
+    stream = make_stream()
+    cond = observe(stream)
+    consumer = Background(lambda: stream.wait(None))
+    cond.await_waiters()
+    stream.push(FakeReg("r"), value(1), 10, wake=False)
+    assert stream.take_now() == [("r", value(1))]
+    assert stream.waiting
+    stream.kick()
+    consumer.result()
+
+
 # --- bounds ---------------------------------------------------------------------------
 
 

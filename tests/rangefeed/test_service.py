@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -380,6 +381,20 @@ def feeds() -> Iterator[Callable[[Node], GrpcFeedTransport]]:
         kv.close()
 
 
+@contextmanager
+def feed_of(
+    node: Node, feeds: Callable[[Node], GrpcFeedTransport], span: Span
+) -> Iterator[tuple[feedkv.DB, Collector]]:
+    """A client of ``node`` and a feed of ``span`` from now over the wire, read by the
+    collector."""
+    transport = feeds(node)
+    stream = transport.new_stream()
+    seen = Collector(stream)
+    with feedkv.connect(node.url) as db:
+        transport.register("feed", span, db.now(), False, stream)
+        yield db, seen
+
+
 def values_in(events: list[Event]) -> list[Value]:
     return [e for e in events if isinstance(e, Value)]
 
@@ -391,16 +406,14 @@ def test_a_watched_keys_values_leave_on_the_commit_thread(
     feeds: Callable[[Node], GrpcFeedTransport],
 ) -> None:
     sends = DirectSends()
-    with node_sending(monkeypatch, tmp_path, store_config, sends) as node:
-        transport = feeds(node)
-        stream = transport.new_stream()
-        seen = Collector(stream)
-        with feedkv.connect(node.url) as db:
-            transport.register("w", WATCHED, db.now(), False, stream)
-            seen.until(lambda events: any(isinstance(e, Checkpoint) for e in events))
-            for i in range(20):
-                db.put(b"w", b"%d" % i)
-                seen.until(lambda events, n=i + 1: len(values_in(events)) == n)
+    with (
+        node_sending(monkeypatch, tmp_path, store_config, sends) as node,
+        feed_of(node, feeds, WATCHED) as (db, seen),
+    ):
+        seen.until(lambda events: any(isinstance(e, Checkpoint) for e in events))
+        for i in range(20):
+            db.put(b"w", b"%d" % i)
+            seen.until(lambda events, n=i + 1: len(values_in(events)) == n)
     assert [v.value for v in values_in(seen.of_all())] == [b"%d" % i for i in range(20)]
     assert ("feedkv-commit", True) in sends.tried
 
@@ -416,15 +429,13 @@ def test_what_the_connection_does_not_take_at_once_goes_in_order(
     every value once, in timestamp order per key, none at or below an earlier
     checkpoint."""
     sends = DirectSends(decline=True)
-    with node_sending(monkeypatch, tmp_path, store_config, sends) as node:
-        transport = feeds(node)
-        stream = transport.new_stream()
-        seen = Collector(stream)
-        with feedkv.connect(node.url) as db:
-            transport.register("p", PREFIX, db.now(), False, stream)
-            for i in range(200):
-                db.put(b"p%02d" % (i % 20), b"%d" % i)
-            seen.until(lambda events: len(values_in(events)) == 200)
+    with (
+        node_sending(monkeypatch, tmp_path, store_config, sends) as node,
+        feed_of(node, feeds, PREFIX) as (db, seen),
+    ):
+        for i in range(200):
+            db.put(b"p%02d" % (i % 20), b"%d" % i)
+        seen.until(lambda events: len(values_in(events)) == 200)
     assert any(not went for _thread, went in sends.tried)
     assert any(went for _thread, went in sends.tried)
     per_key: dict[bytes, list[Timestamp]] = {}

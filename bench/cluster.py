@@ -34,8 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import threading
@@ -62,39 +60,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any]:
-    """kv0 client processes, one per URL, sharing ``clients`` threads; ``client_cpu_s``:
-    the CPU seconds they used (with their start: importing feedkv)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    per = [clients // len(urls) + (i < clients % len(urls)) for i in range(len(urls))]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                kv.__file__,
-                "--client-of",
-                url,
-                "--clients",
-                str(n),
-                "--seconds",
-                str(seconds),
-                "--seed",
-                str(i),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i, (url, n) in enumerate(zip(urls, per, strict=True))
-    ]
-    results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
-    commits = sum(r["commits"] for r in results)
-    row: dict[str, Any] = kv.summarize(
-        commits, [x for r in results for x in r["latencies"]], seconds
-    )
-    row["client_processes"] = len(urls)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    row["client_cpu_s"] = round(used, 1)
-    return row
+    """kv0 client processes, one per URL, sharing ``clients`` threads
+    (:func:`kv.client_processes`)."""
+    return kv.client_processes(kv.__file__, urls, clients, seconds)
 
 
 def cpu_per_commit(row: dict[str, Any]) -> None:

@@ -39,7 +39,6 @@ import json
 import math
 import os
 import random
-import resource
 import shutil
 import socket
 import statistics
@@ -150,18 +149,30 @@ def grpc_client(url: str, clients: int, seconds: float, seed: int) -> None:
     """Runs in a client process (this file run with --client-of): prints its figures."""
     db = feedkv.connect(url)
     try:
-        commits, latencies = drive(clients, seconds, lambda: lambda i: _put(db, i), seed)
+        print_client_figures(clients, seconds, lambda: lambda i: _put(db, i), seed)
     finally:
         db.close()
-    print(json.dumps({"commits": commits, "latencies": latencies}))
+
+
+def print_client_figures(
+    clients: int, seconds: float, make_put: Callable[[], Callable[[int], None]], seed: int
+) -> None:
+    """:func:`drive` in a client process, printing its commits, latencies and ``cpu_s``:
+    the CPU seconds the process spent while it drove (not its start, importing feedkv,
+    which costs a short run's clients more than their commits do)."""
+    cpu = time.process_time()
+    commits, latencies = drive(clients, seconds, make_put, seed)
+    cpu_s = time.process_time() - cpu
+    print(json.dumps({"commits": commits, "latencies": latencies, "cpu_s": cpu_s}))
 
 
 def client_processes(
-    script: str, url: str, clients: int, seconds: float, processes: int, *extra: str
+    script: str, urls: list[str], clients: int, seconds: float, *extra: str
 ) -> dict[str, Any]:
-    """Run ``script --client-of url`` in ``processes`` client processes sharing ``clients``
-    threads; merges the figures they print."""
-    per = [clients // processes + (p < clients % processes) for p in range(processes)]
+    """Run ``script --client-of URL`` in one client process per URL of ``urls``, sharing
+    ``clients`` threads; merges the figures they print (``client_cpu_s``: their CPU
+    seconds while they drove)."""
+    per = [clients // len(urls) + (p < clients % len(urls)) for p in range(len(urls))]
     procs = [
         subprocess.Popen(
             [
@@ -180,13 +191,14 @@ def client_processes(
             stdout=subprocess.PIPE,
             text=True,
         )
-        for p, n in enumerate(per)
+        for p, (url, n) in enumerate(zip(urls, per, strict=True))
     ]
     results = [json.loads(proc.communicate(timeout=seconds + 120)[0]) for proc in procs]
     commits = sum(r["commits"] for r in results)
     latencies = [x for r in results for x in r["latencies"]]
     row = summarize(commits, latencies, seconds)
-    row["client_processes"] = processes
+    row["client_processes"] = len(urls)
+    row["client_cpu_s"] = round(sum(r["cpu_s"] for r in results), 2)
     return row
 
 
@@ -200,17 +212,14 @@ def run_grpc(clients: int, seconds: float, processes: int, *, tls: bool = False)
         url = node.url  # a secure node's names its certs directory
         try:
             node_cpu = _cpu_s(node.process.pid)
-            clients_cpu = _children_cpu_s()
-            row = client_processes(__file__, url, clients, seconds, processes)
+            row = client_processes(__file__, [url] * processes, clients, seconds)
             # NB: CPU seconds a commit costs, which a load beside the benchmark disturbs
             # far less than commits/s: what tells TLS's cost on a shared machine
             commits = max(row["commits"], 1)
             row["node_cpu_us_per_commit"] = round(
                 (_cpu_s(node.process.pid) - node_cpu) / commits * 1e6, 1
             )
-            row["client_cpu_us_per_commit"] = round(
-                (_children_cpu_s() - clients_cpu) / commits * 1e6, 1
-            )
+            row["client_cpu_us_per_commit"] = round(row.pop("client_cpu_s") / commits * 1e6, 1)
             return row
         finally:
             node.terminate()
@@ -220,12 +229,6 @@ def _cpu_s(pid: int) -> float:
     """User and system CPU seconds process ``pid`` has used (from /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_s() -> float:
-    """CPU seconds of this process's children that have ended (the client processes)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_grpc_pairs(

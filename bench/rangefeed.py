@@ -242,7 +242,7 @@ def write_ratio_grpc(tmp: Path, seconds: float, clients: int, rounds: int) -> di
                 assert reader.stdout is not None
                 if reader.stdout.readline().strip() != "ready":
                     raise RuntimeError("the feed process did not start")
-            row = kv.client_processes(kv.__file__, node.url, clients, seconds, 1)
+            row = kv.client_processes(kv.__file__, [node.url], clients, seconds)
             if reader is not None:
                 out, _ = reader.communicate(timeout=300)  # closing stdin ends the feeds
                 received[str(feeds)] = json.loads(out)

@@ -158,10 +158,9 @@ def client_main(url: str, op: str, clients: int, seconds: float, seed: int) -> N
     """Runs in a client process: prints its figures as JSON."""
     db = feedkv.connect(url)
     try:
-        commits, latencies = kv.drive(clients, seconds, workload(db, op), seed)
+        kv.print_client_figures(clients, seconds, workload(db, op), seed)
     finally:
         db.close()
-    print(json.dumps({"commits": commits, "latencies": latencies}))
 
 
 def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
@@ -173,7 +172,7 @@ def run_grpc(clients: int, seconds: float, processes: int) -> dict[str, Any]:
                 prepare(db)
             for op in ("kv", "insert", "update"):
                 out[op] = kv.client_processes(
-                    __file__, node.url, clients, seconds, processes, "--op", op
+                    __file__, [node.url] * processes, clients, seconds, "--op", op
                 )
         finally:
             node.terminate()

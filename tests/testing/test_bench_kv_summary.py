@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
 from feedkv.testing.benches import bench_module
 
 
@@ -18,3 +24,29 @@ def test_percentiles_are_in_milliseconds() -> None:
     row = bench_module("kv").summarize(100, latencies, 2.0)
     assert row["commits_per_s"] == 50
     assert row["p50_ms"] == 51.0 and row["p99_ms"] == 100.0
+
+
+def test_a_client_process_reports_the_cpu_of_its_window_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # NB: the client processes' CPU a commit was once read from the children's rusage,
+    # which counts each process's start (importing feedkv, about a second): a short run
+    # of few commits then showed clients costing twice what they do
+    spin_s = 0.05
+
+    def make_put() -> Callable[[int], None]:
+        def put(_: int) -> None:
+            end = time.thread_time() + spin_s
+            while time.thread_time() < end:
+                pass
+
+        return put
+
+    busy = time.process_time()
+    while time.process_time() - busy < 0.3:  # CPU spent before the window: not counted
+        pass
+    bench_module("kv").print_client_figures(1, 0.2, make_put, 0)
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["commits"] >= 1
+    assert figures["cpu_s"] >= figures["commits"] * spin_s * 0.9
+    assert figures["cpu_s"] < (figures["commits"] + 1) * spin_s + 0.1

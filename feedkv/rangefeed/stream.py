@@ -118,7 +118,10 @@ class EventStream:
         self.waiting = False  # the consumer is (about to be) asleep in take_batches
         self.taken = 0  # live values (from readers) the consumer took last time
         self.taken_at = time.monotonic()  # and when: a Waker lets it rest after
-        self._cond = threading.Condition(self.lock)
+        self._cond = threading.Condition(self.lock)  # the consumer waits on it
+        # Pushers and catch-up scans wait on this one, for the consumer to take: what it
+        # takes while it sleeps (take_now) must not wake it
+        self._room = threading.Condition(self.lock)
         self._items: deque[tuple[Queued, StreamItem, int]] = deque()
         self._readers: dict[int, Reader] = {}
         self._offers: list[_Offer] = []
@@ -148,6 +151,7 @@ class EventStream:
         """Wake the consumer, on a thread or in an event loop (the caller holds ``lock``)."""
         self.waiting = False
         self._cond.notify_all()
+        self._room.notify_all()  # NB: a pusher may wait for a registration that ended
         for loop, future in self._async_waiters:
             with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits
                 loop.call_soon_threadsafe(_resolve, future)
@@ -172,8 +176,8 @@ class EventStream:
         registration's bound, then in the budget); ``False`` if the wait ran out, the
         stream closed or the registration ended."""
         deadline = time.monotonic() + timeout
-        with self._cond:
-            if not self._cond.wait_for(
+        with self._room:
+            if not self._room.wait_for(
                 lambda: not self._accepts(reg) or reg.queued < self.per_registration, timeout
             ):
                 return False
@@ -203,7 +207,7 @@ class EventStream:
         read once this returns: the caller may close what they read. Pages are handed
         straight to the consumer, so they count against no bound or budget."""
         offer = _Offer(reg, pages, lock)
-        with self._cond:
+        with self._room:
             if not self._accepts(reg):
                 return False
             self._offers.append(offer)
@@ -215,7 +219,7 @@ class EventStream:
             # the wait runs out
             while not offer.finished and self._accepts(reg):
                 offer.read = False
-                self._cond.wait_for(lambda: offer.finished or not self._accepts(reg), timeout)
+                self._room.wait_for(lambda: offer.finished or not self._accepts(reg), timeout)
                 if not offer.read:
                     break
             if offer in self._offers:
@@ -232,7 +236,7 @@ class EventStream:
         with self.lock:
             if not self._closed:
                 self._append(reg, error, 0)
-                self._cond.notify_all()
+                self._room.notify_all()
 
     def _accepts(self, reg: Queued) -> bool:
         return not self._closed and not reg.done
@@ -309,7 +313,7 @@ class EventStream:
                 if reader.read(out):
                     del self._readers[key]
             if items:
-                self._cond.notify_all()  # catch-up scans waiting for room
+                self._room.notify_all()  # catch-up scans waiting for room
             # NB: a scan's pages and pushed items (a remote client's) do not count: a scan
             # is not paced
             self.taken = sum(
@@ -343,7 +347,7 @@ class EventStream:
                     offer.finished = readable
                     if offer in self._offers:
                         self._offers.remove(offer)
-                    self._cond.notify_all()  # the scan's thread waits for this
+                    self._room.notify_all()  # the scan's thread waits for this
             if page is not None:
                 out.append((offer.reg.tag, page[0]))
         return out

@@ -82,11 +82,18 @@ def end_txn(
 
 
 class ObservedCondition(threading.Condition):
-    """A condition variable that counts the threads that start waiting on it."""
+    """A condition variable that counts the threads that start waiting on it, and how
+    often it was notified while one waited (``notified``)."""
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
         super().__init__(lock)
         self._entered = threading.Semaphore(0)
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        if self._waiters:  # type: ignore[attr-defined]  # NB: private, CPython's
+            self.notified += 1
+        super().notify(n)
 
     def wait(self, timeout: float | None = None) -> bool:
         # NB: called with the lock held, so a notifier that needs the lock runs only once

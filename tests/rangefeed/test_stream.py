@@ -39,8 +39,16 @@ SLOW = Error(ErrorReason.SLOW_CONSUMER, "fell behind")
 
 
 def observe(stream: EventStream) -> ObservedCondition:
+    """The condition the consumer waits on, observed."""
     cond = ObservedCondition(stream.lock)
     stream._cond = cond  # NB: private; swapped before any thread uses the stream
+    return cond
+
+
+def observe_room(stream: EventStream) -> ObservedCondition:
+    """The condition pushers and catch-up scans wait on, observed."""
+    cond = ObservedCondition(stream.lock)
+    stream._room = cond  # NB: private; swapped before any thread uses the stream
     return cond
 
 
@@ -124,8 +132,10 @@ def test_take_now_takes_while_the_consumer_sleeps_and_leaves_it_asleep() -> None
     stream.push(FakeReg("r"), value(1), 10, wake=False)
     assert stream.take_now() == [("r", value(1))]
     assert stream.waiting
+    assert cond.notified == 0  # NB: the room it made is for pushers, not the consumer
     stream.kick()
     consumer.result()
+    assert cond.notified == 1
 
 
 # --- bounds ---------------------------------------------------------------------------
@@ -282,7 +292,7 @@ def test_push_wait_queues_at_once_when_there_is_room() -> None:
 
 def test_push_wait_waits_for_room_and_is_woken_by_take() -> None:
     stream = make_stream(per_registration=1)
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
     stream.push(reg, value(1), 10)
     pusher = Background(lambda: stream.push_wait(reg, value(2), 10, timeout=DEADLINE_S))
@@ -327,7 +337,7 @@ def test_push_wait_times_out_when_the_budget_stays_spent() -> None:
 
 def test_push_wait_is_woken_by_close() -> None:
     stream = make_stream(per_registration=1)
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
     stream.push(reg, value(1), 10)
     pusher = Background(lambda: stream.push_wait(reg, value(2), 10, timeout=DEADLINE_S))
@@ -353,7 +363,7 @@ def pages_of(*numbers: int, read_on: list[threading.Thread] | None = None) -> It
 
 def test_offered_pages_are_read_by_the_consumer_a_page_a_take_then_the_offer_returns() -> None:
     stream = make_stream()
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
     read_on: list[threading.Thread] = []
     offer = Background(
@@ -371,7 +381,7 @@ def test_offered_pages_are_read_by_the_consumer_a_page_a_take_then_the_offer_ret
 
 def test_a_page_comes_before_what_the_readers_have() -> None:
     stream = make_stream()
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg, other = FakeReg("r"), FakeReg("other")
     offer = Background(lambda: stream.offer_pages(reg, pages_of(1), threading.Lock(), 10))
     cond.await_waiters()
@@ -393,7 +403,7 @@ def test_an_offer_no_one_reads_gives_up_and_its_pages_are_not_read_after() -> No
 
 def test_an_error_raised_by_the_offered_pages_is_raised_by_the_offer() -> None:
     stream = make_stream()
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
 
     def failing() -> Iterator[Page]:
@@ -410,7 +420,7 @@ def test_an_error_raised_by_the_offered_pages_is_raised_by_the_offer() -> None:
 
 def test_an_offer_stops_when_its_registration_ends_and_no_page_follows_the_error() -> None:
     stream = make_stream()
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
     offer = Background(lambda: stream.offer_pages(reg, pages_of(1, 2), threading.Lock(), 10))
     cond.await_waiters()
@@ -424,7 +434,7 @@ def test_an_offer_stops_when_its_registration_ends_and_no_page_follows_the_error
 
 def test_an_offer_is_woken_by_close() -> None:
     stream = make_stream()
-    cond = observe(stream)
+    cond = observe_room(stream)
     reg = FakeReg("r")
     offer = Background(lambda: stream.offer_pages(reg, pages_of(1), threading.Lock(), 10))
     cond.await_waiters()

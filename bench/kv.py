@@ -10,23 +10,22 @@ commit durable (fsync). Four rows:
 - ``grpc_tls``: the same against a secure node (``--certs-dir``, certificates made
   here): TLS, as root (each call carries root's certificate claim,
   :mod:`feedkv.security.call_auth`); its ratio to ``grpc`` is TLS's cost
-  (issue 40's target: at least 0.9). On a machine shared with other work, one run
-  of each measures the load more than TLS, so ``--rounds N`` (5 by default) runs N
-  pairs, each pair's two runs back to back in alternating order, and reports the
-  median run of each row and the median of the pairs' ratios (each pair's, in
-  ``tls_rounds``). ``cpu_ratio_tls_vs_plaintext`` is the median of the pairs' ratios of
-  CPU per commit (node and client processes, plaintext's over TLS's): what TLS costs,
-  which a load beside the benchmark disturbs far less than commits/s. TLS itself runs
-  in gRPC's C core threads, which a Python profiler (py-spy) does not see: the node's
-  Python stacks were the same with and without it;
+  (issue 40's target: at least 0.9). ``cpu_ratio_tls_vs_plaintext`` is the median of
+  the rounds' ratios of CPU per commit (node and client processes, plaintext's over
+  TLS's): what TLS costs, which a load beside the benchmark disturbs far less than
+  commits/s. TLS itself runs in gRPC's C core threads, which a Python profiler (py-spy)
+  does not see: the node's Python stacks were the same with and without it;
 - ``embedded``: 32 threads in the process that holds the store;
 - ``postgresql``: the same upserts (`INSERT ... ON CONFLICT DO UPDATE`, synchronous
   commit) against a PostgreSQL server this benchmark starts on loopback, when one is
-  installed; otherwise the row says why it is missing. ``--rounds N`` also runs N pairs
-  of an embedded and a PostgreSQL run, back to back in alternating order (both follow
-  the disk's fsync times): the rows are the median runs, the embedded ratio the median
-  of the pairs' (each pair's in ``postgresql_rounds``), and the gRPC ratio that of the
-  two median runs.
+  installed; otherwise the row says why it is missing.
+
+On a machine shared with other work one run of each measures the load more than the
+system, and this disk's fsync times drift from minute to minute. So ``--rounds N`` (5
+by default) runs N rounds of the four, back to back, in one order and then in the
+reverse one; each row is its median run, and each ratio (TLS to plaintext, gRPC and
+embedded to PostgreSQL) the median of the rounds' ratios, each taken within a round
+(``rounds`` lists each round's commits/s).
 
 Prints one JSON object: commits/s, p50/p99 latency per row, the targets and the ratios.
 """
@@ -63,6 +62,9 @@ TARGETS = {
     "grpc_p99_ms": 50.0,
     "embedded_commits_per_s": 15_000,
     "tls_vs_plaintext": 0.9,
+    # issue 47's, against PostgreSQL (synchronous commit) in the same rounds
+    "grpc_vs_postgresql": 1.0,
+    "embedded_vs_postgresql": 1.5,
 }
 
 
@@ -231,22 +233,6 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_grpc_pairs(
-    clients: int, seconds: float, processes: int, rounds: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``rounds`` pairs of a plaintext and a TLS run, back to back, the first of each
-    pair alternating (so a load that grows or ebbs during the benchmark favours
-    neither)."""
-    plain: list[dict[str, Any]] = []
-    secure: list[dict[str, Any]] = []
-    for index in range(max(rounds, 1)):
-        order = (False, True) if index % 2 == 0 else (True, False)
-        for tls in order:
-            row = run_grpc(clients, seconds, processes, tls=tls)
-            (secure if tls else plain).append(row)
-    return plain, secure
-
-
 def _cpu_per_commit(row: dict[str, Any]) -> float:
     """CPU microseconds a commit of ``row`` cost the node and the client processes."""
     return max(float(row["node_cpu_us_per_commit"] + row["client_cpu_us_per_commit"]), 1e-9)
@@ -312,29 +298,44 @@ def postgresql(pg_bin: Path, tmp: Path) -> Iterator[str]:
         )
 
 
-def run_embedded_pairs(
-    clients: int, seconds: float, rounds: int, *, skip_postgresql: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``rounds`` pairs of an embedded and a PostgreSQL run, back to back, the first of
-    each pair alternating (issue 47's targets are medians of alternating rounds: both
-    follow this disk's fsync times, which other work moves); PostgreSQL's rows say why
-    they are missing when it is skipped or not installed."""
-    embedded: list[dict[str, Any]] = []
-    postgres: list[dict[str, Any]] = []
+KINDS = ("grpc", "grpc_tls", "embedded", "postgresql")
+
+
+def run_rounds(
+    clients: int, seconds: float, processes: int, rounds: int, *, skip_postgresql: bool
+) -> dict[str, list[dict[str, Any]]]:
+    """``rounds`` rounds of a run of each kind (:data:`KINDS`), back to back, in one
+    order and then in the reverse one (issue 47's targets are medians of alternating
+    rounds: every kind follows this disk's fsync times and the machine's load, which
+    other work moves, so each ratio is taken within a round). PostgreSQL's rows say
+    why they are missing when it is skipped or not installed."""
+    runs: dict[str, Callable[[], dict[str, Any]]] = {
+        "grpc": lambda: run_grpc(clients, seconds, processes),
+        "grpc_tls": lambda: run_grpc(clients, seconds, processes, tls=True),
+        "embedded": lambda: run_embedded(clients, seconds),
+        "postgresql": lambda: run_postgresql(clients, seconds),
+    }
+    out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
     for index in range(max(rounds, 1)):
-        if skip_postgresql:
-            embedded.append(run_embedded(clients, seconds))
-            postgres.append({"skipped": "--skip-postgresql"})
-            continue
-        if index % 2:
-            postgres.append(run_postgresql(clients, seconds))
-            embedded.append(run_embedded(clients, seconds))
-        else:
-            embedded.append(run_embedded(clients, seconds))
-            postgres.append(run_postgresql(clients, seconds))
-        if "skipped" in postgres[-1]:
-            skip_postgresql = True  # NB: not installed: the other rounds need not ask
-    return embedded, postgres
+        for kind in KINDS if index % 2 == 0 else reversed(KINDS):
+            if kind == "postgresql" and skip_postgresql:
+                out[kind].append({"skipped": "--skip-postgresql"})
+                continue
+            out[kind].append(runs[kind]())
+            if "skipped" in out[kind][-1]:
+                skip_postgresql = True  # NB: not installed: the other rounds need not ask
+    return out
+
+
+def _median_ratio(tops: list[dict[str, Any]], bottoms: list[dict[str, Any]]) -> float:
+    """The median over the rounds of each round's ratio of commits/s."""
+    return round(
+        statistics.median(
+            top["commits_per_s"] / max(bottom["commits_per_s"], 1e-9)
+            for top, bottom in zip(tops, bottoms, strict=True)
+        ),
+        2,
+    )
 
 
 def run_postgresql(clients: int, seconds: float) -> dict[str, Any]:
@@ -382,7 +383,7 @@ def main(argv: list[str]) -> int:
         "--rounds",
         type=int,
         default=5,
-        help="pairs of plaintext and TLS runs, and of embedded and PostgreSQL runs (medians)",
+        help="rounds of a plaintext, a TLS, an embedded and a PostgreSQL run (medians)",
     )
     parser.add_argument("--skip-postgresql", action="store_true")
     parser.add_argument("--client-of", metavar="URL", help=argparse.SUPPRESS)
@@ -399,14 +400,18 @@ def main(argv: list[str]) -> int:
         "seconds": args.seconds,
         "cores": os.cpu_count(),
     }
-    plain, secure = run_grpc_pairs(args.clients, args.seconds, args.client_processes, args.rounds)
-    result["grpc"] = _median_row(plain)
-    result["grpc_tls"] = _median_row(secure)
-    ratios = [
-        t["commits_per_s"] / max(p["commits_per_s"], 1e-9)
-        for p, t in zip(plain, secure, strict=True)
-    ]
-    result["ratio_tls_vs_plaintext"] = round(statistics.median(ratios), 2)
+    rows = run_rounds(
+        args.clients,
+        args.seconds,
+        args.client_processes,
+        args.rounds,
+        skip_postgresql=args.skip_postgresql,
+    )
+    for kind in KINDS:
+        measured = [row for row in rows[kind] if "commits_per_s" in row]
+        result[kind] = _median_row(measured) if measured else rows[kind][0]
+    plain, secure, embedded = rows["grpc"], rows["grpc_tls"], rows["embedded"]
+    result["ratio_tls_vs_plaintext"] = _median_ratio(secure, plain)
     result["cpu_ratio_tls_vs_plaintext"] = round(
         statistics.median(
             _cpu_per_commit(p) / _cpu_per_commit(t) for p, t in zip(plain, secure, strict=True)
@@ -414,36 +419,20 @@ def main(argv: list[str]) -> int:
         2,
     )
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
-    result["tls_rounds"] = [
-        {
-            "grpc": p["commits_per_s"],
-            "grpc_tls": t["commits_per_s"],
-            "ratio": round(r, 2),
-            "node_cpu_us_per_commit": [p["node_cpu_us_per_commit"], t["node_cpu_us_per_commit"]],
-            "client_cpu_us_per_commit": [
-                p["client_cpu_us_per_commit"],
-                t["client_cpu_us_per_commit"],
-            ],
-        }
-        for p, t, r in zip(plain, secure, ratios, strict=True)
-    ]
-    embedded, postgres = run_embedded_pairs(
-        args.clients, args.seconds, args.rounds, skip_postgresql=args.skip_postgresql
-    )
-    result["embedded"] = _median_row(embedded)
-    pairs = [(e, q) for e, q in zip(embedded, postgres, strict=True) if "commits_per_s" in q]
-    pg = result["postgresql"] = _median_row([q for _, q in pairs]) if pairs else postgres[0]
-    if pairs:
-        embedded_ratios = [e["commits_per_s"] / max(q["commits_per_s"], 1e-9) for e, q in pairs]
+    postgres = rows["postgresql"] if "commits_per_s" in result["postgresql"] else None
+    if postgres is not None:
         result["ratio_vs_postgresql"] = {
-            # NB: the gRPC runs alternate with TLS's, not with PostgreSQL's: the medians
-            "grpc": round(result["grpc"]["commits_per_s"] / max(pg["commits_per_s"], 1e-9), 2),
-            "embedded": round(statistics.median(embedded_ratios), 2),
+            "grpc": _median_ratio(plain, postgres),
+            "embedded": _median_ratio(embedded, postgres),
         }
-        result["postgresql_rounds"] = [
-            {"embedded": e["commits_per_s"], "postgresql": q["commits_per_s"], "ratio": round(r, 2)}
-            for (e, q), r in zip(pairs, embedded_ratios, strict=True)
-        ]
+    result["rounds"] = [
+        {
+            **{kind: rows[kind][index].get("commits_per_s") for kind in KINDS},
+            "node_cpu_us_per_commit": [r["node_cpu_us_per_commit"] for r in (p, t)],
+            "client_cpu_us_per_commit": [r["client_cpu_us_per_commit"] for r in (p, t)],
+        }
+        for index, (p, t) in enumerate(zip(plain, secure, strict=True))
+    ]
     result["targets"] = TARGETS
     result["targets_met"] = {
         "grpc_commits_per_s": result["grpc"]["commits_per_s"] >= TARGETS["grpc_commits_per_s"],
@@ -452,6 +441,14 @@ def main(argv: list[str]) -> int:
         "embedded_commits_per_s": result["embedded"]["commits_per_s"]
         >= TARGETS["embedded_commits_per_s"],
     }
+    if postgres is not None:
+        ratios = result["ratio_vs_postgresql"]
+        result["targets_met"]["grpc_vs_postgresql"] = (
+            ratios["grpc"] >= TARGETS["grpc_vs_postgresql"]
+        )
+        result["targets_met"]["embedded_vs_postgresql"] = (
+            ratios["embedded"] >= TARGETS["embedded_vs_postgresql"]
+        )
     print(json.dumps(result, indent=2))
     return 0
 

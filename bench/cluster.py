@@ -7,6 +7,8 @@
   node holding its range). Reports commits/s, p50/p99, the ratio, the CPU seconds
   each node process and the clients used, and the CPU per commit (the GIL holds a node
   to at most about one core; this machine has ``cores``, which the clients share).
+  ``--rounds N`` (3 by default) runs N rounds of the two, in alternating order: each row
+  is its median run, the ratio the median of the rounds' ratios (:func:`kv.alternate`).
 
   The ceiling on two cores (2026-11-30, ``--seconds 8``, load 3): one node ran 13,130
   commits/s on 64 us of node CPU and 68 us of client CPU a commit, 1.73 of the two
@@ -103,6 +105,26 @@ def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
         ]
         cpu_per_commit(row)
         return row
+
+
+def fresh(base: Path) -> Path:
+    """A new directory in ``base``, for one run's stores."""
+    return Path(tempfile.mkdtemp(dir=base))
+
+
+def ratio_of_rounds(runs: dict[str, list[dict[str, Any]]], top: str, bottom: str) -> dict[str, Any]:
+    """kv0's two kinds of run over :func:`kv.alternate` rounds: each kind's median run,
+    the median of the rounds' ratios of ``top`` to ``bottom``, and each round's
+    commits/s."""
+    return {
+        bottom: kv.median_row(runs[bottom]),
+        top: kv.median_row(runs[top]),
+        "ratio_3_over_1": kv.median_ratio(runs[top], runs[bottom]),
+        "rounds": [
+            {bottom: b["commits_per_s"], top: t["commits_per_s"]}
+            for b, t in zip(runs[bottom], runs[top], strict=True)
+        ],
+    }
 
 
 def relocation(mib: int, tmp: Path) -> dict[str, Any]:
@@ -221,6 +243,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--relocate-mib", type=int, default=64)
     parser.add_argument("--lag-writes", type=int, default=1000)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds of kv0's two runs (medians)"
+    )
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
         "benchmark": "cluster",
@@ -231,13 +256,14 @@ def main(argv: list[str]) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="feedkv-bench-cluster-") as tmp:
         base = Path(tmp)
-        one = kv0_one_node(args.clients, args.seconds, base)
-        three = kv0_three_nodes(args.clients, args.seconds, base)
-        result["kv0"] = {
-            "one_node": one,
-            "three_nodes": three,
-            "ratio_3_over_1": round(three["commits_per_s"] / one["commits_per_s"], 2),
-        }
+        runs = kv.alternate(
+            {
+                "one_node": lambda: kv0_one_node(args.clients, args.seconds, fresh(base)),
+                "three_nodes": lambda: kv0_three_nodes(args.clients, args.seconds, fresh(base)),
+            },
+            args.rounds,
+        )
+        result["kv0"] = ratio_of_rounds(runs, "three_nodes", "one_node")
         result["relocation"] = relocation(args.relocate_mib, base)
         result["rangefeed_lag"] = {
             "one_node": rangefeed_lag(1, args.lag_writes, base),

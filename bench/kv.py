@@ -238,7 +238,7 @@ def _cpu_per_commit(row: dict[str, Any]) -> float:
     return max(float(row["node_cpu_us_per_commit"] + row["client_cpu_us_per_commit"]), 1e-9)
 
 
-def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median commits/s (the lower middle one of an even count)."""
     ranked = sorted(rows, key=lambda row: row["commits_per_s"])
     return ranked[(len(ranked) - 1) // 2]
@@ -304,30 +304,44 @@ KINDS = ("grpc", "grpc_tls", "embedded", "postgresql")
 def run_rounds(
     clients: int, seconds: float, processes: int, rounds: int, *, skip_postgresql: bool
 ) -> dict[str, list[dict[str, Any]]]:
-    """``rounds`` rounds of a run of each kind (:data:`KINDS`), back to back, in one
-    order and then in the reverse one (issue 47's targets are medians of alternating
-    rounds: every kind follows this disk's fsync times and the machine's load, which
-    other work moves, so each ratio is taken within a round). PostgreSQL's rows say
-    why they are missing when it is skipped or not installed."""
-    runs: dict[str, Callable[[], dict[str, Any]]] = {
-        "grpc": lambda: run_grpc(clients, seconds, processes),
-        "grpc_tls": lambda: run_grpc(clients, seconds, processes, tls=True),
-        "embedded": lambda: run_embedded(clients, seconds),
-        "postgresql": lambda: run_postgresql(clients, seconds),
-    }
-    out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    """:func:`alternate` rounds of the four kinds of run (:data:`KINDS`). PostgreSQL's
+    rows say why they are missing when it is skipped or not installed."""
+
+    def postgresql() -> dict[str, Any]:
+        return (
+            {"skipped": "--skip-postgresql"}
+            if skip_postgresql
+            else run_postgresql(clients, seconds)
+        )
+
+    return alternate(
+        {
+            "grpc": lambda: run_grpc(clients, seconds, processes),
+            "grpc_tls": lambda: run_grpc(clients, seconds, processes, tls=True),
+            "embedded": lambda: run_embedded(clients, seconds),
+            "postgresql": postgresql,
+        },
+        rounds,
+    )
+
+
+def alternate(
+    runs: dict[str, Callable[[], dict[str, Any]]], rounds: int
+) -> dict[str, list[dict[str, Any]]]:
+    """``rounds`` rounds of a run of each of ``runs``, back to back, in their order and
+    then in the reverse one: each kind's runs, by round. Issue 47's targets are medians
+    of alternating rounds: every kind follows this disk's fsync times and the machine's
+    load, which other work moves from minute to minute, so a ratio is taken within a
+    round (:func:`median_ratio`)."""
+    kinds = list(runs)
+    out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     for index in range(max(rounds, 1)):
-        for kind in KINDS if index % 2 == 0 else reversed(KINDS):
-            if kind == "postgresql" and skip_postgresql:
-                out[kind].append({"skipped": "--skip-postgresql"})
-                continue
+        for kind in kinds if index % 2 == 0 else reversed(kinds):
             out[kind].append(runs[kind]())
-            if "skipped" in out[kind][-1]:
-                skip_postgresql = True  # NB: not installed: the other rounds need not ask
     return out
 
 
-def _median_ratio(tops: list[dict[str, Any]], bottoms: list[dict[str, Any]]) -> float:
+def median_ratio(tops: list[dict[str, Any]], bottoms: list[dict[str, Any]]) -> float:
     """The median over the rounds of each round's ratio of commits/s."""
     return round(
         statistics.median(
@@ -409,9 +423,9 @@ def main(argv: list[str]) -> int:
     )
     for kind in KINDS:
         measured = [row for row in rows[kind] if "commits_per_s" in row]
-        result[kind] = _median_row(measured) if measured else rows[kind][0]
+        result[kind] = median_row(measured) if measured else rows[kind][0]
     plain, secure, embedded = rows["grpc"], rows["grpc_tls"], rows["embedded"]
-    result["ratio_tls_vs_plaintext"] = _median_ratio(secure, plain)
+    result["ratio_tls_vs_plaintext"] = median_ratio(secure, plain)
     result["cpu_ratio_tls_vs_plaintext"] = round(
         statistics.median(
             _cpu_per_commit(p) / _cpu_per_commit(t) for p, t in zip(plain, secure, strict=True)
@@ -422,8 +436,8 @@ def main(argv: list[str]) -> int:
     postgres = rows["postgresql"] if "commits_per_s" in result["postgresql"] else None
     if postgres is not None:
         result["ratio_vs_postgresql"] = {
-            "grpc": _median_ratio(plain, postgres),
-            "embedded": _median_ratio(embedded, postgres),
+            "grpc": median_ratio(plain, postgres),
+            "embedded": median_ratio(embedded, postgres),
         }
     result["rounds"] = [
         {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,24 @@ def test_a_client_process_reports_the_cpu_of_its_window_only(
     assert figures["commits"] >= 1
     assert figures["cpu_s"] >= figures["commits"] * spin_s * 0.9
     assert figures["cpu_s"] < (figures["commits"] + 1) * spin_s + 0.1
+
+
+def test_rounds_alternate_their_order_and_ratios_are_taken_within_a_round() -> None:
+    kv = bench_module("kv")
+    order: list[str] = []
+    rates = iter([100, 50, 80, 160, 90, 60])  # a: 100, 160, 90; b: 50, 80, 60
+
+    def run(kind: str) -> Callable[[], dict[str, Any]]:
+        def one() -> dict[str, Any]:
+            order.append(kind)
+            return {"commits_per_s": next(rates)}
+
+        return one
+
+    runs = kv.alternate({"a": run("a"), "b": run("b")}, 3)
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert [r["commits_per_s"] for r in runs["a"]] == [100, 160, 90]
+    assert [r["commits_per_s"] for r in runs["b"]] == [50, 80, 60]
+    # NB: the rounds' own ratios (2.0, 2.0, 1.5), not the medians' (100 / 60)
+    assert kv.median_ratio(runs["a"], runs["b"]) == 2.0
+    assert kv.median_row(runs["b"])["commits_per_s"] == 60

@@ -16,7 +16,13 @@ from its parts at each scrape:
   ``ranges_underreplicated``: its replicas, as CockroachDB's store metrics count them
   (:func:`feedkv.kv.placement.range_counts`; a node of its own holds each of its ranges
   alone, and none is unavailable or under-replicated);
-- ``sys_uptime``: seconds since the node's metrics were made (its start).
+- ``sys_uptime``: seconds since the node's metrics were made (its start);
+- ``sys_cpu_user_ns`` and ``sys_cpu_sys_ns``: the process's user and system CPU time;
+- ``sys_thread_cpu_ns``, feedkv's own (CockroachDB's Go runtime has no threads to name):
+  the CPU time of each of the process's running threads, by name
+  (:func:`feedkv.util.cpu.threads_cpu_ns`): the commit thread, the replica loop, each
+  connection's reader and writer. Where a node's CPU goes, when the GIL lets one thread
+  run at a time.
 
 The HTTP port serves them (:mod:`feedkv.server.http`).
 """
@@ -35,6 +41,7 @@ from feedkv.pgwire.server import PGServer
 from feedkv.rangefeed.store_feeds import StoreFeeds
 from feedkv.server.cluster import Cluster
 from feedkv.sql.metrics import SQLMetrics
+from feedkv.util.cpu import process_cpu_ns, threads_cpu_ns
 from feedkv.util.metrics import Registry
 
 __all__ = ["NodeMetrics", "NodeParts"]
@@ -121,6 +128,15 @@ class NodeMetrics:
             "Process uptime",
             lambda: time.monotonic() - started,
             kind="counter",
+        )
+        process_cpu = r.per_scrape(process_cpu_ns)
+        r.sampled("sys_cpu_user_ns", "Total user cpu time", lambda: process_cpu()[0])
+        r.sampled("sys_cpu_sys_ns", "Total system cpu time", lambda: process_cpu()[1])
+        r.sampled(
+            "sys_thread_cpu_ns",
+            "CPU time (user and system) of the process's running threads, by thread name",
+            lambda: {(name,): ns for name, ns in threads_cpu_ns().items()},
+            labelnames=("thread",),
         )
         r.sampled(
             "sql_conns",

@@ -73,6 +73,9 @@ EXPECTED = {
     "ranges_unavailable": "gauge",
     "ranges_underreplicated": "gauge",
     "sys_uptime": "counter",
+    "sys_cpu_user_ns": "gauge",
+    "sys_cpu_sys_ns": "gauge",
+    "sys_thread_cpu_ns": "gauge",
     "capacity_used": "gauge",
     "storage_lmdb_map_used_bytes": "gauge",
     "storage_lmdb_map_size_bytes": "gauge",
@@ -145,6 +148,10 @@ def test_status_vars_has_cockroachdbs_names_and_types(db: DB) -> None:
     for name in ("ranges_unavailable", "ranges_underreplicated"):
         assert found[name][1] == {name: 0.0}
     assert found["sys_uptime"][1]["sys_uptime"] > 0
+    assert found["sys_cpu_user_ns"][1]["sys_cpu_user_ns"] > 0
+    threads = found["sys_thread_cpu_ns"][1]
+    assert "sys_thread_cpu_ns{thread=feedkv-commit}" in threads
+    assert threads["sys_thread_cpu_ns{thread=MainThread}"] > 0
     used = found["storage_lmdb_map_used_bytes"][1]["storage_lmdb_map_used_bytes"]
     assert 0 < used <= found["storage_lmdb_map_size_bytes"][1]["storage_lmdb_map_size_bytes"]
     missing = httpx.get(url(db) + "/nothing", timeout=10)

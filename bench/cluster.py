@@ -43,6 +43,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 import feedkv
 from feedkv.rangefeed.event import Value
 from feedkv.testing.benches import bench_module
@@ -67,12 +70,44 @@ def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any
     return kv.client_processes(kv.__file__, urls, clients, seconds)
 
 
-def cpu_per_commit(row: dict[str, Any]) -> None:
-    """Add the CPU microseconds the nodes (together) and the clients spent per commit:
-    steadier than commits/s on a machine other work shares."""
+def kv0_over(
+    nodes: list[NodeProcess], urls: list[str], clients: int, seconds: float
+) -> dict[str, Any]:
+    """:func:`clients_over` ``urls``, with the CPU ``nodes`` spent: each node's seconds
+    (``node_cpu_s``), the microseconds a commit cost the nodes together and the clients
+    (steadier than commits/s on a machine other work shares), and the nodes' together
+    thread by thread (``node_thread_cpu_us_per_commit``, from their
+    ``sys_thread_cpu_ns``)."""
+    before = [cpu_seconds(node.process.pid) for node in nodes]
+    threads_before = [threads_cpu_ns(node) for node in nodes]
+    row = clients_over(urls, clients, seconds)
+    row["node_cpu_s"] = [
+        round(cpu_seconds(node.process.pid) - b, 1) for node, b in zip(nodes, before, strict=True)
+    ]
     commits = max(row["commits"], 1)
     row["node_cpu_us_per_commit"] = round(1e6 * sum(row["node_cpu_s"]) / commits)
     row["client_cpu_us_per_commit"] = round(1e6 * row["client_cpu_s"] / commits)
+    spent: dict[str, float] = {}
+    for node, earlier in zip(nodes, threads_before, strict=True):
+        for name, ns in threads_cpu_ns(node).items():
+            spent[name] = spent.get(name, 0.0) + ns - earlier.get(name, 0.0)
+    row["node_thread_cpu_us_per_commit"] = {
+        name: round(ns / 1e3 / commits, 1)
+        for name, ns in sorted(spent.items(), key=lambda item: -item[1])
+        if ns / 1e3 / commits >= 0.5
+    }
+    return row
+
+
+def threads_cpu_ns(node: NodeProcess) -> dict[str, float]:
+    """A node's ``sys_thread_cpu_ns``, by thread name (its metrics over HTTP)."""
+    text = httpx.get(node.http_url + "/_status/vars", timeout=30).text
+    return {
+        sample.labels["thread"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "sys_thread_cpu_ns"
+        for sample in family.samples
+    }
 
 
 def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
@@ -81,11 +116,7 @@ def kv0_one_node(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
         with feedkv.connect(node.url) as db:
             for key in SPLITS:
                 db.split(key)
-        before = cpu_seconds(node.process.pid)
-        row = clients_over([node.url] * 3, clients, seconds)
-        row["node_cpu_s"] = [round(cpu_seconds(node.process.pid) - before, 1)]
-        cpu_per_commit(row)
-        return row
+        return kv0_over([node], [node.url] * 3, clients, seconds)
     finally:
         node.terminate()
 
@@ -97,14 +128,8 @@ def kv0_three_nodes(clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
                 db.split(key)
             for i, key in enumerate([kv.key_of(0), *SPLITS]):
                 db.relocate(key, i % 3 + 1)
-        pids = [p.process.pid for p in cluster.processes if p is not None]
-        before = [cpu_seconds(pid) for pid in pids]
-        row = clients_over([cluster.url(i) for i in range(3)], clients, seconds)
-        row["node_cpu_s"] = [
-            round(cpu_seconds(p) - b, 1) for p, b in zip(pids, before, strict=True)
-        ]
-        cpu_per_commit(row)
-        return row
+        nodes = [p for p in cluster.processes if p is not None]
+        return kv0_over(nodes, [cluster.url(i) for i in range(3)], clients, seconds)
 
 
 def fresh(base: Path) -> Path:

@@ -69,15 +69,8 @@ def kv0(replicas: int, clients: int, seconds: float, tmp: Path) -> dict[str, Any
             if replicas == 1:
                 for i, key in enumerate([kv.key_of(0), *cluster_bench.SPLITS]):
                     db.relocate(key, i % 3 + 1)
-        pids = [p.process.pid for p in cluster.processes if p is not None]
-        before = [cluster_bench.cpu_seconds(pid) for pid in pids]
-        row: dict[str, Any] = cluster_bench.clients_over(
-            [cluster.url(i) for i in range(3)], clients, seconds
-        )
-        row["node_cpu_s"] = [
-            round(cluster_bench.cpu_seconds(p) - b, 1) for p, b in zip(pids, before, strict=True)
-        ]
-        cluster_bench.cpu_per_commit(row)
+        nodes = [p for p in cluster.processes if p is not None]
+        row = cluster_bench.kv0_over(nodes, [cluster.url(i) for i in range(3)], clients, seconds)
         commits = max(row["commits"], 1)
         row["node_cpu_us_per_commit_each"] = [round(1e6 * s / commits) for s in row["node_cpu_s"]]
         row["replicas"] = replicas

@@ -81,6 +81,7 @@ from feedkv.kv.wire import MAX_MESSAGE_BYTES
 from feedkv.security.call_auth import Metadata
 from feedkv.security.tls import ServerTLS
 from feedkv.storage.engine import Completion
+from feedkv.util.cpu import counted
 
 __all__ = [
     "BatchListener",
@@ -394,7 +395,7 @@ class BatchListener:
                 with contextlib.suppress(OSError):
                     socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
-        writer = threading.Thread(target=write, name="batch-out", daemon=True)
+        writer = threading.Thread(target=counted(write), name="batch-out", daemon=True)
         writer.start()
         try:
             served.read(_frames(reader))

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from feedkv.errors import FeedKVError, NodeUnavailableError
 from feedkv.kv.address import host_port
 from feedkv.security.tls import ClientTLS, ServerTLS
+from feedkv.util.cpu import counted
 
 __all__ = [
     "FRAME_HEAD_BYTES",
@@ -203,7 +204,10 @@ class FramedListener:
                     conn.close()
                     return
                 thread = threading.Thread(
-                    target=self._carry, args=(conn, peer), name=f"{self._name}-in", daemon=True
+                    target=counted(self._carry),
+                    args=(conn, peer),
+                    name=f"{self._name}-in",
+                    daemon=True,
                 )
                 if self._join:
                     self._threads = [t for t in self._threads if t.is_alive()]

@@ -60,6 +60,7 @@ from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Authenticator, LoopbackTrust, Refusing
 from feedkv.pgwire.connection import Connection, SessionFactory
 from feedkv.security.revocation import Revocations, revoked_message
+from feedkv.util.cpu import counted
 
 __all__ = ["PGServer"]
 
@@ -207,7 +208,7 @@ class PGServer:
                 process_id = self._next_process_id
                 self._next_process_id += 1
                 thread = threading.Thread(
-                    target=self._serve,
+                    target=counted(self._serve),
                     args=(sock, peer[0], process_id),
                     name=f"pgwire-conn-{process_id}",
                     daemon=True,

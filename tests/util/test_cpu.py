@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from feedkv.util.cpu import process_cpu_ns, threads_cpu_ns
+from feedkv.util.cpu import counted, process_cpu_ns, threads_cpu_ns
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads Linux's /proc")
 
@@ -52,3 +53,17 @@ def test_the_process_cpu_grows_with_work() -> None:
     spin(0.1)
     later_user, later_system = process_cpu_ns()
     assert later_user + later_system - user - system >= 0.09e9
+
+
+def test_a_counted_thread_still_counts_once_it_ended() -> None:
+    def run(name: str, target: Callable[[float], None]) -> None:
+        thread = threading.Thread(target=target, args=(SPIN_S,), name=name)
+        thread.start()
+        thread.join()
+
+    run("counted-worker-1", counted(spin))
+    run("counted-worker-2", counted(spin))
+    run("uncounted-worker", spin)
+    used = threads_cpu_ns()
+    assert 2 * SPIN_S * 1e9 <= used["counted-worker"] < 2 * (SPIN_S + 0.1) * 1e9
+    assert "uncounted-worker" not in used

@@ -28,6 +28,7 @@ from feedkv.changefeed.encoder import resolved_json
 from feedkv.changefeed.file_formats import csv_bytes
 from feedkv.changefeed.sink import Message, SinkError
 from feedkv.sql.execution import Result
+from feedkv.sql.interrupt import STATEMENT_TIMEOUT, QueryCanceled
 from feedkv.util.hlc import Timestamp
 
 __all__ = ["COLUMNS", "ChannelSink", "FeedResult"]
@@ -62,6 +63,12 @@ class ChannelSink:
         self._writer_waits = False
         self._closed = False
         self._ended = False
+        self._deadline: float | None = None  # see stop_at
+
+    def stop_at(self, deadline: float) -> None:
+        """The reader's next wait past ``deadline`` (``time.monotonic()``) raises 57014
+        (the statement's ``statement_timeout``) instead of a row."""
+        self._deadline = deadline
 
     def _put(self, item: object) -> None:
         with self._lock:
@@ -141,13 +148,21 @@ class ChannelSink:
     def _refill(self, timeout: float | None) -> bool:
         """Take everything buffered, waiting for the first row; ``False`` if closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        stop = self._deadline
         with self._lock:
-            while not self._buffer:
+            while True:
+                now = time.monotonic()
+                if stop is not None and now >= stop:  # NB: if rows still come, too
+                    raise QueryCanceled(STATEMENT_TIMEOUT)
+                if self._buffer:
+                    break
                 if self._closed:
                     return False
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
                     raise TimeoutError(f"no changefeed row within {timeout} s")
+                if stop is not None:
+                    left = stop - now if left is None else min(left, stop - now)
                 self._reader_waits = True
                 self._changed.wait(left)
             self._taken, self._buffer = self._buffer, self._taken
@@ -181,6 +196,9 @@ class FeedResult(Result):
         """The next row within ``timeout`` seconds (TimeoutError if none came), or
         ``None`` once the changefeed has ended."""
         return self.channel.poll(timeout)
+
+    def stop_at(self, deadline: float) -> None:
+        self.channel.stop_at(deadline)
 
     def __len__(self) -> int:
         raise TypeError("a changefeed's rows stream: iterate them instead of counting")

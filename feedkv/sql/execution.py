@@ -107,6 +107,12 @@ class Result:
     def __getitem__(self, index: int) -> tuple[Any, ...]:
         return self.rows[index]
 
+    def stop_at(self, deadline: float) -> None:
+        """End rows still to come at ``deadline`` (``time.monotonic()``) with 57014: the
+        ``statement_timeout`` of the statement that made this result, whose rows may
+        stream after it returned (a sinkless changefeed's). A result whose rows are
+        all here has nothing to stop."""
+
 
 class _NoRows(list[tuple[Any, ...]]):
     """The rows of a result :func:`tagged` shares: an empty list (the result compares and

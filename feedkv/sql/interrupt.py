@@ -8,9 +8,10 @@ of a loop over rows that are no scan's (``generate_series``, aggregation, a join
 WHERE: :func:`chunked`), while it waits (``pg_sleep``),
 while a batch of it waits for another transaction's lock or intent (in the store, here
 or on another node: :mod:`feedkv.kv.cancellation`), and between statements and COPY
-batches; a sinkless changefeed is closed at once by the server. What the statement
-wrote is then rolled back with its transaction (implicit), or its transaction fails
-(explicit), as after any error.
+batches; a sinkless changefeed is closed at once by the server, and its rows, which
+stream after the statement returned, end at its timeout (:meth:`Result.stop_at`).
+What the statement wrote is then rolled back with its transaction (implicit), or its
+transaction fails (explicit), as after any error.
 
 NB: not an asynchronous exception: the statement runs the KV layer in its own thread
 (and, embedded, the node's storage code), which must never stop half-way.

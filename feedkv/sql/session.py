@@ -789,11 +789,13 @@ class Session:
             if not timeout_ms:
                 result = self._run_statement(statement, placeholders, params)
             else:
+                deadline = time.monotonic() + timeout_ms / 1000
                 self.interrupt.arm(timeout_ms / 1000)  # 57014 where the statement next looks
                 try:
                     result = self._run_statement(statement, placeholders, params)
                 finally:
                     self.interrupt.disarm()
+                result.stop_at(deadline)  # NB: rows that stream on count in its time
             return result if zone is datetime.UTC else self._in_zone(result)
         except BaseException:
             if measured:

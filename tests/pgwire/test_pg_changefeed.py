@@ -5,6 +5,7 @@ even when no row comes to find it gone."""
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -12,8 +13,11 @@ from psycopg import errors
 
 from feedkv import DB
 from feedkv.pgwire.server import PGServer
+from feedkv.sql.interrupt import QueryCanceled
 from feedkv.testing.pgwire_client import RawClient, frontend, startup
 from feedkv.testing.waiting import wait_until
+
+DEADLINE_S = 60.0
 
 
 def feeds_running() -> int:
@@ -107,3 +111,34 @@ def test_a_feed_ended_by_a_schema_change_is_no_internal_error(db: DB, pg_url: st
             next(stream)
         assert raised.value.sqlstate == "XXUUU"
         assert str(raised.value).startswith("schema change occurred at ")
+
+
+@pytest.mark.usefixtures("table")
+@pytest.mark.timeout(DEADLINE_S)  # NB: without the timeout the feed, and next(), never end
+def test_statement_timeout_ends_a_sinkless_changefeed(db: DB, pg_url: str) -> None:
+    """As CockroachDB's: ``statement_timeout`` bounds a sinkless changefeed from psql,
+    rows and all (the statement returned before its rows streamed: its timer used to
+    stop there, and the feed ran for ever)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '500ms'")
+        stream = conn.cursor().stream("EXPERIMENTAL CHANGEFEED FOR t")
+        assert next(stream) == ("t", "[1]", '{"after": {"id": 1, "s": "a"}}')
+        with pytest.raises(errors.QueryCanceled) as caught:
+            next(stream)
+        assert str(caught.value) == "query execution canceled due to statement timeout"
+        wait_until(lambda: feeds_running() == 0, what="the timed-out changefeed to stop")
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_statement_timeout_ends_a_changefeed_whose_rows_keep_coming(db: DB) -> None:
+    """Rows that keep coming (a resolved timestamp every 10 ms) do not keep the feed
+    past its statement's time: the reader looks at the deadline at each take, not
+    only when it waits."""
+    db.sql("CREATE TABLE busy (id INT PRIMARY KEY)")
+    db.sql("SET statement_timeout = '500ms'")
+    give_up = time.monotonic() + DEADLINE_S
+    with pytest.raises(QueryCanceled, match="statement timeout"):
+        for _row in db.sql("EXPERIMENTAL CHANGEFEED FOR busy WITH resolved = '10ms'"):
+            assert time.monotonic() < give_up, "the feed outlived its statement_timeout"
+    db.sql("SET statement_timeout = 0")
+    wait_until(lambda: feeds_running() == 0, what="the timed-out changefeed to stop")

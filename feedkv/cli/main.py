@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from feedkv.errors import FeedKVError, InvalidArgumentError, PermissionDeniedError
 from feedkv.kv.address import host_port, parse_listen, split_host_port
@@ -78,6 +78,7 @@ _CERTS_HELP = (
 
 
 DEFAULT_SQL_PORT = 26257  # CockroachDB's, feedkv start --sql-addr's
+DEFAULT_NODE_URL = "feedkv://127.0.0.1:26258"  # feedkv start --listen's default
 
 
 def sql_url(host: str, user: str, database: str, insecure: bool) -> str:
@@ -93,6 +94,21 @@ def sql_url(host: str, user: str, database: str, insecure: bool) -> str:
         raise InvalidArgumentError(f"--host {host!r} names no host")
     tail = "?sslmode=disable" if insecure else ""
     return f"postgresql://{quote(user, safe='')}@{host_port(name, port)}/{quote(database)}{tail}"
+
+
+def insecure_sql_url(url: str) -> str:
+    """``url`` (a ``postgresql://`` URL) for a node started with ``--insecure``: without
+    TLS (``sslmode=disable`` unless it says so itself); refused if it asks for TLS."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    modes = [value for name, value in query if name == "sslmode"]
+    if any(mode not in ("disable", "allow", "prefer") for mode in modes):
+        raise InvalidArgumentError(
+            f"--insecure connects without TLS, but the URL asks for sslmode={modes[-1]}"
+        )
+    if not modes:
+        query.append(("sslmode", "disable"))
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def _node_url(text: str) -> str:
@@ -285,7 +301,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     where = sql.add_mutually_exclusive_group()
     where.add_argument(
-        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="the node to talk to"
+        "--url",
+        type=_node_url,
+        help=f"the node to talk to (default {DEFAULT_NODE_URL}; with --insecure alone, "
+        f"its SQL port, 127.0.0.1:{DEFAULT_SQL_PORT}, as cockroach sql --insecure)",
     )
     where.add_argument("--store", help="open this store directory in-process instead")
     where.add_argument(
@@ -297,7 +316,7 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument(
         "--insecure",
         action="store_true",
-        help="with --host: connect without TLS, to a node started with --insecure",
+        help="connect without TLS, to a node started with --insecure",
     )
     sql.add_argument(
         "-e",
@@ -327,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--url",
         type=_node_url,
-        default="feedkv://127.0.0.1:26258",
+        default=DEFAULT_NODE_URL,
         help="the node to bootstrap it on: any waiting node (it first takes a claim at a "
         "majority of its --join list, so that only one node bootstraps)",
     )
@@ -341,9 +360,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument(
         "node_ids", type=int, nargs="*", metavar="NODE_ID", help="these nodes only (default: all)"
     )
-    status.add_argument(
-        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
-    )
+    status.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="any node")
     status.add_argument("--format", choices=("table", "csv", "json"), default="table")
     status.add_argument(
         "--decommission",
@@ -354,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = node_commands.add_parser(
         "ls", help="the id of each node (not those decommissioned and gone)"
     )
-    ls.add_argument("--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node")
+    ls.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="any node")
     ls.add_argument("--format", choices=("table", "csv", "json"), default="table")
     _add_security(ls)
     decommission = node_commands.add_parser(
@@ -362,9 +379,7 @@ def _parser() -> argparse.ArgumentParser:
         help="move every replica off the nodes, then remove them from the cluster for good",
     )
     decommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
-    decommission.add_argument(
-        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
-    )
+    decommission.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="any node")
     decommission.add_argument(
         "--wait",
         choices=("all", "none"),
@@ -382,7 +397,7 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument(
         "node_id", type=int, nargs="?", metavar="NODE_ID", help="default: the node at --url"
     )
-    drain.add_argument("--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node")
+    drain.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="any node")
     drain.add_argument("--shutdown", action="store_true", help="stop the node once it is drained")
     drain.add_argument(
         "--drain-wait",
@@ -394,9 +409,7 @@ def _parser() -> argparse.ArgumentParser:
         "recommission", help="take back nodes that are decommissioning (not decommissioned)"
     )
     recommission.add_argument("node_ids", type=int, nargs="+", metavar="NODE_ID")
-    recommission.add_argument(
-        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="any node"
-    )
+    recommission.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="any node")
     _add_security(recommission)
 
     debug = commands.add_parser("debug", help="tools for looking inside a running node")
@@ -404,9 +417,7 @@ def _parser() -> argparse.ArgumentParser:
     feed = debug_commands.add_parser(
         "rangefeed", help="print a span's changes and checkpoints as they arrive"
     )
-    feed.add_argument(
-        "--url", type=_node_url, default="feedkv://127.0.0.1:26258", help="the node to watch"
-    )
+    feed.add_argument("--url", type=_node_url, default=DEFAULT_NODE_URL, help="the node to watch")
     _add_security(feed)
     feed.add_argument("--since", help="replay changes after this timestamp (default: now)")
     feed.add_argument("--with-diff", action="store_true", help="show each change's old value")
@@ -572,11 +583,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from feedkv.sql.catalog import ROOT
 
             take_ctrl_c()
-            if args.insecure and not args.host:
-                raise InvalidArgumentError(
-                    "--insecure goes with --host; a --url says how to connect itself "
-                    "(postgresql://...?sslmode=disable)"
-                )
+            if args.insecure:
+                if args.certs_dir is not None:
+                    raise InvalidArgumentError("--insecure and --certs-dir say opposite things")
+                if args.store is not None:
+                    raise InvalidArgumentError("--insecure dials a node; --store opens a store")
+                if args.url is None and not args.host:
+                    args.host = "127.0.0.1"  # NB: cockroach sql --insecure's, its SQL port
+                elif args.url is not None and args.url.startswith(PG_SCHEMES):
+                    args.url = insecure_sql_url(args.url)
+                # NB: a feedkv:// URL without --certs-dir dials without TLS already
             if args.host:
                 if not args.insecure and args.certs_dir is None:
                     raise InvalidArgumentError(
@@ -585,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "with --insecure, --insecure"
                     )
                 args.url = sql_url(args.host, args.user or "root", args.database, args.insecure)
+            args.url = args.url or DEFAULT_NODE_URL
             if args.store or args.url.startswith(PG_SCHEMES):
                 return run_sql(
                     args.store or args.url,

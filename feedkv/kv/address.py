@@ -54,6 +54,7 @@ URL_PARAMS = ("certs_dir", "user")
 
 def node_url_params(text: str) -> dict[str, str]:
     """The parameters after ``?`` in a node's URL (each of :data:`URL_PARAMS`, once)."""
+    _refuse_sql_url(text)  # NB: before its parameters, which are libpq's (sslmode=...)
     query = text.partition("?")[2]
     if not query:
         return {}
@@ -73,16 +74,20 @@ def node_url_params(text: str) -> dict[str, str]:
     return {name: values[0] for name, values in parsed.items()}
 
 
-def parse_node_url(text: str) -> tuple[str, int]:
-    """``(host, port)`` of a node's ``feedkv://host:port`` URL (its parameters, if any,
-    are :func:`node_url_params`')."""
-    text = text.partition("?")[0]
+def _refuse_sql_url(text: str) -> None:
     if text.startswith(("postgresql://", "postgres://")):
         raise InvalidURLError(
             f"cannot connect to {text!r}: a postgresql:// URL names a node's SQL port, "
             "which `feedkv sql --url` takes; this command calls the node's gRPC port "
             "(feedkv start --listen, 127.0.0.1:26258 by default): --url feedkv://HOST:PORT"
         )
+
+
+def parse_node_url(text: str) -> tuple[str, int]:
+    """``(host, port)`` of a node's ``feedkv://host:port`` URL (its parameters, if any,
+    are :func:`node_url_params`')."""
+    _refuse_sql_url(text)
+    text = text.partition("?")[0]
     hostport = text.removeprefix(SCHEME).rstrip("/")
     address = split_host_port(hostport)
     match = _HOST_PORT.match(hostport)

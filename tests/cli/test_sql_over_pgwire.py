@@ -4,6 +4,7 @@ PostgreSQL wire protocol (psycopg) instead of feedkv's own client."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -164,11 +165,31 @@ def test_host_and_insecure_connect_as_cockroach_sql_does(
     assert out.splitlines() == ["one", "1"]
 
 
+def test_insecure_alone_dials_the_local_nodes_sql_port_and_takes_a_url(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cockroach sql --insecure``, the first command of CockroachDB's docs, dials
+    localhost's SQL port; with a ``postgresql://`` URL it asks for no TLS (the flag was
+    refused without --host, with an error about a --url no one gave)."""
+    plain = url.replace("sslmode=disable", "application_name=shell")
+    code = main(["sql", "--insecure", "--url", plain, "--format", "csv", "-e", "SELECT 1 AS one"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines() == ["one", "1"]
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 26257)) == 0:
+            pytest.skip("a node listens on 127.0.0.1:26257 here")
+    assert main(["sql", "--insecure", "-e", "SELECT 1"]) == 1
+    assert "127.0.0.1:26257" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--host", "127.0.0.1:26257"], "--host needs --certs-dir DIR"),
-        (["--insecure"], "--insecure goes with --host"),
+        (["--insecure", "--certs-dir", "certs"], "--insecure and --certs-dir"),
+        (["--insecure", "--url", "postgresql://root@h:1/d?sslmode=require"], "sslmode=require"),
+        (["--insecure", "--store", "s"], "--store opens a store"),
         (["--host", "::1", "--insecure"], "expected HOST[:PORT]"),
     ],
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import InvalidArgumentError, InvalidURLError
-from feedkv.kv.address import parse_listen, parse_node_url, parse_node_urls
+from feedkv.kv.address import node_url_params, parse_listen, parse_node_url, parse_node_urls
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,9 @@ def test_a_sql_url_given_for_a_node_url_points_to_the_grpc_port(url: str) -> Non
     call the gRPC port, and say so rather than only what form they expected."""
     with pytest.raises(InvalidURLError, match=r"SQL port.*feedkv sql --url.*feedkv://HOST:PORT"):
         parse_node_url(url)
+    # NB: its parameters first: libpq's sslmode once made the error an unknown parameter
+    with pytest.raises(InvalidURLError, match=r"SQL port.*feedkv sql --url.*feedkv://HOST:PORT"):
+        node_url_params(url)
 
 
 def test_a_node_url_may_list_several_nodes_to_try_in_order() -> None:

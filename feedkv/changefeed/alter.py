@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from feedkv.changefeed.changefeed import ChangefeedSpec
 from feedkv.changefeed.create import (
     check_execution_locality,
+    check_exists_at,
     check_history,
     check_not_into_watched,
     require_changefeed_privilege,
@@ -80,7 +81,9 @@ def alter(txn: Txn, job_id: int, statement: st.AlterChangefeed, session: Session
     if any(name == "cursor" for name, _ in statement.set_options):
         for target in spec.targets:
             names = table_names(txn, target.table_id)
-            check_history(session.db, target, names[1] if names else "?", spec.start)
+            name = names[1] if names else "?"
+            check_history(session.db, target, name, spec.start)
+            check_exists_at(session.db, target.table_id, name, spec.start)
         altered = altered.replace(high_water=spec.start)  # resumed, it runs from there
     altered = _with_scans(altered, record, statement, session, txn)
     description = create_statement(altered, txn)  # with its name, if it has one

@@ -122,6 +122,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         topics[desc.id] = topic_name(database.name, desc.name, options)
         if options.cursor is not None:
             check_history(db, target, desc.name, options.cursor)
+            check_exists_at(db, desc.id, desc.name, options.cursor)
     sink = None
     if statement.sink is not None:
         options = sink_defaults(statement.sink, options)
@@ -242,6 +243,18 @@ def check_history(db: KVClient, target: Target, table: str, cursor: Timestamp) -
             f"cursor {cursor} is too old: table {table}'s history before it has been garbage "
             f"collected ({exc})"
         ) from None
+
+
+def check_exists_at(db: KVClient, table_id: int, table: str, cursor: Timestamp) -> None:
+    """Refuse a cursor from before ``table`` was created, as CockroachDB does (it resolves
+    the targets as of the cursor): from there the feed would send the table's whole
+    history as if it were news, or, with ``initial_scan='only'``, nothing."""
+    if catalog.Snapshot(db, cursor).get(catalog.descriptor_key(table_id)) is None:
+        raise SQLError(
+            "42P01",
+            f'failed to resolve targets in the CHANGEFEED stmt: table "{table}" does not exist',
+            detail=f"do the targets exist at the specified cursor time {cursor}?",
+        )
 
 
 def check_execution_locality(db: KVClient, wanted: Locality) -> None:

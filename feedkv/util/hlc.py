@@ -278,6 +278,18 @@ class Clock:
                 self._last = remote
 
 
+class LateClock(Clock):
+    """A clock ``late_ns`` behind the wall clock until :meth:`catch_up`: a test makes
+    what must be old by then (a table that a cursor hours back may name)."""
+
+    def __init__(self, late_ns: int) -> None:
+        self._late_ns = late_ns
+        super().__init__(lambda: time.time_ns() - self._late_ns, max_offset_ns=None)
+
+    def catch_up(self) -> None:
+        self._late_ns = 0
+
+
 class ManualClock(Clock):
     """A clock whose physical time moves only when a test says so."""
 

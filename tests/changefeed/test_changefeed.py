@@ -135,10 +135,15 @@ def test_initial_scan_only_in_csv_streams_each_row_as_a_csv_line(table: DB) -> N
 
 def test_end_time_ends_the_feed_with_nothing_after_it(table: DB) -> None:
     db = table
+    start = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
     db.sql("INSERT INTO t VALUES (3, 'c')")
     end = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
     db.sql("INSERT INTO t VALUES (4, 'd')")
-    result = feed(db, f"EXPERIMENTAL CHANGEFEED FOR t WITH cursor='-60s', end_time='{end}', {FAST}")
+    result = feed(
+        db,
+        f"EXPERIMENTAL CHANGEFEED FOR t WITH cursor='{start}', initial_scan='yes', "
+        f"end_time='{end}', {FAST}",
+    )
     rows = list(result)
     assert sorted(k[0] for _t, k, _v in data(rows)) == [1, 2, 3]
     assert resolved_of(rows[-1]) == Timestamp.parse(str(end))

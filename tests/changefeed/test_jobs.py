@@ -26,6 +26,7 @@ from feedkv.kv.store import StoreConfig
 from feedkv.sql import catalog
 from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import LateClock
 
 DEADLINE = 30.0
 FAST = "min_checkpoint_frequency='100ms', resolved='100ms'"
@@ -675,13 +676,40 @@ def test_show_names_a_dropped_table_by_its_id(table: DB, tmp_path: Path) -> None
     assert show(db, job_id)["full_table_names"].values == (f"[{table_id}]",)
 
 
-def test_a_cursor_over_five_hours_old_gets_a_notice(table: DB, tmp_path: Path) -> None:
-    db = table
-    created = db.sql(f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH cursor='-7h'")
+def test_a_cursor_over_five_hours_old_gets_a_notice(
+    tmp_path: Path, store_config: StoreConfig
+) -> None:
+    # NB: the table must be older than the cursor: its store's clock runs 8 h late
+    # while it is created, then catches up
+    clock = LateClock(8 * 3600 * 10**9)
+    store = tmp_path / "store"
+    with feedkv.connect(store, config=store_config, changefeed_runner="thread", clock=clock) as db:
+        db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+        clock.catch_up()
+        created = db.sql(
+            f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' WITH cursor='-7h'"
+        )
     assert created.notices == (
         "the provided cursor is 7 hours old; older cursors can result in increased "
         "changefeed latency",
     )
+
+
+def test_a_cursor_from_before_a_table_was_created_is_refused(table: DB, tmp_path: Path) -> None:
+    """As CockroachDB's: the targets are resolved as of the cursor. From a cursor before
+    the table, the feed sent its whole history as news, or, with
+    ``initial_scan='only'``, nothing, and its job said it succeeded."""
+    with pytest.raises(SQLError) as raised:
+        table.sql(
+            f"CREATE CHANGEFEED FOR t INTO 'file://{tmp_path / 'out'}' "
+            "WITH cursor='-1h', initial_scan='only'"
+        )
+    assert raised.value.code == "42P01"
+    assert raised.value.message == (
+        'failed to resolve targets in the CHANGEFEED stmt: table "t" does not exist'
+    )
+    assert raised.value.detail is not None and "cursor time" in raised.value.detail
+    assert table.sql("SELECT count(*) FROM [SHOW CHANGEFEED JOBS]").rows == [(0,)]
 
 
 def test_alter_changefeed_tells_what_create_changefeed_tells(table: DB, tmp_path: Path) -> None:

@@ -258,6 +258,9 @@ def test_show_create_recreates_the_changefeed_with_its_current_options(
 
 def test_show_create_redacts_secrets_and_pins_the_cursor(table: DB, s3_endpoint: str) -> None:
     db = table
+    # NB: a cursor from before the table was created is refused: let it grow a second old
+    made_by = db.now().wall
+    wait_until(lambda: db.now().wall - made_by > 10**9, what="the table to be 1 s old")
     cursor = db.sql("SELECT cluster_logical_timestamp()").rows[0][0]
     uri = f"s3://feeds/named?AWS_ACCESS_KEY_ID=id&AWS_SECRET_ACCESS_KEY=s3cr3t&AWS_ENDPOINT={s3_endpoint}"
     db.sql(f"CREATE CHANGEFEED \"Feed\" FOR t INTO '{uri}' WITH cursor = '-1s'")
@@ -652,6 +655,17 @@ def test_bad_cursor_alterations_are_refused(
     paused_past_scan(db, "feed_t", tmp_path / "out")
     before = show(db, "feed_t")
     refused(db, f"ALTER CHANGEFEED feed_t {alteration}", "22023", message)
+    assert show(db, "feed_t") == before
+
+
+def test_a_cursor_set_back_before_the_table_was_created_is_refused(
+    table: DB, tmp_path: Path
+) -> None:
+    """As at creation (CockroachDB plans ALTER CHANGEFEED as a CREATE CHANGEFEED)."""
+    db = table
+    paused_past_scan(db, "feed_t", tmp_path / "out")
+    before = show(db, "feed_t")
+    refused(db, "ALTER CHANGEFEED feed_t SET cursor = '-1h'", "42P01", 'table "t" does not exist')
     assert show(db, "feed_t") == before
 
 

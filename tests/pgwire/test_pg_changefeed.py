@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import errors
 
+import feedkv
 from feedkv import DB
+from feedkv.kv.store import StoreConfig
 from feedkv.pgwire.server import PGServer
 from feedkv.sql.interrupt import QueryCanceled
+from feedkv.testing.certs import shared_certs_dir
 from feedkv.testing.pgwire_client import RawClient, frontend, startup
 from feedkv.testing.waiting import wait_until
+from feedkv.util.hlc import LateClock
 
 DEADLINE_S = 60.0
 
@@ -48,12 +53,22 @@ def test_psycopg_streams_a_changefeeds_rows_as_they_happen_until_cancelled(
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
 
 
-@pytest.mark.usefixtures("table")
-def test_a_sinkless_changefeeds_notice_comes_before_its_rows(db: DB, pg_url: str) -> None:
+def test_a_sinkless_changefeeds_notice_comes_before_its_rows(tmp_path: Path) -> None:
     """CockroachDB's notice of a cursor over five hours old reaches the client before
     the rows, which never end."""
     notices: list[str] = []
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    clock = LateClock(7 * 3600 * 10**9)  # NB: the table must be older than the cursor
+    old = feedkv.connect(
+        tmp_path / "old",
+        config=StoreConfig(sync=False),
+        changefeed_runner="thread",
+        certs_dir=shared_certs_dir(),
+        clock=clock,
+    )
+    old.sql("CREATE TABLE t (id INT PRIMARY KEY, s STRING)")
+    clock.catch_up()
+    old.sql("INSERT INTO t VALUES (1, 'a')")  # NB: after the cursor: news
+    with old, psycopg.connect(old.serve_sql(), autocommit=True) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
         stream = conn.cursor().stream("EXPERIMENTAL CHANGEFEED FOR t WITH cursor = '-6h'")
         assert next(stream) == ("t", "[1]", '{"after": {"id": 1, "s": "a"}}')

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from feedkv.cli.main import _parser
+from feedkv.cli.main import DEFAULT_NODE_URL, _parser
 from feedkv.testing.node_process import NodeProcess
 
 PSQL = shutil.which("psql")
@@ -108,7 +108,7 @@ def test_feedkv_start_serves_psql_on_its_sql_address(tmp_path: Path) -> None:
 def test_sql_takes_cockroachdbs_port_and_grpc_the_next_one() -> None:
     args = _parser().parse_args(["start", "--store", "s"])
     assert (args.sql_addr, args.listen) == ("127.0.0.1:26257", "127.0.0.1:26258")
-    assert _parser().parse_args(["sql"]).url == "feedkv://127.0.0.1:26258"
+    assert DEFAULT_NODE_URL == "feedkv://127.0.0.1:26258"  # feedkv sql's, unless --insecure
 
 
 def test_psql_shows_a_sinkless_changefeed_that_ends(pg_url: str) -> None:

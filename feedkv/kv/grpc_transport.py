@@ -48,7 +48,7 @@ from feedkv.errors import (
     PermissionDeniedError,
     RequestCanceledError,
 )
-from feedkv.kv.address import host_port, node_url_params
+from feedkv.kv.address import host_port, node_url_params, split_host_port
 from feedkv.kv.api import (
     BatchRequest,
     BatchResponse,
@@ -346,7 +346,36 @@ def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavaila
         else "is `feedkv start` running there? (a secure node needs its CA: "
         "--certs-dir on the command line, certs_dir= in a URL or feedkv.connect)"
     )
+    if failed == _FAILED_AT_ONCE:
+        failed = _why_not(address)
     return NodeUnavailableError(f"no feedkv node answered at {address}: {failed}; " + hint)
+
+
+_FAILED_AT_ONCE = "the connection failed at once (refused, or its TLS handshake failed)"
+
+
+def _why_not(address: str) -> str:
+    """Why a dial to ``address`` failed at once, as a plain connection finds it: gRPC
+    says only that it did (a name that does not resolve, nothing listening, and a
+    port that speaks something else all look alike to it)."""
+    found = split_host_port(address)
+    if found is None:
+        return _FAILED_AT_ONCE
+    host, port = found
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=2):
+            pass
+    except socket.gaierror as exc:
+        return f"the host name {host!r} does not resolve ({exc.strerror})"
+    except ConnectionRefusedError:
+        return "the connection was refused: nothing listens there"
+    except OSError as exc:
+        return f"the connection failed: {exc.strerror or exc}"
+    return (
+        "something listens there but did not answer as a node's gRPC port does (is it "
+        "another port of the node, such as its SQL port, or does one side use TLS and "
+        "the other not?)"
+    )
 
 
 def await_ready(channel: grpc.Channel, timeout_s: float) -> str | None:
@@ -369,7 +398,7 @@ def await_ready(channel: grpc.Channel, timeout_s: float) -> str | None:
                 grpc.ChannelConnectivity.TRANSIENT_FAILURE,
                 grpc.ChannelConnectivity.SHUTDOWN,
             ):
-                return "the connection failed at once (refused, or its TLS handshake failed)"
+                return _FAILED_AT_ONCE
     finally:
         channel.unsubscribe(states.put)
     return f"nothing within {timeout_s:g} s"

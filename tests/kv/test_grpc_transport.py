@@ -3,7 +3,9 @@ connect timeout (real sockets on loopback)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 
 import pytest
 
@@ -16,9 +18,38 @@ def test_a_port_nothing_listens_on_fails_the_connect_at_once() -> None:
     """As a SIGKILLed node's port on a live host: the refusal is the answer (a wait for
     the timeout would say "nothing within 600 s")."""
     port = free_port()
-    with pytest.raises(NodeUnavailableError, match="failed at once") as raised:
+    with pytest.raises(NodeUnavailableError, match="refused: nothing listens there") as raised:
         GrpcTransport("127.0.0.1", port, connect_timeout_s=600.0)
     assert str(raised.value).startswith(f"no feedkv node answered at 127.0.0.1:{port}")
+
+
+def test_a_host_name_that_does_not_resolve_is_named_as_such() -> None:
+    """gRPC says only that the dial failed at once; a name that does not resolve was
+    reported as a refusal or a TLS handshake that failed."""
+    with pytest.raises(NodeUnavailableError, match=r"'nosuchhost\.invalid' does not resolve"):
+        GrpcTransport("nosuchhost.invalid", 26258, connect_timeout_s=600.0)
+
+
+def test_a_port_that_speaks_another_protocol_is_named_as_such() -> None:
+    """A node's SQL port given for its gRPC port: something listens, and answers, but
+    not as gRPC does (it was reported as a refusal)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(8)
+        port = other.getsockname()[1]
+
+        def answer_wrongly() -> None:
+            while True:  # gRPC's attempts, then the diagnosis's connection
+                try:
+                    conn, _addr = other.accept()
+                except OSError:
+                    return  # the test closed the listener
+                with conn, contextlib.suppress(OSError):
+                    conn.sendall(b"N" * 64)  # NB: no HTTP/2: gRPC drops the connection
+
+        threading.Thread(target=answer_wrongly, daemon=True).start()
+        with pytest.raises(NodeUnavailableError, match="did not answer as a node's gRPC port"):
+            GrpcTransport("127.0.0.1", port, connect_timeout_s=600.0)
 
 
 def test_a_host_that_never_answers_costs_the_connect_timeout() -> None:

@@ -336,6 +336,9 @@ def dial_stream(
         raise NodeUnavailableError(f"node {host_port(host, port)}: {exc}") from exc
 
 
+_FAILED_AT_ONCE = "the connection failed at once (refused, or its TLS handshake failed)"
+
+
 def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavailableError:
     """The error of a dial to ``address`` that :func:`await_ready` says ``failed``, with
     what to check: whether a node runs there, and whether it and the dial agree on TLS."""
@@ -351,9 +354,6 @@ def unanswered(address: str, failed: str, tls: ClientTLS | None) -> NodeUnavaila
     return NodeUnavailableError(f"no feedkv node answered at {address}: {failed}; " + hint)
 
 
-_FAILED_AT_ONCE = "the connection failed at once (refused, or its TLS handshake failed)"
-
-
 def _why_not(address: str) -> str:
     """Why a dial to ``address`` failed at once, as a plain connection finds it: gRPC
     says only that it did (a name that does not resolve, nothing listening, and a
@@ -363,7 +363,7 @@ def _why_not(address: str) -> str:
         return _FAILED_AT_ONCE
     host, port = found
     try:
-        with socket.create_connection((host.strip("[]"), port), timeout=2):
+        with socket.create_connection((host, port), timeout=2):
             pass
     except socket.gaierror as exc:
         return f"the host name {host!r} does not resolve ({exc.strerror})"

@@ -10,16 +10,18 @@
   ``--rounds N`` (3 by default) runs N rounds of the two, in alternating order: each row
   is its median run, the ratio the median of the rounds' ratios (:func:`kv.alternate`).
 
-  The ceiling on two cores (2026-11-30, ``--seconds 8``, load 3): one node ran 13,130
-  commits/s on 64 us of node CPU and 68 us of client CPU a commit, 1.73 of the two
-  cores; three nodes ran 7,943 on 150 us summed over the nodes and 110 us of client
-  (0.60x). A node is no longer bound to one core by the GIL here: one node and its
-  clients already fill the machine, so three nodes could pass one only by costing less
-  CPU a commit than one node does, and even at the same cost could reach at most
-  2 / 1.73 = 1.16x, short of the 1.3x target. Three nodes cost more a commit because the
-  same 32 clients' writes are spread over three times as many client-to-node streams
-  (each client process keeps one to each node), so each message carries about a third
-  as many calls and each node's group commit fewer writes. A linger before sending
+  The ceiling on two cores (2026-12-01, ``--seconds 8``, three rounds): one node ran
+  9.3k-12.4k commits/s on 67-91 us of node CPU and 57-83 us of client CPU a commit;
+  three nodes ran 7.0k-10.1k on 118-174 us summed over the nodes and 67-94 us of
+  client (ratio 0.75, the median of the rounds' 1.02, 0.68 and 0.75). A node is not
+  bound to one core by the GIL here: one node and its clients already fill the
+  machine, so three nodes could pass one only by costing less CPU a commit than one
+  node does; at the same cost they would only match it, short of the 1.3x target.
+  Three nodes cost more a commit because the same 32 clients' writes are spread over
+  three times as many client-to-node connections (each client process keeps one to
+  each node): each node's group commit takes fewer writes (its commit thread: 66-87 us
+  a commit summed, against 40-47 on one node), and each message fewer calls (the
+  connections' threads: 48-80 us against 27-43). A linger before sending
   (0.5-2 ms) or before a group commit (1 ms) did not lower that on this machine
   (measured when a stream was gRPC's).
 - ``relocation``: a range of ``--relocate-mib`` MiB moved between two nodes while a

@@ -9,6 +9,19 @@
   ``--rounds N`` (3 by default) runs N rounds of the two, in alternating order: each row
   is its median run, the ratio the median of the rounds' ratios (one replica's rate
   swung from 8.1k to 11.3k commits/s between two runs minutes apart).
+
+  The ceiling on two cores (2026-12-01, ``--seconds 8``, three rounds): one replica ran
+  7.6k-9.9k commits/s on 123-161 us of node CPU and 65-84 us of client CPU a commit;
+  three replicas ran 2.1k-3.2k on 477-761 us and 89-146 us. Both fill the machine, so
+  the ratio is about that of their CPU a commit (0.35 in the fastest round: 199 us
+  against 566). In that round the nodes' 477 us were: the commit threads 171 (each
+  node writes every entry to its Raft log and applies it, in LMDB transactions of
+  about seven entries, half of that time in the kernel: page writes and two fdatasyncs
+  a transaction), the replica loops 198 (Raft, evaluation, proposals, the transport),
+  the client connections' threads 70 and the Raft connections' 26
+  (``node_thread_cpu_us_per_commit``). For 0.6 a replicated commit could cost at most
+  about 330 us with its client, 80 us a node: less than each node's commit thread and
+  replica loop spend now (57 and 66 us).
 - ``reads``: point-read latency (``--reads`` reads of one key, one at a time) with one
   replica per range and with three (a replicated read writes nothing to the log).
 - ``failover``: a writer writes one key as fast as it can through a node that stays up

@@ -60,12 +60,6 @@ TARGETS = {"kv0_ratio_3_over_1": 1.3}
 SPLITS = [kv.key_of(kv.KEYS * i // 9) for i in range(1, 9)]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def clients_over(urls: list[str], clients: int, seconds: float) -> dict[str, Any]:
     """kv0 client processes, one per URL, sharing ``clients`` threads
     (:func:`kv.client_processes`)."""
@@ -80,11 +74,12 @@ def kv0_over(
     (steadier than commits/s on a machine other work shares), and the nodes' together
     thread by thread (``node_thread_cpu_us_per_commit``, from their
     ``sys_thread_cpu_ns``)."""
-    before = [cpu_seconds(node.process.pid) for node in nodes]
+    before = [kv.cpu_seconds(node.process.pid) for node in nodes]
     threads_before = [threads_cpu_ns(node) for node in nodes]
     row = clients_over(urls, clients, seconds)
     row["node_cpu_s"] = [
-        round(cpu_seconds(node.process.pid) - b, 1) for node, b in zip(nodes, before, strict=True)
+        round(kv.cpu_seconds(node.process.pid) - b, 1)
+        for node, b in zip(nodes, before, strict=True)
     ]
     commits = max(row["commits"], 1)
     row["node_cpu_us_per_commit"] = round(1e6 * sum(row["node_cpu_s"]) / commits)

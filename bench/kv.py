@@ -213,13 +213,13 @@ def run_grpc(clients: int, seconds: float, processes: int, *, tls: bool = False)
             node = NodeProcess(Path(tmp) / "store", "--insecure")
         url = node.url  # a secure node's names its certs directory
         try:
-            node_cpu = _cpu_s(node.process.pid)
+            node_cpu = cpu_seconds(node.process.pid)
             row = client_processes(__file__, [url] * processes, clients, seconds)
             # NB: CPU seconds a commit costs, which a load beside the benchmark disturbs
             # far less than commits/s: what tells TLS's cost on a shared machine
             commits = max(row["commits"], 1)
             row["node_cpu_us_per_commit"] = round(
-                (_cpu_s(node.process.pid) - node_cpu) / commits * 1e6, 1
+                (cpu_seconds(node.process.pid) - node_cpu) / commits * 1e6, 1
             )
             row["client_cpu_us_per_commit"] = round(row.pop("client_cpu_s") / commits * 1e6, 1)
             return row
@@ -227,7 +227,7 @@ def run_grpc(clients: int, seconds: float, processes: int, *, tls: bool = False)
             node.terminate()
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds process ``pid`` has used (from /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

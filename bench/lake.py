@@ -55,9 +55,11 @@ from feedkv.changefeed.sink import (
 )
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor
+from feedkv.testing.benches import bench_module
 from feedkv.testing.node_process import NodeProcess
 from feedkv.util.hlc import Timestamp
 
+kv = bench_module("kv")
 TARGET_MIRROR = 0.5
 TARGET_CHANGELOG = 0.8
 TARGET_LAG_P50_S = 3.0
@@ -274,12 +276,6 @@ class Watcher:
         self._thread.join()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Writers:
     """``count`` writer processes (this file run with ``--writer-of``), each with its
     own client connection to the node at ``url``, sharing ``rate`` rows/s between them
@@ -448,12 +444,12 @@ def lag_run(root: Path, kind: str, rate: int, args: argparse.Namespace) -> dict[
         watcher = Watcher(visible, 0.02)
         writers = Writers(node.url, args.writers, rate, args.statement_rows, args.seconds, watcher)
         load_before = os.getloadavg()[0]
-        node_cpu0 = cpu_seconds(node.process.pid)
+        node_cpu0 = kv.cpu_seconds(node.process.pid)
         t0 = time.monotonic()
         writers.go()
         results = writers.wait(args.seconds + 120)
         elapsed = max(r["seconds"] for r in results)
-        node_cpu = cpu_seconds(node.process.pid) - node_cpu0
+        node_cpu = kv.cpu_seconds(node.process.pid) - node_cpu0
         load_after = os.getloadavg()[0]
         drain = time.monotonic() + 60
         while watcher.pending() and time.monotonic() < drain:

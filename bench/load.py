@@ -285,7 +285,7 @@ def main(argv: list[str]) -> int:
                 lambda table: f"CREATE TABLE {table} (k INT PRIMARY KEY, v STRING, n INT)",
                 lambda table, path: f"IMPORT INTO {table} CSV DATA ('file://{path}')",
             )
-            ours.cpu_s = lambda: float(kv._cpu_s(node.process.pid))
+            ours.cpu_s = lambda: float(kv.cpu_seconds(node.process.pid))
             if args.ranges > 1:
                 cuts = ", ".join(f"({args.rows * i // args.ranges})" for i in range(1, args.ranges))
                 ours.split = lambda table: f"ALTER TABLE {table} SPLIT AT VALUES {cuts}"

@@ -206,7 +206,7 @@ def main(argv: list[str]) -> int:
         node = NodeProcess(tmp / "store", "--external-io-dir", str(files))
         try:
             seconds, loaded_at = load("feedkv", node.sql_url, csvs)
-            node_cpu = functools.partial(bench_module("cluster").cpu_seconds, node.process.pid)
+            node_cpu = functools.partial(bench_module("kv").cpu_seconds, node.process.pid)
             cpu_at_load = node_cpu()
             say(f"feedkv loaded {args.rows:,} orders in {seconds:.1f} s")
             result["feedkv_load_s"] = round(seconds, 1)

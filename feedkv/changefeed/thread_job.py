@@ -105,13 +105,19 @@ def thread_jobs(
     def make(record: JobRecord) -> Job:
         spec = record.resume_spec()
         uri = parse_sink_uri(spec.sink_uri or "", spec.options)
-        sink = make_sink(
-            uri, spec.options, start=spec.start, db=db, buffers=buffers, node_blobs=node_blobs
-        )
-        feed_metrics = metrics.scope(spec.options.metrics_label)
         source = dataclasses.replace(
             node(), job_id=str(record.id), changefeed_sink=sink_type(spec.sink_uri)
         )
+        sink = make_sink(
+            uri,
+            spec.options,
+            start=spec.start,
+            db=db,
+            buffers=buffers,
+            node_blobs=node_blobs,
+            node_id=int(source.node_id or 1),
+        )
+        feed_metrics = metrics.scope(spec.options.metrics_label)
         return ThreadJob(Changefeed(db, spec, sink, metrics=feed_metrics, source=source), sink)
 
     return make

@@ -29,6 +29,14 @@ durable single-row INSERTs, three alternating pairs at load 2: 13.0-13.9k commit
 83-88 us of process CPU a commit with it, 17.0-17.3k at 71-72 us without (UPDATEs
 11.8-11.9k against 13.7-15.3k); ``feedkv bench pgwire`` kv0 showed no difference beyond
 its noise (4.7-6.2k TPS both ways, three pairs).
+NB: evaluating the next group while the last one commits was tried (a prototype, 2026-12-01):
+each command evaluated against a read transaction with the groups not yet committed on top
+(``feedkv.storage.overlay``, as a replicated range's leaseholder evaluates), and a second
+thread writing the evaluated batches and committing them. It cost more than the fsync it
+hid: embedded kv0 at 32 clients spent 115-128 us of process CPU a commit against 70-74
+without it (two alternating pairs, 6.8-7.1k commits/s against 8.5-12.8k), as every read
+through the overlay's Python layers costs several times an LMDB get, and the evaluation
+shares the GIL with the callers.
 NB: py-lmdb 3.0 lets the GIL go around every get, put and cursor step, not only in a
 commit (its fsync), and its ``enable_drop_gil()`` does nothing; but those calls are so
 short that the thread nearly always takes the GIL back before a woken waiter does: 50k

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import feedkv
+from feedkv.changefeed.sinks.cloud_storage import file_topic
 from feedkv.errors import (
     ExternalError,
     InvalidArgumentError,
@@ -487,8 +488,7 @@ def cloud_storage_messages(
         if name.endswith(".RESOLVED"):
             messages.append(parse_json_message(None, None, read(name)))
         elif name.endswith(".ndjson"):
-            # <date>/<ts>-<session>-<file id>-<topic>-<schema id>.ndjson
-            topic = name.rpartition("/")[2].split("-")[3]
+            topic = file_topic(name)
             for line in read(name).decode().splitlines():
                 key = json.dumps(json.loads(line)["key"])
                 messages.append(parse_json_message(topic, key, line))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,13 @@ import zstandard
 from feedkv import DB
 from feedkv.changefeed.options import parse_options
 from feedkv.changefeed.sink import Message, Sink, make_sink, message_options, parse_sink_uri
-from feedkv.changefeed.sinks.cloud_storage import CloudStorageClient, LocalBlobs, name_ts
+from feedkv.changefeed.sinks.cloud_storage import (
+    FILE_NAME,
+    CloudStorageClient,
+    LocalBlobs,
+    file_topic,
+    name_ts,
+)
 from feedkv.testing.sink_conformance import START, SinkSetup
 from feedkv.testing.sql_workload import published_files
 from feedkv.testing.waiting import wait_until
@@ -267,6 +274,46 @@ def test_a_file_written_after_a_resolved_marker_sorts_after_it(tmp_path: Path) -
     assert new.startswith(name_ts(marker.next()))
 
 
+# CockroachDB's data file name as its docs give it, [timestamp]-[uniquer]-[topic]-[schema
+# id], the uniquer being session-node-sink-file: how tools that read its files parse it
+COCKROACH_NAME = re.compile(
+    r"(?P<ts>\d{33})-(?P<session>[0-9a-g]*)-(?P<node>\d*)-(?P<sink>\d*)-(?P<file>[0-9a-f]{8})"
+    r"-(?P<topic>.*)-(?P<schema>[0-9a-f]*)\.ndjson$"
+)
+
+
+def test_file_names_have_cockroachdbs_fields_in_its_order(tmp_path: Path) -> None:
+    options = parse_options((), now=Timestamp(1, 0))
+    sinks = [
+        CloudStorageClient(
+            LocalBlobs(str(tmp_path / name)), options, start=Timestamp(1, 0), node_id=3
+        )
+        for name in ("a", "b")
+    ]
+    for sink in sinks:
+        sink.send("t", [Message("t", b"[1]", b"{}", Timestamp(1, 0), Timestamp(1, 0), 10)])
+        sink.send("t", [Message("t", b"[2]", b"{}", Timestamp(1, 1), Timestamp(1, 1), 11)])
+    first, second = (sorted(p.name for p in files(tmp_path / name)) for name in ("a", "b"))
+    fields = [COCKROACH_NAME.match(name) for name in first]
+    assert all(fields), first
+    assert [(f["node"], f["file"], f["topic"], f["schema"]) for f in fields if f] == [
+        ("3", "00000000", "t", "a"),
+        ("3", "00000001", "t", "b"),
+    ]
+    assert [file_topic(name) for name in first] == ["t", "t"]
+    sink_ids = {m["sink"] for name in first + second if (m := COCKROACH_NAME.match(name))}
+    assert len(sink_ids) == 2  # each sink of a process names itself apart
+
+
+def test_the_file_name_pattern_reads_cockroachdbs_documented_example() -> None:
+    example = "202004022058072107140000000000000-56087568dba1e6b8-1-72-00000000-test_table-1.ndjson"
+    fields = FILE_NAME.match(example)
+    assert fields is not None
+    assert (fields["node_id"], fields["sink_id"], fields["topic"]) == ("1", "72", "test_table")
+    with pytest.raises(ValueError, match="not the name of a changefeed data file"):
+        file_topic("2020-04-02/202004022058072107140000000000000.RESOLVED")
+
+
 def test_a_file_holds_one_schema_version(tmp_path: Path) -> None:
     blobs = LocalBlobs(str(tmp_path))
     client = CloudStorageClient(
@@ -278,7 +325,7 @@ def test_a_file_holds_one_schema_version(tmp_path: Path) -> None:
     ]
     client.send("t", batch)
     names = sorted(p.name for p in files(tmp_path))
-    assert [name.rsplit("-", 1)[1] for name in names] == ["1.ndjson", "2.ndjson", "1.ndjson"]
+    assert [m["schema_id"] for m in map(FILE_NAME.match, names) if m] == ["1", "2", "1"]
     assert [len(p.read_bytes().splitlines()) for p in sorted(files(tmp_path))] == [2, 1, 1]
 
 

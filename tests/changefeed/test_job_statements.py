@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from feedkv import DB
+from feedkv.changefeed.sinks.cloud_storage import file_topic
 from feedkv.errors import SQLError
 from feedkv.testing.waiting import wait_until
 
@@ -257,7 +258,7 @@ def messages(out: Path) -> list[tuple[str, int, str | None]]:
     """``(topic, key, v)`` of every row message in ``out``'s files, in file order."""
     found = []
     for path in sorted(out.rglob("*.ndjson")):
-        topic = path.name.split("-")[3]
+        topic = file_topic(path.name)
         for line in path.read_text().splitlines():
             message = json.loads(line)
             after = message["after"]

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.sinks.cloud_storage import file_topic
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor, decode_descriptor
 from feedkv.sql.row_codec import decode_row_key, table_span
@@ -181,7 +182,7 @@ def published(out: Path) -> Counter[Version]:
     for path in out.rglob("*.ndjson"):
         if path.name.startswith("."):
             continue  # a file being written
-        topic = path.name.split("-")[3]  # <ts>-<session>-<file id>-<topic>-<schema id>
+        topic = file_topic(path.name)
         for line in path.read_text().splitlines():
             message = json.loads(line)
             versions[(topic, tuple(message["key"]), Timestamp.parse(message["updated"]))] += 1

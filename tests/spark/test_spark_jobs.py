@@ -19,6 +19,7 @@ import pytest
 
 import feedkv
 from feedkv import DB
+from feedkv.changefeed.sinks.cloud_storage import file_topic
 from feedkv.kv.store import StoreConfig
 from feedkv.sql import catalog
 from feedkv.sql.row_codec import decode_row_key, table_span
@@ -52,8 +53,7 @@ def published(out: Path) -> Counter[Version]:
         if not path.name.endswith(".ndjson"):
             stray.append(str(relative))
             continue
-        # <ts>-<session>-<file id>-<topic>-<schema id>.ndjson
-        topic = path.name.split("-")[3]
+        topic = file_topic(path.name)
         for line in path.read_text().splitlines():
             message = json.loads(line)
             versions[(topic, tuple(message["key"]), Timestamp.parse(message["updated"]))] += 1

@@ -3,15 +3,18 @@
 
 Files are named so that reading them in lexicographic order is safe::
 
-    <date>/<ts>-<session>-<file id>-<topic>-<schema id>.ndjson[.gz|.zst]
+    <date>/<ts>-<session>-<node id>-<sink id>-<file id>-<topic>-<schema id>.ndjson[.gz|.zst]
     <date>/<ts>.RESOLVED
 
 ``<ts>`` is ``YYYYMMDDHHMMSS`` + 9 digits of nanoseconds + 10 of logical time. A data
 file's ``<ts>`` is just above the sink's last resolved timestamp when the file was
 written (the feed's start before any; on Spark, just above its window's start), so it
 never decreases and a file written after a marker sorts after it, as in CockroachDB;
-``<session>`` (when this sink started) and ``<file id>`` (counting up) order files with
-the same ``<ts>``. A resolved file for
+``<session>`` (when this sink started, in hex, and 4 random hex digits), ``<node id>``
+(the node that writes), ``<sink id>`` (counting the process's sinks) and ``<file id>``
+(counting from 0, ``%08x``) order files with the same ``<ts>``; ``<schema id>`` (the
+table descriptor's version) is in hex. These are CockroachDB's fields, in its order, so
+tools that parse its file names (:data:`FILE_NAME`) read these. A resolved file for
 ``T`` is written after every file holding a row at or below ``T``, and those files'
 names all sort before it; files that sort after it hold only rows above ``T`` or rows
 already seen. ``<date>`` is the directory chosen by ``partition_format``: ``daily``
@@ -33,7 +36,9 @@ import datetime
 import errno
 import gzip
 import io
+import itertools
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -57,12 +62,14 @@ from feedkv.util.hlc import Timestamp
 
 __all__ = [
     "BlobStore",
+    "FILE_NAME",
     "CloudStorageClient",
     "LocalBlobs",
     "NodeBlobsOf",
     "blob_store",
     "check",
     "file_sink",
+    "file_topic",
     "make",
     "name_ts",
 ]
@@ -78,6 +85,12 @@ _TERMINAL_ERRNOS = frozenset(
 # nodelocal:// sink naming that node writes.
 NodeBlobsOf = Callable[[int, str], "BlobStore"]
 _PARTITIONS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d/%H", "flat": ""}
+# A data file's name, its fields by name (CockroachDB's layout, see the module)
+FILE_NAME = re.compile(
+    r"(?P<ts>\d{33})-(?P<session>[0-9a-f]+)-(?P<node_id>\d+)-(?P<sink_id>\d+)-"
+    r"(?P<file_id>[0-9a-f]{8,})-(?P<topic>[^-/]+)-(?P<schema_id>[0-9a-f]+)\.(?P<ext>[a-z.]+)$"
+)
+_SINK_IDS = itertools.count(1)  # each sink of this process has its own
 
 
 class BlobStore(Protocol):
@@ -220,12 +233,13 @@ class CloudStorageClient:
         *,
         start: Timestamp,
         partition_format: str = "daily",
+        node_id: int = 1,
     ) -> None:
         self._blobs = blobs
         self._options = options
         self._file_ts = start
         self._partition = _PARTITIONS[partition_format]
-        self._session = f"{time.time_ns():016x}{secrets.token_hex(2)}"
+        self._uniquer = f"{time.time_ns():016x}{secrets.token_hex(2)}-{node_id}-{next(_SINK_IDS)}"
         self._file_id = 0
         self._compression = options.compression
         self._extension = {"json": ".ndjson", "csv": ".csv", "parquet": ".parquet"}[options.format]
@@ -248,11 +262,11 @@ class CloudStorageClient:
                 start = end
 
     def _send_file(self, topic: str, batch: list[Message]) -> None:
-        self._file_id += 1
         name = (
-            f"{self._dir(self._file_ts)}{name_ts(self._file_ts)}-{self._session}-"
-            f"{self._file_id:08x}-{_safe(topic)}-{batch[0].schema_id}{self._extension}"
+            f"{self._dir(self._file_ts)}{name_ts(self._file_ts)}-{self._uniquer}-"
+            f"{self._file_id:08x}-{_safe(topic)}-{batch[0].schema_id:x}{self._extension}"
         )
+        self._file_id += 1
         self._blobs.put(name, self._compress(self._body(batch)))
 
     def send_resolved(self, ts: Timestamp, topics: list[str]) -> None:
@@ -290,6 +304,15 @@ class CloudStorageClient:
         return zstandard.ZstdCompressor().compress(data)
 
 
+def file_topic(name: str) -> str:
+    """The topic of the data file ``name`` (a path, or its last part), by :data:`FILE_NAME`;
+    :class:`ValueError` when ``name`` is not a data file's."""
+    matched = FILE_NAME.match(name.rpartition("/")[2])
+    if matched is None:
+        raise ValueError(f"{name!r} is not the name of a changefeed data file")
+    return matched["topic"]
+
+
 def _safe(topic: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in topic)
 
@@ -301,9 +324,11 @@ def make(
     start: Timestamp,
     buffers: NodeBuffers | None = None,
     node_blobs: NodeBlobsOf | None = None,
+    node_id: int = 1,
     **_: Any,
 ) -> BatchingSink:
-    return file_sink(uri, blob_store(uri, node_blobs), options, start=start, buffers=buffers)
+    blobs = blob_store(uri, node_blobs)
+    return file_sink(uri, blobs, options, start=start, buffers=buffers, node_id=node_id)
 
 
 def file_sink(
@@ -313,14 +338,18 @@ def file_sink(
     *,
     start: Timestamp,
     buffers: NodeBuffers | None = None,
+    node_id: int = 1,
 ) -> BatchingSink:
     """A sink writing changefeed files into ``blobs``, configured by ``uri``, buffering
-    within the node's ``buffers`` when given."""
+    within the node's ``buffers`` when given; ``node_id``: the node that writes, named in
+    each file's name."""
     partition = uri.param("partition_format", "daily") or "daily"
     if partition not in _PARTITIONS:
         raise option_error(f"partition_format={partition!r} is not one of {', '.join(_PARTITIONS)}")
     file_size = uri.size_param("file_size", DEFAULT_FILE_SIZE)
-    client = CloudStorageClient(blobs, options, start=start, partition_format=partition)
+    client = CloudStorageClient(
+        blobs, options, start=start, partition_format=partition, node_id=node_id
+    )
     flush = FlushConfig(messages=1 << 62, bytes=file_size)
     return BatchingSink(client, flush=flush, buffers=buffers)
 

@@ -3,6 +3,11 @@
 A :class:`Timestamp` is ``(wall_ns, logical)``: nanoseconds since the Unix epoch plus a
 logical counter that orders events within one nanosecond. Timestamps are totally
 ordered (tuple order), hashable and immutable; ``next()`` and ``prev()`` step one tick.
+The logical part runs to :data:`TOP_LOGICAL`, as CockroachDB's (an int32) does: the tick
+before ``(w, 0)`` is ``(w - 1, 2147483647)``, printed as CockroachDB prints its own
+``Prev()``. Encodings hold an unsigned 32-bit logical part (:data:`MAX_LOGICAL`), and
+older versions stepped back to it, so such timestamps are still read; ``next()`` carries
+any logical part at or past :data:`TOP_LOGICAL` into the wall.
 
 The string form is ``"<wall>.<logical as 10 digits>"``, the same shape CockroachDB prints
 for ``cluster_logical_timestamp()``: ``1700000000000000000.0000000003``.
@@ -28,6 +33,7 @@ from feedkv.errors import ClockOffsetError, InvalidArgumentError, TimestampParse
 __all__ = [
     "MAX_LOGICAL",
     "MAX_TIMESTAMP",
+    "TOP_LOGICAL",
     "ZERO_TIMESTAMP",
     "Clock",
     "ManualClock",
@@ -38,7 +44,8 @@ __all__ = [
 ]
 
 MAX_WALL = (1 << 63) - 1
-MAX_LOGICAL = (1 << 32) - 1
+MAX_LOGICAL = (1 << 32) - 1  # the largest logical part an encoding holds
+TOP_LOGICAL = (1 << 31) - 1  # the largest one feedkv makes (see the module)
 
 
 class Timestamp(NamedTuple):
@@ -49,7 +56,7 @@ class Timestamp(NamedTuple):
 
     def next(self) -> Timestamp:
         """The smallest timestamp after this one."""
-        if self.logical == MAX_LOGICAL:
+        if self.logical >= TOP_LOGICAL:
             if self.wall == MAX_WALL:
                 raise InvalidArgumentError("the maximum timestamp has no successor")
             return Timestamp(self.wall + 1, 0)
@@ -61,7 +68,7 @@ class Timestamp(NamedTuple):
             return Timestamp(self.wall, self.logical - 1)
         if self.wall == 0:
             raise InvalidArgumentError("the zero timestamp has no predecessor")
-        return Timestamp(self.wall - 1, MAX_LOGICAL)
+        return Timestamp(self.wall - 1, TOP_LOGICAL)
 
     def is_zero(self) -> bool:
         return self.wall == 0 and self.logical == 0

@@ -27,7 +27,7 @@ from feedkv.storage.logical_ops import (
     WriteIntent,
     WriteValue,
 )
-from feedkv.util.hlc import MAX_LOGICAL, Timestamp
+from feedkv.util.hlc import TOP_LOGICAL, Timestamp
 from feedkv.util.keys import Span
 
 ZERO = Timestamp(0, 0)
@@ -144,7 +144,7 @@ def test_resolved_follows_the_closed_timestamp_without_intents() -> None:
 def test_resolved_is_one_tick_below_the_oldest_intent() -> None:
     rts = initialized(ZERO, scanned(TXN_A, t(5)))
     assert rts.forward_closed(t(10)) is True
-    assert rts.resolved == Timestamp(4, MAX_LOGICAL)
+    assert rts.resolved == Timestamp(4, TOP_LOGICAL)
 
 
 def test_an_intent_above_closed_does_not_hold_resolved_back() -> None:

@@ -20,6 +20,7 @@ from feedkv.errors import (
 from feedkv.util.hlc import (
     MAX_LOGICAL,
     MAX_TIMESTAMP,
+    TOP_LOGICAL,
     ZERO_TIMESTAMP,
     Clock,
     ManualClock,
@@ -41,6 +42,16 @@ edge_timestamps = st.builds(
     st.sampled_from([0, 1, 2, MAX_LOGICAL - 1, MAX_LOGICAL]),
 )
 any_timestamp = st.one_of(timestamps, edge_timestamps)
+# The timestamps feedkv makes: logical parts up to TOP_LOGICAL, as CockroachDB's int32.
+made_timestamps = st.one_of(
+    st.builds(Timestamp, walls, st.integers(min_value=0, max_value=TOP_LOGICAL)),
+    st.builds(
+        Timestamp,
+        st.sampled_from([0, 1, 2, T0, MAX_WALL - 1, MAX_WALL]),
+        st.sampled_from([0, 1, 2, TOP_LOGICAL - 1, TOP_LOGICAL]),
+    ),
+)
+LAST_MADE = Timestamp(MAX_WALL, TOP_LOGICAL)
 
 
 def physical_from(readings: list[int]) -> Callable[[], int]:
@@ -98,14 +109,22 @@ def test_next_bumps_logical_within_one_wall_tick() -> None:
     assert Timestamp(10, 41).next() == Timestamp(10, 42)
 
 
-def test_next_of_max_logical_overflows_into_wall() -> None:
+def test_next_of_the_top_logical_overflows_into_wall() -> None:
+    assert Timestamp(10, TOP_LOGICAL).next() == Timestamp(11, 0)
+    assert Timestamp(10, TOP_LOGICAL - 1).next() == Timestamp(10, TOP_LOGICAL)
+
+
+def test_next_of_an_older_versions_step_back_overflows_into_wall() -> None:
+    # NB: versions before TOP_LOGICAL stepped back to the encodings' largest logical part
     assert Timestamp(10, MAX_LOGICAL).next() == Timestamp(11, 0)
-    assert Timestamp(10, MAX_LOGICAL - 1).next() == Timestamp(10, MAX_LOGICAL)
+    assert Timestamp(10, TOP_LOGICAL + 1).next() == Timestamp(11, 0)
 
 
-def test_prev_of_logical_zero_borrows_from_wall() -> None:
-    assert Timestamp(11, 0).prev() == Timestamp(10, MAX_LOGICAL)
-    assert Timestamp(1, 0).prev() == Timestamp(0, MAX_LOGICAL)
+def test_prev_of_logical_zero_borrows_from_wall_as_cockroachdb_does() -> None:
+    assert Timestamp(11, 0).prev() == Timestamp(10, TOP_LOGICAL)
+    assert Timestamp(1, 0).prev() == Timestamp(0, TOP_LOGICAL)
+    # CockroachDB's logical part is an int32: its Prev() prints as math.MaxInt32
+    assert str(Timestamp(1796092923424659117, 0).prev()) == "1796092923424659116.2147483647"
 
 
 def test_prev_decrements_logical() -> None:
@@ -118,23 +137,25 @@ def test_prev_of_zero_timestamp_raises() -> None:
         ZERO_TIMESTAMP.prev()
 
 
-@given(any_timestamp)
+@given(made_timestamps)
 def test_next_and_prev_are_inverse_and_adjacent(ts: Timestamp) -> None:
-    if ts != MAX_TIMESTAMP:
+    if ts != LAST_MADE:
         nxt = ts.next()
         assert nxt > ts
         assert nxt.prev() == ts
-        assert 0 <= nxt.logical <= MAX_LOGICAL
+        assert 0 <= nxt.logical <= TOP_LOGICAL
     if not ts.is_zero():
         prv = ts.prev()
         assert prv < ts
         assert prv.next() == ts
-        assert 0 <= prv.logical <= MAX_LOGICAL
+        assert 0 <= prv.logical <= TOP_LOGICAL
 
 
-@given(any_timestamp, any_timestamp)
-def test_no_timestamp_lies_strictly_between_ts_and_next(ts: Timestamp, other: Timestamp) -> None:
-    if ts != MAX_TIMESTAMP:
+@given(made_timestamps, made_timestamps)
+def test_no_made_timestamp_lies_strictly_between_ts_and_next(
+    ts: Timestamp, other: Timestamp
+) -> None:
+    if ts != LAST_MADE:
         assert not ts < other < ts.next()
 
 

@@ -605,6 +605,14 @@ _SHOW_SOURCE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _VIRTUAL_SCHEMA = "crdb_internal"
+# A common table expression over a SHOW statement (``WITH x AS (SHOW JOBS) SELECT ...``,
+# CockroachDB's syntax) is the same source: ``AS (SELECT * FROM [SHOW JOBS])``.
+_SHOW_CTE = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/"
+    r"|\bAS\s*\(\s*(SHOW\b(?:[^()'\"]|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")*?)\s*\)",
+    re.IGNORECASE | re.DOTALL,
+)
+_MAY_SHOW_CTE = re.compile(r"\bAS\s*\(\s*SHOW\b", re.IGNORECASE)
 
 
 def _show_sources(text: str) -> str:
@@ -612,10 +620,23 @@ def _show_sources(text: str) -> str:
         show = match.group(1)
         if show is None:
             return match.group(0)
-        quoted = show.replace('"', '""')
-        return f'{_VIRTUAL_SCHEMA}."[{quoted}]"'
+        return _shown(show)
 
+    def rewrite_cte(match: re.Match[str]) -> str:
+        show = match.group(1)
+        if show is None:
+            return match.group(0)
+        return f"AS (SELECT * FROM {_shown(show)})"
+
+    if _MAY_SHOW_CTE.search(text):
+        text = _SHOW_CTE.sub(rewrite_cte, text)
     return _SHOW_SOURCE.sub(rewrite, text)
+
+
+def _shown(show: str) -> str:
+    """The quoted name in crdb_internal that holds ``show`` (see _SHOW_SOURCE)."""
+    quoted = show.replace('"', '""')
+    return f'{_VIRTUAL_SCHEMA}."[{quoted}]"'
 
 
 # CockroachDB's index hint ``t@{FORCE_INDEX=name}`` (optionally ``,ASC``/``,DESC``), which
@@ -650,7 +671,7 @@ def parse(text: str) -> list[st.Statement]:
     """Every statement in ``text`` (separated by ``;``), parsed."""
     if not isinstance(text, str):
         raise SQLError("42601", f"a statement is a string, not {type(text).__name__}")
-    if "[" in text:
+    if "[" in text or _MAY_SHOW_CTE.search(text):
         text = _show_sources(text)
     if "@{" in text:
         text = _force_index_hints(text)

@@ -93,3 +93,16 @@ def test_show_tables_reads_as_a_table_with_cockroachdbs_columns(kv: DB) -> None:
 def test_a_show_of_a_session_variable_is_no_source(kv: DB) -> None:
     with pytest.raises(SQLError, match="cannot be read as a table"):
         kv.sql("SELECT * FROM [SHOW intervalstyle]")
+
+
+def test_a_common_table_expression_over_a_show_reads_its_rows(kv: DB) -> None:
+    # CockroachDB's SHOW JOBS page filters jobs so: WITH x AS (SHOW JOBS) SELECT ... FROM x
+    kv.sql("CREATE CHANGEFEED FOR kv INTO 'null://'")
+    rows = kv.sql("WITH x AS (SHOW JOBS) SELECT job_type FROM x WHERE job_type = 'CHANGEFEED'").rows
+    assert rows == [("CHANGEFEED",)]
+    assert kv.sql("with t as ( show columns from kv ) select column_name from t").rows == [
+        ("k",),
+        ("v",),
+    ]
+    # NB: only the text outside literals is read so
+    assert kv.sql("SELECT 'AS (SHOW JOBS)'").rows == [("AS (SHOW JOBS)",)]

@@ -762,7 +762,7 @@ SINK_KINDS: tuple[SinkKind, ...] = (
         ("webhook-https", "webhook-http"),
         "feedkv.changefeed.sinks.webhook:make",
         _TLS,
-        frozenset({"json"}),
+        frozenset({"json", "csv"}),
         frozenset(
             {
                 "webhook_sink_config",

@@ -424,9 +424,9 @@ def test_a_dropped_table_ends_the_feed(table: DB) -> None:
         ("CREATE CHANGEFEED FOR t INTO 'kafka://h:1' WITH format=parquet", "22023", "parquet"),
         (
             "CREATE CHANGEFEED FOR t INTO 'webhook-https://h/x' "
-            "WITH format=csv, initial_scan='only'",
+            "WITH format=parquet, initial_scan='only'",
             "22023",
-            "csv",
+            "parquet",
         ),
     ],
 )

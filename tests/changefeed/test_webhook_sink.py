@@ -654,6 +654,25 @@ def test_a_changefeed_into_a_webhook_delivers_rows_then_resolved(
             assert Timestamp.parse(row["updated"]) > resolved
 
 
+def test_a_csv_export_into_a_webhook_posts_its_rows_as_csv(
+    db: DB, endpoint: WebhookEndpoint
+) -> None:
+    # CockroachDB's webhook sink takes format=csv (with initial_scan='only'): a batch is
+    # its rows' CSV lines, sent as text/csv
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v STRING)")
+    db.sql("INSERT INTO t VALUES (1, 'a,b'), (2, NULL), (3, 'c')")
+    db.sql(
+        f"CREATE CHANGEFEED FOR t INTO '{endpoint.uri()}' WITH format=csv, "
+        """initial_scan='only', webhook_sink_config='{"Flush": {"Messages": 2}}'"""
+    )
+    received = endpoint.wait_for(
+        lambda got: sum(r.body.count(b"\n") for r in got) >= 3, "the three rows"
+    )
+    assert {r.headers["content-type"] for r in received} == {"text/csv"}
+    assert [len(r.body.splitlines()) for r in received] == [2, 1]
+    assert b"".join(r.body for r in received) == b'1,"a,b"\n2,\n3,c\n'
+
+
 def test_a_bad_sink_config_refuses_create_changefeed(db: DB, endpoint: WebhookEndpoint) -> None:
     db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
     with pytest.raises(SQLError, match=r"did you mean Flush\.Messages") as raised:

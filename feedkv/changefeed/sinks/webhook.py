@@ -1,4 +1,4 @@
-"""``webhook-https://host/path``: changefeed batches POSTed as JSON to an HTTP endpoint.
+"""``webhook-https://host/path``: changefeed batches POSTed to an HTTP endpoint.
 
 The URL posted to is the sink URI with ``webhook-`` taken off its scheme
 (``webhook-http://`` is accepted too, for an endpoint on a trusted network). Each batch,
@@ -14,7 +14,10 @@ DECIMAL keeps every digit). The body is CockroachDB's byte for byte, nothing add
 message without a value (a deletion under envelope ``bare`` or ``row``; every message
 under ``key_only``) is sent as ``{"key":<key>}``. A resolved marker is a ``POST`` of
 the encoder's marker, as CockroachDB's sink posts it: ``{"resolved":"<ts>"}``, or
-``{"__crdb__":{"resolved":"<ts>"}}`` under ``bare`` (a CDC query's default). With
+``{"__crdb__":{"resolved":"<ts>"}}`` under ``bare`` (a CDC query's default). Under
+``format=csv`` (an export: ``initial_scan='only'``) a batch is its rows as CSV, a line
+each (after a line of column names with ``csv_header``), sent with ``Content-Type:
+text/csv``, as CockroachDB's sink sends them. With
 ``compression`` (``gzip`` or ``zstd``, as CockroachDB takes it for webhooks since 25.2)
 every body is compressed so and sent with that ``Content-Encoding``. ``webhook_auth_header`` is
 sent as the ``Authorization`` header of every request. Under ``wrapped`` (and in
@@ -148,13 +151,20 @@ class WebhookClient:
         extra_headers: dict[str, str] | None = None,
         compression: str | None = None,
         envelope: str = "wrapped",
+        csv: bool = False,
+        csv_header: bool = False,
     ) -> None:
         """``extra_headers``: sent with every request (the option ``extra_headers``);
         ``Content-Type``, ``Content-Encoding`` and ``Authorization`` are the sink's own
         and win. ``compression``: ``gzip``, ``zstd`` or ``None`` (bodies as they are).
-        ``envelope``: the changefeed's, which shapes resolved markers."""
+        ``envelope``: the changefeed's, which shapes resolved markers. ``csv``: batches
+        are CSV rows (``format=csv``), with a first line of column names when
+        ``csv_header``."""
         self._envelope = envelope
-        headers = {**(extra_headers or {}), "Content-Type": "application/json"}
+        self._csv = csv
+        self._csv_header = csv_header
+        content_type = "text/csv" if csv else "application/json"
+        headers = {**(extra_headers or {}), "Content-Type": content_type}
         if auth_header is not None:
             headers["Authorization"] = auth_header
         if compression is not None:
@@ -166,6 +176,12 @@ class WebhookClient:
         self._client = httpx.Client(headers=headers, timeout=timeout, verify=verify)
 
     def send(self, topic: str, batch: list[Message]) -> None:
+        if self._csv:
+            from feedkv.changefeed.file_formats import csv_bytes
+
+            body = csv_bytes(batch, self._csv_header)
+            self._post(body, f"a batch of {counted(len(batch), 'row')} of {topic}")
+            return
         entries = b",".join(
             go_compact(m.value if m.value is not None else b'{"key":' + m.key + b"}") for m in batch
         )
@@ -250,6 +266,8 @@ def make(
         extra_headers=options.extra_headers,
         compression=options.compression,
         envelope=options.envelope,
+        csv=options.format == "csv",
+        csv_header=options.csv_header,
     )
     return BatchingSink(client, flush=flush, retry=retry, buffers=buffers)
 

@@ -861,7 +861,11 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
             return ColumnType(kind)
         return _DECIMAL if kind in (Kind.INT, Kind.DECIMAL) else None
     if isinstance(node, exp.DPipe):
-        kinds = {_kind(node.this, typer), _kind(node.expression, typer)}
+        sides = (typer.type_of(node.this), typer.type_of(node.expression))
+        arrays = [t for t in sides if t is not None and t.kind is Kind.ARRAY]
+        if arrays:  # NB: an array joined to another or to an element is one of its type
+            return arrays[0]
+        kinds = {t.kind if t is not None else None for t in sides}
         return _STRING if kinds == {Kind.STRING} else None
     if isinstance(node, exp.Interval):
         return ColumnType(Kind.INTERVAL)

@@ -528,6 +528,16 @@ class _Compiler:
             return self.typed(node.this)
         return None
 
+    def _element_typed(self, node: exp.Expr) -> bool:
+        """Whether ``node`` is known to be of a type other than an array: a cast to
+        one, or a column of one (a bare NULL or parameter is not known)."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Cast):
+            return not node.to.is_type(exp.DataType.Type.ARRAY) and not node.to.expressions
+        found = self.typed(node) if isinstance(node, exp.Column) else None
+        return found is not None and found.kind is not Kind.ARRAY
+
     # Leaves.
 
     def literal(self, node: exp.Literal) -> Compiled:
@@ -709,9 +719,20 @@ class _Compiler:
 
     def dpipe(self, node: exp.DPipe) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
+        # NB: a NULL beside an array is an element (appended or prepended, as PostgreSQL's
+        # array_append) when its side is of a type other than an array; else it is an
+        # array, and the other array is the answer (array_cat)
+        left_element, right_element = (
+            self._element_typed(node.this),
+            self._element_typed(node.expression),
+        )
 
         def concat(row: Env, ctx: Context) -> Any:
             a, b = left(row, ctx), right(row, ctx)
+            if isinstance(a, Array) and b is None:
+                return Array((*a.values, None), a.element) if right_element else a
+            if isinstance(b, Array) and a is None:
+                return Array((None, *b.values), b.element) if left_element else b
             if a is None or b is None:
                 return None
             if isinstance(a, bytes) and isinstance(b, bytes):

@@ -189,6 +189,7 @@ def create_table(ex: Execution, s: st.CreateTable) -> Result:
     desc = _table_descriptor(ex, s, catalog.allocate_id(txn), database)
     desc = ddl_constraints.with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     catalog.put_table(txn, desc)
+    ex.grant_creator(desc.id)
     ex.on_commit(lambda: ex.session.db.split(table_prefix(desc.id)))
     return Result(tag="CREATE TABLE", notices=notices)
 
@@ -1677,6 +1678,8 @@ def create_view(ex: Execution, s: st.CreateView) -> Result:
         tuple(depends_on),
     )
     catalog.put_view(txn, view, name_entry=replaced is None)
+    if replaced is None:
+        ex.grant_creator(view.id)
     return Result(tag="CREATE VIEW")
 
 
@@ -1776,6 +1779,7 @@ def create_table_as(ex: Execution, s: st.CreateTableAs) -> Result:
         next_family_id=1,
     )
     catalog.put_table(txn, desc)
+    ex.grant_creator(desc.id)
     for values in result.rows:
         row = {c.id: coerce(v, c.type, c.name) for c, v in zip(columns, values, strict=False)}
         row[key.id] = ROW_IDS.next()
@@ -1889,6 +1893,7 @@ def create_sequence(ex: Execution, s: st.CreateSequence) -> Result:
     if s.owned_by is not None:
         sequence = replace(sequence, owner=_sequence_owner(ex, sequence, *s.owned_by))
     catalog.put_view(txn, sequence)
+    ex.grant_creator(sequence.id)
     return Result(tag="CREATE SEQUENCE")
 
 

@@ -437,6 +437,15 @@ class Execution:
                 f"{desc.name}",
             )
 
+    def grant_creator(self, object_id: int) -> None:
+        """The user creating the table, view or sequence ``object_id`` holds every
+        privilege on it, as CockroachDB's owner of an object does (and as its SHOW GRANTS
+        lists the owner's ALL); admins hold them already."""
+        if not self.is_admin():
+            catalog.put_privileges(
+                self.write_txn, object_id, self.session.user, frozenset(st.PRIVILEGES)
+            )
+
     def release_leases(self) -> None:
         leases, self.leases = self.leases, []
         owner = self.session.leases

@@ -594,8 +594,14 @@ class Connection:
     def _error(self, exc: BaseException, out: bytearray) -> None:
         error = _as_sql_error(exc)
         hint = _retry_hint(error.message) if error.code == "40001" else None
+        routine = _REVALIDATE if isinstance(error, _PlanChanged) else None
         out += m.error_response(
-            error.code, error.message, position=error.position, detail=error.detail, hint=hint
+            error.code,
+            error.message,
+            position=error.position,
+            detail=error.detail,
+            hint=hint,
+            routine=routine,
         )
 
     def _simple_query(self, text: str, out: bytearray) -> None:
@@ -1264,16 +1270,37 @@ class Connection:
             elif portal.prepared.statement is None:
                 portal.result = Result()
             else:
+                prepared = portal.prepared
+                read = isinstance(prepared.statement, st.Select)
+                if not read and _described_columns(prepared):
+                    # NB: a write's RETURNING is checked before it runs, not after it
+                    # committed; a read's rows are checked once read (it costs nothing)
+                    self._check_unchanged(prepared, self._sql.describe(prepared.text).columns)
                 self._begin_query()
                 try:
-                    results = self._sql.execute_all(portal.prepared.text, portal.params)
+                    results = self._sql.execute_all(prepared.text, portal.params)
                 finally:
                     self._end_query()
                 portal.result = results[-1]
+                if read:
+                    self._check_unchanged(prepared, portal.result.columns)
             if not portal.described and (portal.result.columns or portal.result.rows):
                 found = self._result_types(portal.result, portal.prepared.description)
                 portal.types = _as_sent(found, portal.prepared.sent_types)
         return portal.result
+
+    @staticmethod
+    def _check_unchanged(prepared: _Prepared, columns: Sequence[Any] | None) -> None:
+        """0A000 when the columns of ``prepared``'s result are no longer those it was
+        described with (another session altered a table it reads), as PostgreSQL
+        refuses such a cached plan: drivers (asyncpg, pgJDBC) then prepare it again.
+        ``columns``: the names, or ``(name, type)`` pairs, found now."""
+        described = _described_columns(prepared)
+        if not described or columns is None:
+            return
+        names = [c if isinstance(c, str) else c[0] for c in columns]
+        if names != [name for name, _type in described]:
+            raise _PlanChanged("0A000", "cached plan must not change result type")
 
     def _execute(self, message: m.Execute, out: bytearray) -> None:
         portal = self._portal(message.portal)
@@ -1559,3 +1586,18 @@ def _data_rows(
                     for value, oid, encode in zip(row, oids, encoders, strict=True)
                 ]
             )
+
+
+class _PlanChanged(SQLError):
+    """A prepared statement's result columns changed: sent with PostgreSQL's routine,
+    by which asyncpg knows to prepare the statement again."""
+
+
+_REVALIDATE = "RevalidateCachedQuery"
+
+
+def _described_columns(prepared: _Prepared) -> Sequence[tuple[str, Any]]:
+    """The result columns ``prepared`` was described with (none: it returns no rows, or
+    was not described)."""
+    description = prepared.description
+    return description.columns or () if description is not None else ()

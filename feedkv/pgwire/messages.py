@@ -640,9 +640,11 @@ def error_response(
     position: int | None = None,
     detail: str | None = None,
     hint: str | None = None,
+    routine: str | None = None,
 ) -> bytes:
     """An ErrorResponse; ``severity`` is ``ERROR`` (the connection goes on) or ``FATAL``
-    (it closes)."""
+    (it closes); ``routine``: the field naming the server routine that failed, which
+    drivers read where PostgreSQL's wording would be ambiguous."""
     fields = {"S": severity, "V": severity, "C": code, "M": message}
     if detail:
         fields["D"] = detail
@@ -650,6 +652,8 @@ def error_response(
         fields["H"] = hint
     if position is not None:
         fields["P"] = str(position)
+    if routine:
+        fields["R"] = routine
     return _message(b"E", _fields(fields))
 
 

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 
+from feedkv import DB
+
 T = TypeVar("T")
 
 
@@ -363,3 +365,25 @@ def test_executemany_is_one_transaction(pg_url: str) -> None:
             await conn.close()
 
     run(scenario())
+
+
+def test_a_statement_whose_columns_changed_is_prepared_again_without_the_caller_seeing_it(
+    db: DB, pg_url: str
+) -> None:
+    # asyncpg knows PostgreSQL's refusal of such a cached plan by its routine field and
+    # prepares the statement again
+    async def go() -> list[list[tuple[Any, ...]]]:
+        conn = await _connect(pg_url)
+        try:
+            await conn.execute("CREATE TABLE c (id INT PRIMARY KEY, x INT)")
+            await conn.execute("INSERT INTO c VALUES (1, 1)")
+            seen = [[tuple(r) for r in await conn.fetch("SELECT * FROM c")]]
+            db.sql("ALTER TABLE c ADD COLUMN y STRING DEFAULT 'yy'")
+            seen.append([tuple(r) for r in await conn.fetch("SELECT * FROM c")])
+            db.sql("ALTER TABLE c DROP COLUMN x")
+            seen.append([tuple(r) for r in await conn.fetch("SELECT * FROM c")])
+            return seen
+        finally:
+            await conn.close()
+
+    assert run(go()) == [[(1, 1)], [(1, 1, "yy")], [(1, "yy")]]

@@ -115,3 +115,30 @@ def test_a_placeholder_in_case_takes_the_type_of_the_other_results(
     conn.execute("INSERT INTO t VALUES (1, NULL)")
     cursor = conn.execute("SELECT COALESCE(s, %s) FROM t", ["none"])
     assert cursor.fetchone() == ("none",)
+
+
+def test_a_statement_whose_columns_another_session_changed_is_refused_as_postgresql_does(
+    db: DB, conn: psycopg.Connection
+) -> None:
+    # PostgreSQL refuses a cached plan whose result type changed (0A000), and so did this
+    # run against PostgreSQL 15 with psycopg; before, the rows no longer matched their
+    # description (asyncpg: a protocol error) or failed to encode (XX000)
+    conn.execute("INSERT INTO t VALUES (1, 'a')")
+    for _ in range(2):
+        assert conn.execute("SELECT * FROM t", prepare=True).fetchall() == [(1, "a")]
+    db.sql("ALTER TABLE t ADD COLUMN n INT DEFAULT 7")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="must not change result type"):
+        conn.execute("SELECT * FROM t", prepare=True)
+    assert conn.execute("SELECT * FROM t", prepare=False).fetchall() == [(1, "a", 7)]
+
+
+def test_a_write_returning_changed_columns_is_refused_before_it_runs(
+    db: DB, conn: psycopg.Connection
+) -> None:
+    insert = "INSERT INTO t (k, s) VALUES (%s, 'x') RETURNING *"
+    for k in (1, 2):
+        assert conn.execute(insert, (k,), prepare=True).fetchall() == [(k, "x")]
+    db.sql("ALTER TABLE t ADD COLUMN n INT DEFAULT 7")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="must not change result type"):
+        conn.execute(insert, (3,), prepare=True)
+    assert conn.execute("SELECT k FROM t ORDER BY k").fetchall() == [(1,), (2,)]

@@ -62,7 +62,9 @@ _exit_hooked = False
 
 
 def _close_at_exit(db: DB) -> None:
-    """Close ``db`` (an embedded node) when the interpreter exits with it open."""
+    """Close ``db`` when the interpreter exits with it open: an embedded node, or a
+    client of one (whose gRPC channel, left to the garbage collector at exit, waits
+    for threads that no longer run, and the process never ends)."""
     global _exit_hooked
     with _exit_lock:
         _open_nodes.add(db)
@@ -73,9 +75,11 @@ def _close_at_exit(db: DB) -> None:
 
 def _close_open_nodes() -> None:
     for db in list(_open_nodes):
-        log.info(
-            "closing the store %s at exit: its changefeed jobs resume at its next open", db.target
-        )
+        if db.node is not None:
+            log.info(
+                "closing the store %s at exit: its changefeed jobs resume at its next open",
+                db.target,
+            )
         try:
             db.close()
         except Exception:  # the next one must still close
@@ -148,6 +152,7 @@ def connect(
         transport, feeds = remote_transports(text, certs_dir, user, password=password)
         client = DB(transport, feeds, target=text, changefeed_runner=changefeed_runner)
         client.sealer = held_key(tls.certs.path if tls is not None else None)
+        _close_at_exit(client)
         return client
     if not text:
         raise InvalidURLError("cannot connect to '': give a store directory or feedkv://host:port")

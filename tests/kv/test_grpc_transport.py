@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from feedkv import DB
 from feedkv.errors import NodeUnavailableError
 from feedkv.kv.grpc_transport import GrpcTransport
 from feedkv.testing.node_process import free_port
@@ -61,3 +64,19 @@ def test_a_host_that_never_answers_costs_the_connect_timeout() -> None:
         port = silent.getsockname()[1]
         with pytest.raises(NodeUnavailableError, match=r"nothing within 0\.2 s"):
             GrpcTransport("127.0.0.1", port, connect_timeout_s=0.2)
+
+
+def test_a_script_that_ends_without_closing_its_client_exits(db: DB) -> None:
+    """The README's remote connect has no close(): left to the garbage collector at the
+    interpreter's exit, the gRPC channel waited for threads that no longer ran, and the
+    script never ended. Clients are closed at exit as embedded nodes are."""
+    script = "import feedkv, sys; db = feedkv.connect(sys.argv[1]); db.put(b'k', b'v'); print('ok')"
+    done = subprocess.run(
+        [sys.executable, "-c", script, db.serving_url()],
+        capture_output=True,
+        text=True,
+        timeout=60,  # NB: a deadline for the hang this guards against, not a speed check
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+    assert db.get(b"k") == b"v"

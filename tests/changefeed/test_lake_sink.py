@@ -137,6 +137,28 @@ def test_changelog_appends_every_change_with_its_type_and_timestamps(
         assert r["_commit_timestamp"] == datetime.fromtimestamp(wall // 1000 / 1e6, UTC)
 
 
+def test_each_changelog_row_carries_its_own_commit_when_a_window_holds_many(
+    lake_uri: str,
+) -> None:
+    # rows come by key (a batch per range), not in time: each keeps its commit's columns
+    sink = lake.make(parse(lake_uri), parse_options((("lake_mode", "changelog"),), now=T0))
+    sink.emit_batches([("a", rows((1, "late", "u", ts(3)), (9, "early", "u", ts(2))))])
+    sink.emit_batches([("a", rows((5, "first", "c", ts(1))))])
+    sink.commit_window(ts(10), ["a"])
+    sink.close()
+
+    changes = feedkv.lake.read_tables(lake_uri)["a"].to_pylist()
+    assert sorted((r["_commit_version"], r["k"]) for r in changes) == [
+        (ts(1).wall, 5),
+        (ts(2).wall, 9),
+        (ts(3).wall, 1),
+    ]
+    for r in changes:
+        wall = Timestamp.parse(r["_feedkv_updated"]).wall
+        assert r["_commit_version"] == wall
+        assert r["_commit_timestamp"] == datetime.fromtimestamp(wall // 1000 / 1e6, UTC)
+
+
 def test_rows_above_a_window_wait_for_their_own(lake_uri: str) -> None:
     # The feed emits a value before a checkpoint covers it: a window's commit finds it.
     sink = lake.make(parse(lake_uri), parse_options((), now=T0))

@@ -300,6 +300,7 @@ class LakeSink:
             pa.table({"w": wall, "l": logical}), [("w", "ascending"), ("l", "ascending")]
         )
         frame = frame.take(order)
+        wall, logical = pc.take(wall, order), pc.take(logical, order)  # NB: in the rows' order
         kinds = frame.column(_EVENT_TYPE)
         if self._mode == "changelog":
             changes = frame.select(names).replace_schema_metadata(None)

@@ -13,6 +13,10 @@ is the JSON null is :data:`JSON_NULL`, since ``None`` is SQL NULL everywhere els
 while ``->> 'a'`` is SQL NULL, and a JSONB column holding JSON null is stored as the
 text ``null`` (a SQL NULL stores nothing). Use :func:`document` to put a value inside
 another document and :func:`from_document` to take one out.
+A whole value that is a JSON string is a :class:`JsonString`: a ``str`` marked as a
+document, so that it is not read as JSON text again when a JSONB value is cast or
+written to a JSONB column (``'"s"'::JSONB::JSONB``, ``INSERT ... SELECT`` of a JSONB
+column, a JSONB parameter ``"s"``).
 
 NB: stores written before JSON null had a value of its own kept it as SQL NULL; such
 rows read back as SQL NULL, as they were stored (the difference was lost on write).
@@ -27,6 +31,7 @@ from typing import Any, Final
 __all__ = [
     "JSON_NULL",
     "JsonNull",
+    "JsonString",
     "as_text",
     "contains",
     "document",
@@ -65,6 +70,13 @@ class JsonNull:
 JSON_NULL: Final = JsonNull()
 
 
+class JsonString(str):
+    """A whole JSONB value that is a JSON string (see the module): it compares, hashes
+    and prints as its ``str``."""
+
+    __slots__ = ()
+
+
 def document(value: Any) -> Any:
     """``value`` as it stands inside a JSON document (``JSON_NULL`` and SQL NULL both
     become the document's ``None``)."""
@@ -72,8 +84,11 @@ def document(value: Any) -> Any:
 
 
 def from_document(value: Any) -> Any:
-    """A part of a document taken out as a whole JSONB value (``None``: ``JSON_NULL``)."""
-    return JSON_NULL if value is None else value
+    """A part of a document taken out as a whole JSONB value (``None``: ``JSON_NULL``,
+    a string: a :class:`JsonString`)."""
+    if value is None:
+        return JSON_NULL
+    return JsonString(value) if type(value) is str else value
 
 
 def is_json(value: Any) -> bool:
@@ -84,8 +99,10 @@ def is_json(value: Any) -> bool:
 def as_text(value: Any) -> str | None:
     """A JSON value as ``->>`` gives it: a string as its text, a JSON null as SQL NULL,
     anything else as JSON text."""
-    if value is None or value is JSON_NULL or isinstance(value, str):
-        return value if isinstance(value, str) else None
+    if value is None or value is JSON_NULL:
+        return None
+    if isinstance(value, str):
+        return str(value)  # NB: text, no longer a document (its ::JSONB parses it)
     if isinstance(value, bool):
         return "true" if value else "false"
     return dumps(value, spaced=True)

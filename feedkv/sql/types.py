@@ -773,7 +773,7 @@ def _to_uuid(value: object, ctype: ColumnType) -> uuid.UUID:
 
 
 def _to_json(value: object, ctype: ColumnType) -> Any:
-    if value is JSON_NULL:
+    if value is JSON_NULL or isinstance(value, jsonb.JsonString):
         return value
     if isinstance(value, str):
         try:

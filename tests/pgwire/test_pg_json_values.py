@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
@@ -70,3 +71,18 @@ def test_jsonb_agg_of_timestamps_and_decimals_over_the_wire(pg_url: str, binary:
             .fetchall()
         )
     assert rows == [(["2026-01-02T03:04:05Z", None], [1.25, 2.5])]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_a_json_string_document_goes_in_as_a_parameter_and_is_copied(
+    pg_url: str, binary: bool
+) -> None:
+    # PostgreSQL takes any JSON text: a top-level string was refused ("could not parse JSON")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        cur.execute("CREATE TABLE j (k INT PRIMARY KEY, v JSONB)")
+        cur.execute("INSERT INTO j VALUES (1, %s)", [Jsonb("str")])
+        assert cur.execute("SELECT %s::JSONB", [Jsonb("s")]).fetchall() == [("s",)]
+        cur.execute("INSERT INTO j SELECT 2, v FROM j WHERE k = 1")  # a JSONB column copied
+        rows = cur.execute("SELECT k, v, v::STRING, v->>0 IS NULL FROM j ORDER BY k").fetchall()
+        assert rows == [(1, "str", '"str"', True), (2, "str", '"str"', True)]

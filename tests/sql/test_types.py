@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from feedkv.errors import SQLError
+from feedkv.sql import jsonb
 from feedkv.sql.arrays import Array
 from feedkv.sql.bits import BitString
 from feedkv.sql.enums import EnumValue, first_codes
@@ -334,7 +335,7 @@ def test_column_type_json_leaves_out_unset_parameters() -> None:
         ),
         (bytes(range(16)), t(Kind.UUID), uuid.UUID(bytes=bytes(range(16)))),
         ('{"a": [1, 2.5, null]}', t(Kind.JSONB), {"a": [1, 2.5, None]}),
-        ('"text"', t(Kind.JSONB), "text"),
+        ('"text"', t(Kind.JSONB), jsonb.JsonString("text")),
         ([1, {"b": False}], t(Kind.JSONB), [1, {"b": False}]),
         (3, t(Kind.JSONB), 3),
         (True, t(Kind.JSONB), True),
@@ -849,3 +850,13 @@ def test_a_column_with_a_value_out_of_its_int_range_is_refused(values: list[Any]
     with pytest.raises(SQLError) as caught:
         coerce_column(values, ColumnType(Kind.INT, width=16), "n")
     assert caught.value.code == "22003"
+
+
+def test_a_jsonb_string_stays_one_when_coerced_to_jsonb_again() -> None:
+    # a JSONB value that is a JSON string is not JSON text to parse again: a cast of a
+    # cast, an INSERT ... SELECT of a JSONB column, a JSONB parameter "s"
+    once = coerce('"s"', t(Kind.JSONB), "c")
+    assert coerce(once, t(Kind.JSONB), "c") == "s"
+    assert coerce(jsonb.loads('"{}"'), t(Kind.JSONB), "c") == "{}"
+    # ->> gives text, which a cast reads as JSON
+    assert coerce(jsonb.as_text(jsonb.loads('"[1]"')), t(Kind.JSONB), "c") == [1]

@@ -701,12 +701,15 @@ def _add_table(
     key_ids = list(desc.primary_key)
     position = {c.id: n for n, c in enumerate(columns, start=1)}
     indkey = " ".join(str(position[i]) for i in key_ids)
+    # NB: PostgreSQL's foreign keys are triggers on both tables, and psql's \d asks for
+    # a table's foreign keys, and those referencing it, only when relhastriggers says so
+    triggers = bool(desc.foreign_keys or desc.referenced_by)
     _insert(
         db,
         "pg_class",
         [
             (desc.id, desc.name, PUBLIC_OID, 0, 1, 2, 0, -1, True, False, "p", "r",
-             len(columns), len(desc.checks), False, False, False, False, False, True, "d",
+             len(columns), len(desc.checks), False, triggers, False, False, False, True, "d",
              False, 0, None, None, None, False, 0),
             (index_oid, f"{desc.name}_pkey", PUBLIC_OID, 0, 1, 403, 0, 0, False, False,
              "p", "i", len(key_ids), 0, False, False, False, False, False, True, "n", False,
@@ -1844,6 +1847,9 @@ def _functions(
         2,
     )
     define("pg_table_is_visible", lambda oid: 1, 1)
+    # NB: a relation's partition ancestors are none, as of any relation that is neither
+    # a partition nor partitioned (psql's \d asks so for what references a table)
+    define("pg_partition_ancestors", lambda oid: None, 1)
     for visible in ("pg_type_is_visible", "pg_opclass_is_visible", "pg_opfamily_is_visible",
                     "pg_function_is_visible", "pg_collation_is_visible", "pg_conversion_is_visible",
                     "pg_operator_is_visible", "pg_statistics_obj_is_visible",

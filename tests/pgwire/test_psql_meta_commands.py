@@ -135,3 +135,24 @@ def test_what_there_is_none_of_is_a_clear_error(schema_url: str) -> None:
     assert psql_failure(schema_url, "\\sf nope").strip() == (
         'ERROR:  function "nope" does not exist'
     )
+
+
+def test_d_shows_foreign_keys_both_ways(pg_url: str) -> None:
+    # psql asks for them only when pg_class.relhastriggers says so, as PostgreSQL's
+    # foreign keys are triggers
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE p1 (id INT PRIMARY KEY)")
+        conn.execute(
+            "CREATE TABLE c1 (id INT PRIMARY KEY, pid INT REFERENCES p1 (id) ON DELETE CASCADE)"
+        )
+    child = psql(pg_url, "\\d c1").strip().splitlines()
+    assert child[-2:] == [
+        "Foreign-key constraints:",
+        '    "c1_pid_fkey" FOREIGN KEY (pid) REFERENCES p1(id) ON DELETE CASCADE',
+    ]
+    parent = psql(pg_url, "\\d p1").strip().splitlines()
+    assert parent[-2:] == [
+        "Referenced by:",
+        '    TABLE "c1" CONSTRAINT "c1_pid_fkey" FOREIGN KEY (pid) REFERENCES p1(id) '
+        "ON DELETE CASCADE",
+    ]

@@ -13,7 +13,9 @@ from feedkv.errors import SQLError
 from feedkv.sql import query
 from feedkv.sql import statements as st
 from feedkv.sql.cursors import Cursor, check_declare
+from feedkv.sql.describe import describe
 from feedkv.sql.execution import Execution, Result
+from feedkv.sql.types import ColumnType
 
 __all__ = ["HANDLERS"]
 
@@ -35,7 +37,9 @@ def declare(ex: Execution, s: st.DeclareCursor) -> Result:
         ex.reader = ex.txn.view()
     columns, types, rows = query.stream(ex, s.query)
     if len(types) != len(columns):
-        types = (None,) * len(columns)  # NB: known from the values only
+        types = (None,) * len(columns)
+    if None in types:
+        types = _described(ex, s.query, types)
     cursor = Cursor(
         s.name,
         s.query.text,
@@ -53,6 +57,22 @@ def declare(ex: Execution, s: st.DeclareCursor) -> Result:
         cursor.committed = True
         ex.on_commit(partial(session.cursors.add, cursor))
     return Result(tag="DECLARE CURSOR")
+
+
+def _described(
+    ex: Execution, statement: st.Statement, types: tuple[ColumnType | None, ...]
+) -> tuple[ColumnType | None, ...]:
+    """``types`` with those the plan leaves to the values (a computed column's: now(),
+    1 + 1) taken from the query's description, as a FETCH over the extended protocol
+    describes its columns before any value is read (and a driver then reads them so)."""
+    try:
+        params = len(ex.context.params)
+        described = describe(statement, params, ex.relation, ex.session.database).columns
+    except SQLError:
+        return types  # NB: the values tell them, as before
+    if described is None or len(described) != len(types):
+        return types
+    return tuple(t if t is not None else d for t, (_name, d) in zip(types, described, strict=True))
 
 
 def fetch(ex: Execution, s: st.FetchCursor) -> Result:

@@ -335,3 +335,12 @@ def test_a_prepared_fetch_follows_its_cursors_columns_or_refuses_a_kept_descript
     _redeclare(wire, "id")
     again = wire.send(bind("", "g"), execute(), SYNC)
     assert [kind for kind, _ in again] == [b"2", b"D", b"C", b"Z"]
+
+
+def test_a_named_cursors_computed_columns_keep_their_types(pg_url: str) -> None:
+    # its FETCH is described before a value is read: a computed column's type was text
+    with psycopg.connect(pg_url) as conn, conn.cursor(name="nc") as cur:
+        cur.execute("SELECT 1 + 1 AS two, DATE '2024-01-02' + 1 AS d, lower('A') AS s")
+        assert cur.fetchall() == [(2, datetime.date(2024, 1, 3), "a")]
+        assert cur.description is not None
+        assert [c.type_code for c in cur.description] == [20, 1082, 25]

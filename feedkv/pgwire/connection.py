@@ -65,6 +65,7 @@ from feedkv.changefeed.changefeed import ChangefeedError
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import (
     AmbiguousResultError,
+    BatchTimestampBeforeGCError,
     ClockOffsetError,
     ExternalError,
     FeedKVError,
@@ -1444,6 +1445,10 @@ def _as_sql_error(exc: BaseException) -> SQLError:
     if isinstance(exc, ChangefeedError):
         # NB: a sinkless changefeed that ended (schema_change_policy='stop', a dropped
         # table) is no internal error; CockroachDB sends its message uncategorized
+        return SQLError("XXUUU", str(exc))
+    if isinstance(exc, BatchTimestampBeforeGCError):
+        # NB: a read of history already removed (AS OF SYSTEM TIME too far back) is the
+        # caller's to change, no internal error; CockroachDB's is uncategorized too
         return SQLError("XXUUU", str(exc))
     if isinstance(exc, ExternalError | ClockOffsetError):
         # NB: a node that cannot serve now (down, its clock off) is no internal error

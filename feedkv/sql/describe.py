@@ -659,6 +659,7 @@ _FUNCTIONS = {
     "uuid_generate_v4": ColumnType(Kind.UUID),
     "now": ColumnType(Kind.TIMESTAMPTZ),
     "statement_timestamp": ColumnType(Kind.TIMESTAMPTZ),
+    "follower_read_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "clock_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "transaction_timestamp": ColumnType(Kind.TIMESTAMPTZ),
     "current_setting": _STRING,

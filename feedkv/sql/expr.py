@@ -2026,6 +2026,8 @@ class _Compiler:
             # NB: not current_timestamp(node): this node's ``this`` is its name, which
             # that would read as a precision
             return lambda row, ctx: ctx.now
+        if name == "follower_read_timestamp":
+            return lambda row, ctx: ctx.now - FOLLOWER_READ_LAG
         if name == "pg_backend_pid":
 
             def backend_pid(row: Env, ctx: Context) -> Any:
@@ -2170,8 +2172,13 @@ _NO_ARGUMENTS = frozenset(
         "transaction_timestamp",
         "clock_timestamp",
         "pg_backend_pid",
+        "follower_read_timestamp",
     )
 )
+# How far behind the statement's time follower_read_timestamp() is: CockroachDB's 4.8 s,
+# well past any range's closed timestamp (1 s behind by default here), so a read there
+# waits for no replica
+FOLLOWER_READ_LAG = datetime.timedelta(seconds=4.8)
 
 _SEQUENCE_FUNCTIONS = ("nextval", "currval", "lastval", "setval")  # as sql.sequences.FUNCTIONS
 

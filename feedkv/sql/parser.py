@@ -1581,7 +1581,9 @@ class _Statement:
                 if isinstance(node, exp.Anonymous) and node.name.lower() in CCL_ONLY_FUNCTIONS:
                     raise ccl_only(node.name.lower())
             if any(
-                isinstance(n, exp.Column | exp.Func) and not isinstance(n, exp.Cast)
+                isinstance(n, exp.Column | exp.Func)
+                and not isinstance(n, exp.Cast)
+                and not _is_follower_read_timestamp(n)
                 for n in expression.walk()
             ):
                 # NB: a placeholder is a constant of its execution here (CockroachDB
@@ -5129,3 +5131,12 @@ def _unsupported(node: exp.Expr, what: str = "statement") -> SQLError:
         text = f"{node.this} {node.expression.sql() if node.expression else ''}".strip()
     shown = text if len(text) <= 60 else text[:57] + "..."
     return SQLError("0A000", f"unsupported {what}: {shown}")
+
+
+def _is_follower_read_timestamp(node: exp.Expr) -> bool:
+    """Whether ``node`` is ``follower_read_timestamp()``, which AS OF SYSTEM TIME takes."""
+    return (
+        isinstance(node, exp.Anonymous)
+        and node.name.lower() == "follower_read_timestamp"
+        and not node.expressions
+    )

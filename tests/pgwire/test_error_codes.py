@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import (
+    BatchTimestampBeforeGCError,
     ClockOffsetError,
     FeedKVError,
     InvalidArgumentError,
@@ -29,6 +30,7 @@ REFUSAL = (
         (PermissionDeniedError("user alice may not read table 7"), "42501"),
         (InvalidArgumentError("bad"), "22023"),
         (RangeUnavailableError("r3 has no quorum"), "40001"),
+        (BatchTimestampBeforeGCError("1.0000000000", "5.0000000000"), "XXUUU"),
     ],
 )
 def test_a_known_fault_gets_its_sqlstate_and_reads_as_itself(error: Exception, code: str) -> None:

@@ -6,11 +6,14 @@ timestamp are refused."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import pytest
 
+import feedkv
 from feedkv import DB
 from feedkv.errors import SQLError
+from feedkv.util.hlc import LateClock
 
 
 def test_now_is_the_time_read_at(db: DB) -> None:
@@ -51,3 +54,16 @@ def test_an_interval_value_reads_that_long_before_now(db: DB, when: str) -> None
     [(was,)] = db.sql(f"SELECT * FROM (SELECT now()) AS OF SYSTEM TIME {when}").rows
     [(now,)] = db.sql("SELECT now()").rows
     assert was < now
+
+
+def test_follower_read_timestamp_is_a_time_old_enough_to_read_at(tmp_path: Path) -> None:
+    # CockroachDB's: 4.8 s before the statement's time, and AS OF SYSTEM TIME takes it
+    clock = LateClock(60 * 10**9)  # the table is a minute old when the clock catches up
+    with feedkv.connect(tmp_path / "store", clock=clock, changefeed_runner="thread") as db:
+        db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+        db.sql("INSERT INTO t VALUES (1)")
+        clock.catch_up()
+        db.sql("INSERT INTO t VALUES (2)")
+        lag = db.sql("SELECT (now() - follower_read_timestamp())::STRING").rows
+        assert lag == [("00:00:04.8",)]
+        assert db.sql("SELECT k FROM t AS OF SYSTEM TIME follower_read_timestamp()").rows == [(1,)]

@@ -96,9 +96,16 @@ def parse_node_url(text: str) -> tuple[str, int]:
             f"cannot connect to {text!r}: port {match['port']} is out of range (0 to 65535)"
         )
     if not text.startswith(SCHEME) or address is None or not address[0]:
-        raise InvalidURLError(
-            f"cannot connect to {text!r}: expected feedkv://host:port or a store directory"
+        # NB: connect() opens a path itself; a caller that reaches a node only (Spark's
+        # source, a CLI command) is given one by mistake more often than not
+        path = "://" not in text or text.startswith("file://")
+        hint = (
+            ": a store directory is opened in-process by feedkv.connect(path), and other "
+            "processes (Spark's) reach it at the URL its db.serving_url() gives"
+            if path
+            else ""
         )
+        raise InvalidURLError(f"cannot connect to {text!r}: expected feedkv://host:port{hint}")
     if address[1] == 0:
         raise InvalidURLError(f"cannot connect to {text!r}: port 0 is not a node's port")
     return address

@@ -278,7 +278,9 @@ class Clock:
         if self.max_offset_ns is not None and remote.wall - wall > self.max_offset_ns:
             raise ClockOffsetError(
                 f"remote timestamp {remote} is {(remote.wall - wall) / 1e6:.1f} ms ahead of "
-                f"the local clock, more than the {self.max_offset_ns / 1e6:.0f} ms max offset"
+                f"the local clock, more than the {self.max_offset_ns / 1e6:.0f} ms max "
+                "offset: a clock is off by that much, or the request named a time in the "
+                "future (a read's as-of time or an export's end)"
             )
         with self._lock:
             if remote > self._last:

@@ -51,3 +51,9 @@ def test_a_node_url_may_list_several_nodes_to_try_in_order() -> None:
 def test_a_node_url_whose_port_is_out_of_range_says_so(url: str) -> None:
     with pytest.raises(InvalidURLError, match="is out of range"):
         parse_node_url(url)
+
+
+@pytest.mark.parametrize("text", ["/tmp/store", "file:///tmp/store"])
+def test_a_path_where_a_node_is_needed_says_how_to_reach_a_store(text: str) -> None:
+    with pytest.raises(InvalidURLError, match=r"expected feedkv://host:port: .*serving_url"):
+        parse_node_url(text)

@@ -37,7 +37,7 @@ import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
@@ -177,12 +177,19 @@ _ARRAY_TYPES: list[tuple[int, int]] = [
     (1231, OID.NUMERIC), (2951, OID.UUID), (1561, OID.BIT), (1563, OID.VARBIT),
     (1028, OID.OID),
 ]  # fmt: skip
+# pg_index's vectors, arrays of their own names (0-based, as PostgreSQL's): oid, name, element.
+_VECTOR_TYPES: list[tuple[int, str, int]] = [
+    (OID.INT2VECTOR, "int2vector", OID.INT2),
+    (OID.OIDVECTOR, "oidvector", OID.OID),
+]
 _ARRAY_OF = {element: oid for oid, element in _ARRAY_TYPES}
 _FORMATTED = {oid: formatted for oid, _, _, _, formatted in _TYPES}
 _TYPE_NAMES = {oid: name for oid, name, _, _, _ in _TYPES}
 for _oid, _element in _ARRAY_TYPES:
     _FORMATTED[_oid] = _FORMATTED[_element] + "[]"
     _TYPE_NAMES[_oid] = "_" + _TYPE_NAMES[_element]
+for _oid, _name, _element in _VECTOR_TYPES:
+    _FORMATTED[_oid] = _TYPE_NAMES[_oid] = _name
 # to_regtype's names: pg_type's, format_type's (``bigint``, ``timestamp with time zone``)
 # and an array's as ``int8[]``
 _TYPE_OIDS = {name: oid for oid, name in _TYPE_NAMES.items()} | {
@@ -309,8 +316,9 @@ CREATE TABLE pg_enum (oid OID, enumtypid OID, enumsortorder REAL,
 CREATE TABLE pg_index (indexrelid OID, indrelid OID, indnatts INT2,
   indnkeyatts INT2, indisunique BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN,
   indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indisready BOOLEAN,
-  indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT, indcollation TEXT,
-  indclass TEXT, indoption TEXT, indexprs TEXT, indpred TEXT,
+  indislive BOOLEAN, indisreplident BOOLEAN, indkey TEXT INT2VECTOR,
+  indcollation TEXT OIDVECTOR, indclass TEXT OIDVECTOR, indoption TEXT INT2VECTOR,
+  indexprs TEXT, indpred TEXT,
   indnullsnotdistinct BOOLEAN);
 CREATE TABLE pg_index_keys (indexrelid INTEGER, attnum INTEGER, ord INTEGER,
   opclass INTEGER DEFAULT 0);
@@ -517,6 +525,11 @@ def _build(
              element, 0, False, 0, -1, 0, 100 if element in (OID.TEXT, OID.VARCHAR,
              OID.BPCHAR) else 0, None)
             for oid, element in _ARRAY_TYPES
+        ]
+        + [
+            (oid, name, PG_CATALOG_OID, 1, -1, False, "b", "A", True, ",", 0, element, 0,
+             False, 0, -1, 0, 0, None)
+            for oid, name, element in _VECTOR_TYPES
         ],
     )  # fmt: skip
     enums = _add_enums(db, types)
@@ -1250,6 +1263,56 @@ class _Translated:
     oids: tuple[int | None, ...]
     probe: str  # ``sql`` over NULL parameters, as a view tells its columns' types
     arrays: frozenset[int]  # its result columns that aggregate into arrays (array_agg)
+    # the type of the elements of those of them whose expression tells it
+    elements: Mapping[int, int] = field(default_factory=dict)
+
+
+def _derived_arrays(tree: exp.Expr) -> dict[int, int | None]:
+    """The places of ``tree``'s result columns that read an array_agg of a derived
+    table (SQLAlchemy's index reflection: ``idx_cols.elements``), through derived
+    tables of derived tables, each with the type of its elements where their expression
+    tells it (``None``: only values tell): arrays, which a Describe, made before any
+    row is read, could not tell from their values."""
+    found: dict[int, int | None] = {}
+    if isinstance(tree, exp.Select):
+        for n, item in enumerate(tree.expressions):
+            aggregate = _derived(tree, item.this if isinstance(item, exp.Alias) else item)
+            if aggregate is not None:
+                found[n] = _derived_oid(*aggregate)
+    return found
+
+
+def _derived(select: exp.Select, node: exp.Expr) -> tuple[exp.Select, exp.Expr] | None:
+    """``(the select it is in, the argument)`` of the array_agg ``node`` is, or reads
+    through a derived table's column; ``None`` if it is none."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pg_array_agg":
+        return select, node.expressions[0]
+    resolved = _column_source(select, node)
+    return _derived(*resolved) if resolved is not None else None
+
+
+def _column_source(select: exp.Select, node: exp.Expr) -> tuple[exp.Select, exp.Expr] | None:
+    """The expression a derived table's column ``node`` (``alias.name``) names, with the
+    select it is in; ``None`` for anything else."""
+    if not isinstance(node, exp.Column) or not node.table:
+        return None
+    for source in (select.args.get("from_"), *select.args.get("joins", ())):
+        derived = source.this if source is not None else None
+        if not isinstance(derived, exp.Subquery) or derived.alias_or_name != node.table:
+            continue
+        inner = derived.this
+        for item in inner.expressions if isinstance(inner, exp.Select) else ():
+            if item.alias_or_name == node.name:
+                return inner, item.this if isinstance(item, exp.Alias) else item
+    return None
+
+
+def _derived_oid(select: exp.Select, node: exp.Expr) -> int | None:
+    """The type of ``node``'s values where its expression tells it, through derived
+    tables' columns."""
+    while (resolved := _column_source(select, node)) is not None:
+        select, node = resolved
+    return _static_oid(node)
 
 
 def _first_select(tree: exp.Expr) -> exp.Select | None:
@@ -1279,7 +1342,8 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
     probe = tree.transform(
         lambda node: exp.Null() if isinstance(node, exp.Var) and node.name[:1] == "?" else node
     )
-    arrays = set()
+    derived = _derived_arrays(probe)
+    arrays = set(derived)
     if isinstance(probe, exp.Select):
         # NB: an aggregate's type is its argument's (an array_agg's, an array of it),
         # which a view tells where it does not tell the aggregate's
@@ -1302,6 +1366,7 @@ def _translated(text: str, database: str, user: str, version: str) -> _Translate
         oids,
         probe.sql(dialect="sqlite"),
         frozenset(arrays),
+        {n: oid for n, oid in derived.items() if oid is not None and oid in _ARRAY_OF},
     )
 
 
@@ -1310,6 +1375,7 @@ _DECLARED_OIDS = {
     "INTEGER": OID.INT8, "INT2": OID.INT2, "INT4": OID.INT4, "TEXT": OID.TEXT,
     "BOOLEAN": OID.BOOL, "OID": OID.OID, "TEXT NAME": OID.NAME, "REAL": OID.FLOAT4,
     "TIMESTAMPTZ": OID.TIMESTAMPTZ, "CHAR": OID.CHAR, "TEXT REGPROC": OID.REGPROC,
+    "TEXT INT2VECTOR": OID.INT2VECTOR, "TEXT OIDVECTOR": OID.OIDVECTOR,
 }  # fmt: skip
 # The types of a column of NULLs as a cursor over a catalog query keeps them.
 # NB: a BOOLEAN column's values are bools (its converter), as a view's column of one
@@ -1326,8 +1392,9 @@ _DECLARED = {
 }
 # The declared types a column's values cannot tell (an int is an int8 to them).
 _ONLY_DECLARED = frozenset(
-    {OID.OID, OID.INT2, OID.INT4, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC}
-)
+    {OID.OID, OID.INT2, OID.INT4, OID.NAME, OID.FLOAT4, OID.BOOL, OID.CHAR, OID.REGPROC,
+     OID.INT2VECTOR, OID.OIDVECTOR}
+)  # fmt: skip
 
 
 def _declared_types(db: sqlite3.Connection, query: _Translated) -> tuple[int | None, ...]:
@@ -1367,18 +1434,26 @@ def _wire_types(
     static: Sequence[int | None],
     declared: Sequence[int | None],
     arrays: frozenset[int],
+    elements: Mapping[int, int],
 ) -> tuple[WireType, ...]:
-    """The result columns' types: their expressions' (``static``), else the catalog
-    column's each reads (``declared``) where its values cannot tell it or are all NULL,
-    else their values' (an array_agg's: an array of its values' type)."""
+    """The result columns' types: their expressions' (``static``; an array_agg's of an
+    expression that tells its type, ``elements``), else the catalog column's each reads
+    (``declared``) where its values cannot tell it or are all NULL, else their values'
+    (an array_agg's: an array of its values' type)."""
     declared = declared if len(declared) == len(static) else [None] * len(static)
     out = []
     for n, (fixed, column) in enumerate(zip(static, declared, strict=True)):
         values = [row[n] for row in rows]
         if fixed is not None:
             out.append(WireType(fixed))
-        elif column is not None and n in arrays and all(v is None for v in values):
-            out.append(wire_type(ColumnType(Kind.ARRAY, element=_DECLARED.get(column))))
+        elif n in elements:
+            out.append(WireType(_ARRAY_OF[elements[n]]))
+        elif n in arrays and all(v is None for v in values):
+            # NB: an array of what its declared column holds; of an expression, text[]
+            element = _DECLARED.get(column) if column is not None else None
+            out.append(
+                wire_type(ColumnType(Kind.ARRAY, element=element or ColumnType(Kind.STRING)))
+            )
         elif (
             column is not None
             and n not in arrays
@@ -1388,6 +1463,16 @@ def _wire_types(
         else:
             out.append(WireType(column_oid(values)))
     return tuple(out)
+
+
+def _bool_arrays(row: tuple[Any, ...], elements: Mapping[int, int]) -> tuple[Any, ...]:
+    """``row`` with each array of bools SQLite gave as 0s and 1s made of bools."""
+    return tuple(
+        Array(tuple(None if x is None else bool(x) for x in v.values), ColumnType(Kind.BOOL))
+        if elements.get(n) == OID.BOOL and isinstance(v, Array)
+        else v
+        for n, v in enumerate(row)
+    )
 
 
 def _typed_value(
@@ -2236,7 +2321,9 @@ def run_catalog_query(
         declared = _declared_types(db, translated)
     finally:
         db.close()
-    wire = _wire_types(rows, static, declared, translated.arrays)
+    if OID.BOOL in translated.elements.values():
+        rows = [_bool_arrays(row, translated.elements) for row in rows]
+    wire = _wire_types(rows, static, declared, translated.arrays, translated.elements)
     known = tuple(
         _declared_column_type(oid, n in translated.arrays) for n, oid in enumerate(declared)
     )

@@ -117,6 +117,8 @@ class OID:
     INET: Final = 869
     BIT: Final = 1560
     VARBIT: Final = 1562
+    INT2VECTOR: Final = 22  # pg_index.indkey's: int2s, their text separated by spaces
+    OIDVECTOR: Final = 30  # pg_index.indclass's: oids, the same way
     REGCLASS: Final = 2205  # a relation's OID, its text the relation's name
     REGTYPE: Final = 2206  # a type's OID, its text format_type's name
     VOID: Final = 2278  # accepted only to refuse it (see connection._refuse_void)
@@ -551,7 +553,24 @@ def _micros_since(value: datetime.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _vector_binary(element: int, fmt: str) -> Callable[[Any], bytes]:
+    """int2vector's or oidvector's binary format (their text: numbers separated by
+    spaces), PostgreSQL's array_send of a one-dimensional array whose lower bound is 0."""
+
+    def send(value: Any) -> bytes:
+        numbers = [int(n) for n in str(value).split()]
+        if not numbers:
+            return struct.pack("!iii", 0, 0, element)
+        head = struct.pack("!iiiii", 1, 0, element, len(numbers), 0)
+        size = struct.calcsize(f"!{fmt}")
+        return head + b"".join(struct.pack(f"!i{fmt}", size, n) for n in numbers)
+
+    return send
+
+
 _BINARY_OUT: dict[int, Callable[[Any], bytes]] = {
+    OID.INT2VECTOR: _vector_binary(OID.INT2, "h"),
+    OID.OIDVECTOR: _vector_binary(OID.OID, "I"),
     OID.BOOL: lambda v: b"\x01" if v else b"\x00",
     OID.INT8: lambda v: struct.pack("!q", v),
     OID.INT2: lambda v: struct.pack("!h", v),  # NB: an INT2 column holds only these

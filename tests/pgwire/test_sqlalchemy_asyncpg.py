@@ -75,3 +75,28 @@ def test_an_async_engine_writes_reads_and_reflects(pg_url: str) -> None:
         "events_pkey",
         ["id"],
     )
+
+
+def test_indexes_reflect_with_their_columns(pg_url: str) -> None:
+    # its catalog query reads array_aggs of a derived table, which a Describe (asyncpg
+    # prepares before it reads a row) typed text: reflection failed an assertion
+    async def scenario() -> list[dict[str, Any]]:
+        conn = await asyncpg.connect(pg_url)
+        await conn.execute("CREATE TABLE o (id INT PRIMARY KEY, user_id INT, placed TIMESTAMPTZ)")
+        await conn.execute("CREATE INDEX o_user ON o (user_id, placed)")
+        await conn.execute("CREATE UNIQUE INDEX o_placed ON o (placed DESC)")
+        await conn.close()
+        engine = create_async_engine(
+            "postgresql+asyncpg://", async_creator=lambda: asyncpg.connect(pg_url)
+        )
+        try:
+            async with engine.connect() as conn:
+                return await conn.run_sync(lambda sync: sa.inspect(sync).get_indexes("o"))
+        finally:
+            await engine.dispose()
+
+    indexes = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    assert [(i["name"], i["column_names"], i["unique"]) for i in indexes] == [
+        ("o_placed", ["placed"], True),
+        ("o_user", ["user_id", "placed"], False),
+    ]

@@ -696,7 +696,8 @@ _FUNCTIONS = {
     "decode": ColumnType(Kind.BYTES),
     **dict.fromkeys(("bit_length", "octet_length"), _INT),
     **dict.fromkeys(("jsonb_array_length", "json_array_length"), _INT),
-    **dict.fromkeys(("jsonb_typeof", "json_typeof", "to_hex"), _STRING),
+    **dict.fromkeys(("jsonb_typeof", "json_typeof", "to_hex", "quote_ident"), _STRING),
+    "make_date": ColumnType(Kind.DATE),
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }

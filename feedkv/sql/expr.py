@@ -633,6 +633,8 @@ class _Compiler:
 
     def arithmetic(self, node: exp.Binary) -> Compiled:
         op = type(node)
+        if op is exp.Sub and static_kind(node.this, self.scope) is Kind.JSONB:
+            return self._jsonb_minus(node)
         left, right = self.compile(node.this), self.compile(node.expression)
         # An untyped string constant beside an operand of another kind takes the type
         # untyped_operand_kind gives it: converted now where that kind follows from the
@@ -688,6 +690,41 @@ class _Compiler:
             return _arithmetic(op, a, b)
 
         return arith
+
+    def _jsonb_minus(self, node: exp.Binary) -> Compiled:
+        """``j - 'k'`` (an object without key ``k``; an array without the string
+        elements ``k``), ``j - n`` (an array without its ``n``-th element, counted from
+        its end when negative), ``j - ARRAY['k', ...]`` (without each): PostgreSQL's."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+
+        def minus(row: Env, ctx: Context) -> Any:
+            j, what = left(row, ctx), right(row, ctx)
+            if j is None or what is None:
+                return None
+            document = jsonb.document(j)
+            if isinstance(what, Array | str):
+                keys = (
+                    {str(k) for k in what.values if k is not None}
+                    if isinstance(what, Array)
+                    else {what}
+                )
+                if isinstance(document, dict):
+                    return {k: v for k, v in document.items() if k not in keys}
+                if isinstance(document, list):
+                    return [v for v in document if not (isinstance(v, str) and v in keys)]
+            elif is_int(what):
+                if isinstance(document, list):
+                    n = what if what >= 0 else len(document) + what
+                    return [v for i, v in enumerate(document) if i != n]
+                if isinstance(document, dict):
+                    raise SQLError("22023", "cannot delete from object using integer index")
+            else:
+                raise SQLError(
+                    "42883", f"unsupported binary operator: <jsonb> - <{type_of_value(what)}>"
+                )
+            raise SQLError("22023", "cannot delete from scalar")
+
+        return minus
 
     def bitwise(self, node: exp.Binary) -> Compiled:
         """``&``, ``|``, ``#``, ``<<`` and ``>>`` of INTs or bit strings."""
@@ -1829,6 +1866,19 @@ class _Compiler:
 
         return contains
 
+    def array_overlaps(self, node: exp.ArrayOverlaps) -> Compiled:
+        """``a && b``: whether the arrays have an element in common (as PostgreSQL's, a
+        NULL element is in no array)."""
+        left, right = self.compile(node.this), self.compile(node.expression)
+
+        def overlaps(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            return any(_array_contains(a, Array((v,), None)) for v in _elements(b, a))
+
+        return overlaps
+
     def json_has_key(self, node: exp.JSONBContainsTopKey) -> Compiled:
         """``j ? 'k'``: whether ``k`` is a key of the object ``j``, a string element of
         the array ``j``, or the string ``j`` itself (as PostgreSQL's)."""
@@ -2358,6 +2408,16 @@ def _array_contains(outer: Any, inner: Any) -> bool:
         raise SQLError("42883", f"unsupported comparison operator: array and {shown}")
     present = [v for v in outer.values if v is not None]
     return all(v is not None and v in present for v in inner.values)
+
+
+def _elements(value: Any, other: Any) -> tuple[Any, ...]:
+    """The non-NULL elements of the array ``value`` (a string literal or a parameter's
+    list read as an array of the type of ``other``'s)."""
+    if isinstance(value, str | list) and isinstance(other, Array):
+        value = coerce(value, ColumnType(Kind.ARRAY, element=other.element), None)
+    if not isinstance(value, Array):
+        raise SQLError("42883", f"unsupported comparison operator: array && {type_of_value(value)}")
+    return tuple(v for v in value.values if v is not None)
 
 
 def _as_json(value: Any, symbol: str, other: Any) -> Any:
@@ -3261,6 +3321,7 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Initcap: ("initcap", ("this",)),  # NB: sqlglot adds its default delimiters
     exp.MD5: ("md5", ("this",)),
     exp.Reverse: ("reverse", ("this",)),
+    exp.Translate: ("translate", ("this", "from_", "to")),
     exp.Ln: ("ln", ("this",)),
     exp.Exp: ("exp", ("this",)),
     exp.Log: ("log", ("this", "expression")),
@@ -3371,6 +3432,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.JSONBExtractScalar: _Compiler.json_path_extract,
     exp.ArrayContainsAll: _Compiler.json_contains,
     exp.ArrayContainedBy: _Compiler.json_contains,
+    exp.ArrayOverlaps: _Compiler.array_overlaps,
     exp.JSONBContainsTopKey: _Compiler.json_has_key,
     exp.Window: _Compiler.window,
     exp.Explode: _Compiler.set_returning,

@@ -169,6 +169,14 @@ class _Cockroach(Postgres):
             return core
 
     class Parser(PostgresParser):
+        # NB: a dollar-quoted string ($$it's$$, $tag$...$tag$) is a string constant, as
+        # PostgreSQL's and CockroachDB's, not a raw string of its own
+        PRIMARY_PARSERS: ClassVar = {
+            **PostgresParser.PRIMARY_PARSERS,
+            TokenType.HEREDOC_STRING: lambda self, token: self.expression(
+                exp.Literal(this=token.text, is_string=True), token
+            ),
+        }
         FUNCTIONS: ClassVar = {
             **PostgresParser.FUNCTIONS,
             "JSONB_AGG": lambda args: _jsonb_agg(args),

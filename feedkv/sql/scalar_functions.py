@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import decimal
 import hashlib
 import json
@@ -463,6 +464,31 @@ def _reverse(value: Any) -> str:
     return _text(value)[::-1]
 
 
+def _translate(value: Any, find: Any, into: Any) -> str:
+    """translate(s, from, to): each character of ``from`` in ``s`` replaced by the one
+    at its place in ``to``, or removed where ``to`` is shorter (PostgreSQL's)."""
+    source, target = _text(find), _text(into)
+    table: dict[int, int | None] = {}
+    for n, ch in enumerate(source):
+        table.setdefault(ord(ch), ord(target[n]) if n < len(target) else None)
+    return _text(value).translate(table)
+
+
+def _quote_ident(value: Any) -> str:
+    """quote_ident(s): ``s`` as an identifier, quoted only where it must be."""
+    from feedkv.sql.descriptor import quote_name
+
+    return quote_name(_text(value))
+
+
+def _make_date(year: Any, month: Any, day: Any) -> datetime.date:
+    y, m, d = _int(year), _int(month), _int(day)
+    try:
+        return datetime.date(y, m, d)
+    except ValueError:
+        raise SQLError("22008", f"date field value out of range: {y}-{m:02d}-{d:02d}") from None
+
+
 def concat(values: list[Any], text: Callable[[Any], str]) -> str:
     """concat(...): the arguments' text, NULLs skipped (``text`` renders a value)."""
     return "".join(text(v) for v in values if v is not None)
@@ -648,4 +674,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "justify_interval": (lambda i: _interval(i).justify_interval(), 1, 1),
     "to_timestamp": (datetime_functions.to_timestamp, 1, 1),
     "reverse": (_reverse, 1, 1),
+    "translate": (_translate, 3, 3),
+    "quote_ident": (_quote_ident, 1, 1),
+    "make_date": (_make_date, 3, 3),
 }

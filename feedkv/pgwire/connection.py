@@ -314,6 +314,9 @@ class _Prepared:
     # a Describe of the statement sent its columns: the client may keep them
     described: bool = False
     from_sql: bool = False  # made by SQL's PREPARE (else by a Parse)
+    # a write's: the version of its table's descriptor when its RETURNING was described
+    # (None: not known), which tells whether its columns may have changed since
+    target_version: int | None = None
     created: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
     # a portal's RowDescription from ``description``, by the Bind's result formats: the
     # column types and the message (a prepared statement is described at every run)
@@ -1116,7 +1119,9 @@ class Connection:
             # NB: as PostgreSQL, an unknown table or column fails the Parse
             description = self._sql.describe(message.text, _param_types(oids))
             oids = _typed(oids, description.params)
-        self._statements[message.name] = _Prepared(message.text, statement, oids, description)
+        self._statements[message.name] = _Prepared(
+            message.text, statement, oids, description, target_version=self._version_of(statement)
+        )
         out += m.parse_complete()
 
     def _bind(self, message: m.Bind, out: bytearray) -> None:
@@ -1275,8 +1280,13 @@ class Connection:
                 read = isinstance(prepared.statement, st.Select)
                 if not read and _described_columns(prepared):
                     # NB: a write's RETURNING is checked before it runs, not after it
-                    # committed; a read's rows are checked once read (it costs nothing)
-                    self._check_unchanged(prepared, self._sql.describe(prepared.text).columns)
+                    # committed, when its table's version moved (a describe costs a
+                    # quarter of the write); a read's rows once read (it costs nothing)
+                    version = self._version_of(prepared.statement)
+                    if version is None or version != prepared.target_version:
+                        described = self._sql.describe(prepared.text).columns
+                        self._check_unchanged(prepared, described)
+                        prepared.target_version = version
                 self._begin_query()
                 try:
                     results = self._sql.execute_all(prepared.text, portal.params)
@@ -1289,6 +1299,14 @@ class Connection:
                 found = self._result_types(portal.result, portal.prepared.description)
                 portal.types = _as_sent(found, portal.prepared.sent_types)
         return portal.result
+
+    def _version_of(self, statement: st.Statement | None) -> int | None:
+        """The version of the descriptor of the table a write writes, as its lease has
+        it (None: not a write, or no lease to be had)."""
+        if not isinstance(statement, st.Insert | st.Update | st.Delete):
+            return None
+        desc = self._sql.leased_descriptor(statement.table.database, statement.table.name)
+        return desc.version if desc is not None else None
 
     @staticmethod
     def _check_unchanged(prepared: _Prepared, columns: Sequence[Any] | None) -> None:

@@ -254,11 +254,11 @@ def test_before_after_catches_a_wrong_before() -> None:
     check.note(row(1, 10, r(1, "a"), r(1, "z")))  # a before where there was no row
     assert check.failures == [
         '[before/after] message #1: t [1] at 20.0000000000 has before {"k": 1, "v": "b"}, '
-        'but the row as of 19.4294967295 (one tick earlier) is {"k": 1, "v": "a"}',
+        'but the row as of 19.2147483647 (one tick earlier) is {"k": 1, "v": "a"}',
         "[before/after] message #2: t [2] at 25.0000000000 has before null, but the row as "
-        'of 24.4294967295 (one tick earlier) is {"k": 2, "v": "x"}',
+        'of 24.2147483647 (one tick earlier) is {"k": 2, "v": "x"}',
         '[before/after] message #3: t [1] at 10.0000000000 has before {"k": 1, "v": "z"}, '
-        "but the row as of 9.4294967295 (one tick earlier) is null",
+        "but the row as of 9.2147483647 (one tick earlier) is null",
     ]
 
 

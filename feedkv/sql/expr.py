@@ -534,7 +534,7 @@ class _Compiler:
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Cast):
-            return not node.to.is_type(exp.DataType.Type.ARRAY) and not node.to.expressions
+            return not node.to.is_type(exp.DataType.Type.ARRAY)
         found = self.typed(node) if isinstance(node, exp.Column) else None
         return found is not None and found.kind is not Kind.ARRAY
 
@@ -1875,7 +1875,8 @@ class _Compiler:
             a, b = left(row, ctx), right(row, ctx)
             if a is None or b is None:
                 return None
-            return any(_array_contains(a, Array((v,), None)) for v in _elements(b, a))
+            mine = _elements(a, b)
+            return any(v in mine for v in _elements(b, a))
 
         return overlaps
 

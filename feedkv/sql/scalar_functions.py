@@ -28,6 +28,7 @@ from feedkv.errors import SQLError
 from feedkv.sql import datetime_format, datetime_functions, jsonb, jsonb_functions, regexp
 from feedkv.sql.arrays import Array
 from feedkv.sql.as_json import as_json
+from feedkv.sql.descriptor import quote_name
 from feedkv.sql.interval import Interval
 from feedkv.sql.records import Record
 from feedkv.sql.types import (
@@ -476,8 +477,6 @@ def _translate(value: Any, find: Any, into: Any) -> str:
 
 def _quote_ident(value: Any) -> str:
     """quote_ident(s): ``s`` as an identifier, quoted only where it must be."""
-    from feedkv.sql.descriptor import quote_name
-
     return quote_name(_text(value))
 
 

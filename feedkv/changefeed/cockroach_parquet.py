@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from feedkv.errors import InvalidArgumentError
 from feedkv.sql import jsonb
 from feedkv.sql.time_zone import timestamp_text
 from feedkv.sql.types import ColumnType, Kind, format_value
@@ -54,6 +55,8 @@ __all__ = [
     "CockroachParquet",
     "arrow_array",
     "arrow_type",
+    "decimal_type",
+    "finite_decimal",
     "interval_iso8601",
 ]
 
@@ -123,6 +126,29 @@ _PLAIN: dict[Kind, pa.DataType] = {
 _MAX_PRECISION = 38  # decimal128's
 
 
+def decimal_type(ctype: ColumnType) -> pa.DataType | None:
+    """The Arrow decimal a DECIMAL column of ``ctype`` is written as: its own precision
+    and scale, where Arrow's decimal128 holds them (``None``: no precision, or one over
+    38, written as text)."""
+    if ctype.precision and ctype.precision <= _MAX_PRECISION:
+        return pa.decimal128(ctype.precision, ctype.scale or 0)
+    return None
+
+
+def finite_decimal(value: decimal.Decimal, ctype: ColumnType) -> decimal.Decimal:
+    """``value``, a DECIMAL of ``ctype`` written as an Arrow decimal; a NaN or infinity,
+    which a typed DECIMAL column holds (as CockroachDB's) but no decimal of Arrow,
+    Parquet, Delta, Iceberg or Spark does, is refused with what to do instead: no retry
+    changes it, so the changefeed fails."""
+    if not value.is_finite():
+        raise InvalidArgumentError(
+            f"DECIMAL({ctype.precision},{ctype.scale or 0}) value {value} has no decimal "
+            "form in Parquet, Arrow or Spark; declare the column DECIMAL without a "
+            "precision (written as text), or for a file sink use format=json"
+        )
+    return value
+
+
 def arrow_type(ctype: ColumnType | None) -> pa.DataType:
     """The Arrow type a column of ``ctype`` is written as (``None``: a CDC query's
     computed column, written as text)."""
@@ -132,9 +158,7 @@ def arrow_type(ctype: ColumnType | None) -> pa.DataType:
     if kind is Kind.INT:
         return pa.int32() if ctype.width in (16, 32) else pa.int64()
     if kind is Kind.DECIMAL:
-        if ctype.precision and ctype.precision <= _MAX_PRECISION:
-            return pa.decimal128(ctype.precision, ctype.scale or 0)
-        return pa.string()
+        return decimal_type(ctype) or pa.string()
     if kind is Kind.ARRAY:
         return pa.list_(arrow_type(ctype.element or ColumnType(Kind.STRING)))
     return _PLAIN[kind]
@@ -176,15 +200,6 @@ def _timestamp(value: datetime.datetime, zone: bool) -> str:
     return timestamp_text(utc, datetime.UTC) if zone else timestamp_text(utc.replace(tzinfo=None))
 
 
-def _decimal(value: decimal.Decimal) -> decimal.Decimal:
-    if not value.is_finite():
-        raise ValueError(
-            f"DECIMAL value {value} has no Parquet decimal form; use a DECIMAL column "
-            "without precision (written as text) or format=json"
-        )
-    return value
-
-
 def _convert(ctype: ColumnType | None, value: Any) -> Any:
     if value is None:
         return None
@@ -192,7 +207,7 @@ def _convert(ctype: ColumnType | None, value: Any) -> Any:
         return format_value(value)
     kind = ctype.kind
     if kind is Kind.DECIMAL:
-        return _decimal(value) if ctype.precision else format_value(value)
+        return finite_decimal(value, ctype) if decimal_type(ctype) else format_value(value)
     if kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
         return _timestamp(value, kind is Kind.TIMESTAMPTZ)
     if kind is Kind.DATE:

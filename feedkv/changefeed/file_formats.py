@@ -3,7 +3,8 @@
 Both write the rows themselves (the :class:`~feedkv.changefeed.rows.RowEvent` each
 message carries), not encoded messages. CSV has one line per row with the columns in
 table order and no header, values as ``feedkv sql`` prints them but NULL as an empty
-field. Parquet files have the table's columns, typed (DECIMAL and JSONB as text), plus
+field. Parquet files have the table's columns, typed (JSONB as text, a DECIMAL as a
+decimal of its precision and scale, or as text when it has none), plus
 ``__crdb__event_type`` (``c`` insert or scan, ``u`` update, ``d`` delete, and for lake
 changelogs ``b``, the row before an update: ``u`` and ``d`` need ``diff`` to tell an
 update from an insert, so without it every write is ``c``), ``__crdb__updated`` and
@@ -84,9 +85,12 @@ _ARROW: dict[Kind, pa.DataType] = {
 }
 
 
-def arrow_type(kind: Kind) -> pa.DataType:
-    """The Arrow type a column of ``kind`` is written as."""
-    return _ARROW[kind]
+def arrow_type(ctype: ColumnType) -> pa.DataType:
+    """The Arrow type a column of ``ctype`` is written as: a DECIMAL with a precision
+    as a decimal of its precision and scale (up to 38 digits), other DECIMALs as text."""
+    if ctype.kind is Kind.DECIMAL:
+        return cockroach_parquet.decimal_type(ctype) or _ARROW[Kind.DECIMAL]
+    return _ARROW[ctype.kind]
 
 
 _SQL_TEXT = frozenset(
@@ -95,14 +99,17 @@ _SQL_TEXT = frozenset(
 _CONVERTED = frozenset({Kind.DECIMAL, Kind.UUID, Kind.JSONB, *_SQL_TEXT})  # written as text
 
 
-def arrow_value(kind: Kind, value: Any) -> Any:
+def arrow_value(ctype: ColumnType, value: Any) -> Any:
     """A column value as its Arrow type (:func:`arrow_type`) takes it."""
+    kind = ctype.kind
     if value is None or kind not in _CONVERTED:
         return value
     if kind is Kind.JSONB:
         return jsonb.dumps(value, spaced=True)
     if kind in _SQL_TEXT:
         return format_value(value)
+    if kind is Kind.DECIMAL and cockroach_parquet.decimal_type(ctype):
+        return cockroach_parquet.finite_decimal(value, ctype)
     return str(value)
 
 
@@ -134,7 +141,6 @@ class ParquetRows:
         self.cockroach = cockroach
         named = columns or tuple((c.name, c.type.kind, c.name) for c in desc.columns)
         self._names = [name for name, _kind, _source in named]
-        self._kinds = [kind for _name, kind, _source in named]
         self._sources = [source for _name, _kind, source in named]
         self._key_names = [c.name for c in desc.key_columns]
         self._ctypes: list[ColumnType | None] = [
@@ -228,14 +234,14 @@ class ParquetRows:
             return self._take_cockroach(self.cockroach)
         self._before.clear()
         arrays = []
-        for values, kind in zip(self._columns, self._kinds, strict=True):
-            if kind is None:
+        for values, ctype in zip(self._columns, self._ctypes, strict=True):
+            if ctype is None:
                 arrays.append(_computed_array(values))
             else:
                 converted = values
-                if kind in _CONVERTED:
-                    converted = [arrow_value(kind, v) for v in values]
-                arrays.append(pa.array(converted, type=_ARROW[kind]))
+                if ctype.kind in _CONVERTED:
+                    converted = [arrow_value(ctype, v) for v in values]
+                arrays.append(pa.array(converted, type=arrow_type(ctype)))
             values.clear()
         for meta in (self._event_types, self._updated, self._mvcc):
             arrays.append(pa.array(meta, pa.string()))

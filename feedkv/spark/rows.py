@@ -5,8 +5,9 @@ Tasks run in Spark's Python workers, other processes than the node: each opens a
 to the node's URL once per process (:func:`connection`) and reuses it for every task
 that process runs.
 
-Rows carry the table's columns (typed: DECIMAL and UUID as text, JSONB as JSON text,
-TIMESTAMP without a zone, TIMESTAMPTZ in UTC) plus:
+Rows carry the table's columns (typed: a DECIMAL with a precision of up to 38 digits as
+Spark's DECIMAL of its precision and scale, other DECIMALs and UUIDs as text, JSONB as
+JSON text, TIMESTAMP without a zone, TIMESTAMPTZ in UTC) plus:
 
 - ``__op``: ``insert``, ``update`` or ``delete`` (rows of the initial scan are inserts; a
   change is read with the row before it, as ``diff`` reads, to tell an update);
@@ -40,6 +41,7 @@ from urllib.parse import parse_qs, urlencode
 
 import pyarrow as pa
 
+from feedkv.changefeed.cockroach_parquet import decimal_type
 from feedkv.changefeed.encoder import RowFormats
 from feedkv.changefeed.file_formats import arrow_type, arrow_value
 from feedkv.changefeed.rows import RowDecoder, RowEvent, Target
@@ -48,7 +50,7 @@ from feedkv.rangefeed.event import Value
 from feedkv.rangefeed.feed_client import FeedClient, KVFeedClient, open_client
 from feedkv.spark.offsets import Piece
 from feedkv.sql.descriptor import TableDescriptor
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 
 if TYPE_CHECKING:
     import grpc
@@ -221,8 +223,15 @@ def piece_events(
             yield event
 
 
+def _spark_type(ctype: ColumnType) -> str:
+    decimal = decimal_type(ctype) if ctype.kind is Kind.DECIMAL else None
+    if isinstance(decimal, pa.Decimal128Type):
+        return f"DECIMAL({decimal.precision},{decimal.scale})"
+    return _SPARK_TYPES[ctype.kind]
+
+
 def _ddl_columns(desc: TableDescriptor) -> list[str]:
-    return [f"`{c.name}` {_SPARK_TYPES[c.type.kind]}" for c in desc.columns]
+    return [f"`{c.name}` {_spark_type(c.type)}" for c in desc.columns]
 
 
 def spark_ddl(desc: TableDescriptor, *, diff: bool) -> str:
@@ -235,7 +244,7 @@ def spark_ddl(desc: TableDescriptor, *, diff: bool) -> str:
 
 
 def _row_fields(desc: TableDescriptor) -> list[pa.Field]:
-    return [pa.field(c.name, arrow_type(c.type.kind)) for c in desc.columns]
+    return [pa.field(c.name, arrow_type(c.type)) for c in desc.columns]
 
 
 def arrow_schema(desc: TableDescriptor, *, diff: bool) -> pa.Schema:
@@ -284,14 +293,14 @@ def record_batches(
     """``events`` as record batches of at most ``size`` rows in :func:`arrow_schema`."""
     buffer = ArrowBuffer(arrow_schema(desc, diff=diff))
     columns = buffer.columns
-    kinds = {c.name: c.type.kind for c in desc.columns}
+    types = {c.name: c.type for c in desc.columns}
     formats = RowFormats()
     for event in events:
         row = event.after
         if row is None:
             row = dict(zip((c.name for c in event.table.key_columns), event.key, strict=True))
-        for name, kind in kinds.items():
-            columns[name].append(arrow_value(kind, row.get(name)))
+        for name, ctype in types.items():
+            columns[name].append(arrow_value(ctype, row.get(name)))
         columns["__op"].append(_op(event))
         columns["__mvcc_ts"].append(str(event.mvcc_ts))
         columns["__key"].append(formats(event.table).key_array(event.key))
@@ -300,7 +309,7 @@ def record_batches(
             columns["__before"].append(
                 None
                 if before is None
-                else {name: arrow_value(kind, before.get(name)) for name, kind in kinds.items()}
+                else {name: arrow_value(ctype, before.get(name)) for name, ctype in types.items()}
             )
         if len(buffer) == size:
             yield buffer.flush()
@@ -336,12 +345,12 @@ def cdf_record_batches(
     Delta's Change Data Feed, in :func:`cdf_schema` (see the module docstring)."""
     buffer = ArrowBuffer(cdf_schema(desc))
     columns = buffer.columns
-    kinds = {c.name: c.type.kind for c in desc.columns}
+    types = {c.name: c.type for c in desc.columns}
     formats = RowFormats()
 
     def add(row: dict[str, Any], change: str, event: RowEvent, key: str) -> None:
-        for name, kind in kinds.items():
-            columns[name].append(arrow_value(kind, row.get(name)))
+        for name, ctype in types.items():
+            columns[name].append(arrow_value(ctype, row.get(name)))
         wall = event.mvcc_ts.wall
         columns["_change_type"].append(change)
         columns["_commit_version"].append(wall)

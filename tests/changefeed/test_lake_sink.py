@@ -773,3 +773,44 @@ def test_an_initial_scan_only_export_is_one_window_at_the_start(db: DB, lake_uri
     tables = feedkv.lake.read_tables(lake_uri, marker)
     assert table_rows(tables, "a") == as_of(db, "a", marker.resolved)
     assert len(recorded_versions(lake_uri, "a")) == 1
+
+
+def test_a_decimal_with_a_precision_is_a_decimal_in_the_lake(db: DB, lake_uri: str) -> None:
+    """DECIMAL(10,2) is the lake's decimal(10,2) (Spark's, DuckDB's), not text; a DECIMAL
+    without a precision, which no decimal type of the lakes bounds, stays text."""
+    db.sql("CREATE TABLE a (k DECIMAL(10,2) PRIMARY KEY, price DECIMAL(10,2), exact DECIMAL)")
+    db.sql("INSERT INTO a VALUES (1.5, 2.25, 1.005), (2, NULL, 12345678901234567890.5)")
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR TABLE a INTO '{lake_uri}' WITH {FAST}").rows
+    db.sql("UPDATE a SET price = 99999999.99 WHERE k = 2")
+    wait_marker_past(db, lake_uri, job_id, logical_now(db))
+
+    table = feedkv.lake.read_tables(lake_uri)["a"]
+    assert table.schema.field("k").type == pa.decimal128(10, 2)
+    assert table.schema.field("price").type == pa.decimal128(10, 2)
+    assert table.schema.field("exact").type == pa.string()
+    assert sorted(table.to_pylist(), key=lambda r: r["k"]) == [
+        {"k": Decimal("1.50"), "price": Decimal("2.25"), "exact": "1.005"},
+        {"k": Decimal("2.00"), "price": Decimal("99999999.99"), "exact": "12345678901234567890.5"},
+    ]
+    duck = feedkv.lake.duckdb_connect()
+    _at, version, _rows = max(recorded_versions(lake_uri, "a"), key=lambda r: r[0])
+    scan = feedkv.lake.duckdb_scan(lake_uri, "a", version)
+    assert duckdb_rows(duck, f"SELECT sum(price) AS total FROM {scan}") == [
+        {"total": Decimal("100000002.24")}
+    ]
+    duck.close()
+
+
+def test_a_nan_in_a_decimal_with_a_precision_fails_the_changefeed_saying_why(
+    db: DB, lake_uri: str
+) -> None:
+    """A typed DECIMAL holds NaN (as CockroachDB's does), the lakes' decimals do not: no
+    retry changes that, so the job fails naming the value and what to do."""
+    db.sql("CREATE TABLE a (k INT PRIMARY KEY, price DECIMAL(10,2))")
+    db.sql("INSERT INTO a VALUES (1, 'NaN')")
+    [(job_id,)] = db.sql(f"CREATE CHANGEFEED FOR TABLE a INTO '{lake_uri}' WITH {FAST}").rows
+    result = db.sql(f"SHOW JOB WHEN COMPLETE {job_id}")
+    row = dict(zip(result.columns, result.rows[0], strict=True))
+    assert row["status"] == "failed"
+    assert row["error"].startswith("DECIMAL(10,2) value NaN has no decimal form")
+    assert "DECIMAL without a precision" in row["error"]

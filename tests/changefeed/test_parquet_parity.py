@@ -18,8 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from feedkv import DB
+from feedkv.changefeed import cockroach_parquet
 from feedkv.changefeed.cockroach_parquet import interval_iso8601
 from feedkv.sql.interval import Interval
+from feedkv.sql.types import ColumnType, Kind
 from feedkv.testing.waiting import wait_until
 
 FAST = "resolved='0s', min_checkpoint_frequency='0s'"
@@ -172,3 +174,14 @@ def test_without_diff_an_update_is_still_u(db: DB, tmp_path: Path) -> None:
 )
 def test_intervals_are_iso8601(interval: Interval, iso: str) -> None:
     assert interval_iso8601(interval) == iso
+
+
+def test_a_decimal_wider_than_arrows_is_written_as_text() -> None:
+    """Arrow's decimal128 holds 38 digits: a DECIMAL(50,2) column is text, its values
+    with it (the type and the values once disagreed, and the batch failed)."""
+    wide = ColumnType(Kind.DECIMAL, precision=50, scale=2)
+    array = cockroach_parquet.arrow_array(wide, [decimal.Decimal("1.50"), None])
+    assert array.type == pa.string() and array.to_pylist() == ["1.50", None]
+    typed = ColumnType(Kind.DECIMAL, precision=38, scale=2)
+    array = cockroach_parquet.arrow_array(typed, [decimal.Decimal("1.50")])
+    assert array.type == pa.decimal128(38, 2) and array.to_pylist() == [decimal.Decimal("1.50")]

@@ -6,6 +6,7 @@ import glob
 import json
 import threading
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,8 @@ def test_a_batch_read_is_the_table_as_of_a_timestamp_with_typed_columns(spark: A
 
     rows = reader().option("as_of", str(before)).load().orderBy("id").collect()
     assert [(r.id, r.name, r.price, r.ok) for r in rows] == [
-        (1, "a", "1.50", True),
-        (2, "b", "2.25", False),
+        (1, "a", Decimal("1.50"), True),
+        (2, "b", Decimal("2.25"), False),
         (3, "c", None, True),
     ]
     assert {r["__op"] for r in rows} == {"insert"}

@@ -257,14 +257,7 @@ def _pg_type(ctype: ColumnType, enums: dict[str, int]) -> tuple[int, int]:
     name."""
     if ctype.kind is Kind.ENUM and ctype.type_name in enums:
         return enums[ctype.type_name], -1
-    if ctype.kind is Kind.INT and ctype.width == 16:
-        return OID.INT2, -1
-    if ctype.kind is Kind.INT and ctype.width == 32:
-        return OID.INT4, -1
-    oid, typmod = wire_type(ctype)
-    if ctype.kind is Kind.STRING and ctype.width is not None and not ctype.fixed:
-        return OID.VARCHAR, typmod
-    return oid, typmod
+    return wire_type(ctype)
 
 
 def _format_type(oid: int | None, typmod: int | None) -> str | None:

@@ -324,8 +324,10 @@ def oid_of_type(ctype: ColumnType) -> int:
         return OID.FLOAT4
     if ctype.kind is Kind.INT and ctype.width in (16, 32):
         return OID.INT2 if ctype.width == 16 else OID.INT4  # NB: as CockroachDB's INT2, INT4
-    if ctype.kind is Kind.STRING and ctype.fixed:
-        return OID.BPCHAR
+    if ctype.kind is Kind.STRING and ctype.width is not None:
+        # NB: VARCHAR(n) and STRING(n) are one type here; PostgreSQL clients know it
+        # as varchar (CockroachDB sends text for STRING(n))
+        return OID.BPCHAR if ctype.fixed else OID.VARCHAR
     if ctype.kind is Kind.ENUM and ctype.type_id is not None:
         return ENUM_OID_BASE + ctype.type_id  # NB: its values are sent as their labels
     return oid_of_kind(ctype.kind)

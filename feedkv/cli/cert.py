@@ -41,8 +41,19 @@ def run_cert(args: argparse.Namespace) -> int:
     elif args.cert_command == "create-node":
         written = create_node(certs_dir, ca_key, args.hosts, overwrite=args.overwrite)
     else:
-        written = create_client(certs_dir, ca_key, args.user, overwrite=args.overwrite)
+        written = create_client(
+            certs_dir,
+            ca_key,
+            args.user,
+            overwrite=args.overwrite,
+            pkcs8=args.also_generate_pkcs8_key,
+        )
     print(f"wrote {written} and its key")
+    if args.cert_command == "create-client" and args.also_generate_pkcs8_key:
+        print(
+            f"wrote {certs_dir / f'client.{args.user}.key.pk8'}: the key as Java's "
+            "PostgreSQL driver reads it (sslkey=)"
+        )
     if args.cert_command == "create-ca":
         print(
             f"{certs_dir / KEY_FILE} seals changefeed secrets: copy it with ca.crt to every "

@@ -458,6 +458,12 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("hosts", nargs="+", metavar="HOST", help="a name or IP address")
         if action == "create-client":
             sub.add_argument("user", metavar="USER")
+            sub.add_argument(
+                "--also-generate-pkcs8-key",
+                action="store_true",
+                help="also write client.USER.key.pk8, the key in PKCS#8 DER as Java's "
+                "PostgreSQL driver (pgJDBC) reads it",
+            )
         if action == "revoke":
             sub.add_argument(
                 "target",

@@ -165,14 +165,26 @@ def create_node(
     return _sign(certs_dir, ca_key, NODE_USER, "node", sans, overwrite=overwrite)
 
 
-def create_client(certs_dir: Path, ca_key: Path, user: str, *, overwrite: bool = False) -> Path:
-    """Sign ``client.USER.crt``/``.key``: a client that presents it is ``user``."""
+def create_client(
+    certs_dir: Path, ca_key: Path, user: str, *, overwrite: bool = False, pkcs8: bool = False
+) -> Path:
+    """Sign ``client.USER.crt``/``.key``: a client that presents it is ``user``. With
+    ``pkcs8``, the key also as ``client.USER.key.pk8`` (PKCS#8 DER, the form Java's
+    PostgreSQL driver reads: ``sslkey=.../client.USER.key.pk8``), as CockroachDB's
+    ``--also-generate-pkcs8-key`` writes it."""
     if user == NODE_USER or not _USER.match(user):
         raise InvalidArgumentError(
             f"{user!r} is not a SQL user name (lower case letters, digits, _ . - $; "
             f"and not {NODE_USER!r}, the nodes' own)"
         )
-    return _sign(certs_dir, ca_key, user, f"client.{user}", [], overwrite=overwrite)
+    der_path = certs_dir / f"client.{user}.key.pk8"
+    if pkcs8:
+        _refuse_overwrite([der_path], overwrite)
+    written = _sign(certs_dir, ca_key, user, f"client.{user}", [], overwrite=overwrite)
+    if pkcs8:
+        key = read_key(certs_dir / f"client.{user}.key")
+        _write_key(der_path, key, serialization.Encoding.DER)
+    return written
 
 
 def load_certs_dir(path: Path, *, user: str | None = None) -> CertsDir:
@@ -287,9 +299,13 @@ def read_key(path: Path) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+def _write_key(
+    path: Path,
+    key: ec.EllipticCurvePrivateKey,
+    encoding: serialization.Encoding = serialization.Encoding.PEM,
+) -> None:
     data = key.private_bytes(
-        serialization.Encoding.PEM,
+        encoding,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )

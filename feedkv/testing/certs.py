@@ -27,8 +27,9 @@ SHARED_USERS = ("root", "alice", "bob")
 
 def make_certs_dir(base: Path, users: Sequence[str] = ("root",)) -> Path:
     """``base/certs`` with a CA (its key at ``base/ca.key``), a node certificate for
-    127.0.0.1 and localhost, and client certificates for ``users``; returns the
-    directory. Existing files are kept, so fixtures may call it again."""
+    127.0.0.1 and localhost, and client certificates for ``users`` (their keys in
+    PKCS#8 DER too, for Java's driver); returns the directory. Existing files are
+    kept, so fixtures may call it again."""
     certs, ca_key = base / "certs", base / "ca.key"
     if not (certs / "ca.crt").exists():
         create_ca(certs, ca_key)  # and the secrets key
@@ -36,7 +37,7 @@ def make_certs_dir(base: Path, users: Sequence[str] = ("root",)) -> Path:
         create_node(certs, ca_key, ["127.0.0.1", "localhost"])
     for user in users:
         if not (certs / f"client.{user}.crt").exists():
-            create_client(certs, ca_key, user)
+            create_client(certs, ca_key, user, pkcs8=True)
     return certs
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 PROBE = Path(__file__).parent / "testdata" / "JdbcProbe.java"
 RESULT_PROBE = Path(__file__).parent / "testdata" / "JdbcResultProbe.java"
@@ -41,31 +40,21 @@ def _jar() -> str | None:
 JAR = _jar()
 
 
-def _jdbc_tls(pg_url: str, tmp_path: Path) -> str:
-    """``pg_url`` with root's key as pgjdbc reads one: PKCS-8 DER, not libpq's PEM."""
+def _jdbc_tls(pg_url: str) -> str:
+    """``pg_url`` with root's key as pgjdbc reads one: PKCS#8 DER, not libpq's PEM
+    (``feedkv cert create-client --also-generate-pkcs8-key`` writes it beside)."""
     query = dict(parse_qsl(urlsplit(pg_url).query))
     if "sslkey" not in query:
         return pg_url
-    pem = Path(query["sslkey"]).read_bytes()
-    key = serialization.load_pem_private_key(pem, password=None)
-    der = tmp_path / "client.root.pk8"
-    der.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.DER,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    der.chmod(0o600)
-    query["sslkey"] = str(der)
+    query["sslkey"] += ".pk8"
     return urlunsplit(urlsplit(pg_url)._replace(query=urlencode(query)))
 
 
-def _run_probe(probe: Path, pg_url: str, tmp_path: Path) -> list[str]:
+def _run_probe(probe: Path, pg_url: str) -> list[str]:
     """The lines ``probe`` (a Java program run with the driver) prints, connected to
     ``pg_url`` as root."""
     assert JAR is not None
-    jdbc = "jdbc:" + _jdbc_tls(pg_url, tmp_path).replace("postgresql://root@", "postgresql://")
+    jdbc = "jdbc:" + _jdbc_tls(pg_url).replace("postgresql://root@", "postgresql://")
     jdbc = jdbc.replace("?sslmode=", "?user=root&reWriteBatchedInserts=true&sslmode=")
     done = subprocess.run(
         ["java", "-cp", JAR, str(probe), jdbc],
@@ -82,8 +71,8 @@ NO_JAVA = JAR is None or shutil.which("java") is None
 
 
 @pytest.mark.skipif(NO_JAVA, reason="no JDBC jar or java")
-def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_path: Path) -> None:
-    assert _run_probe(PROBE, pg_url, tmp_path) == [
+def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str) -> None:
+    assert _run_probe(PROBE, pg_url) == [
         "row 2 n2 2.5",
         "row 3 n3 3.5",
         "after rollback n1",
@@ -108,15 +97,13 @@ def test_the_jdbc_driver_runs_statements_and_reads_metadata(pg_url: str, tmp_pat
 
 
 @pytest.mark.skipif(NO_JAVA, reason="no JDBC jar or java")
-def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(
-    pg_url: str, tmp_path: Path
-) -> None:
+def test_the_jdbc_driver_finds_a_result_columns_table_and_calls_builtins(pg_url: str) -> None:
     """RowDescription names the table and column a result column is read from, which
     the driver looks up in pg_catalog (a computed column has none). ``{call f(?)}``
     reads ``select * from f($1) as result``; ``{? = call f(?)}`` sends its return
     value's placeholder typed VOID, refused as CockroachDB does. A prepared read of a
     view is described before a value is bound (getMetaData, getParameterMetaData)."""
-    assert _run_probe(RESULT_PROBE, pg_url, tmp_path) == [
+    assert _run_probe(RESULT_PROBE, pg_url) == [
         "column name table 'r' base 'public.r.name' nullable 0",
         "column more table '' base '..' nullable 2",
         "column score table 'r' base 'public.r.score' nullable 1",

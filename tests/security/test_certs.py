@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -56,6 +57,27 @@ def test_cert_commands_write_a_certs_directory(tmp_path: Path) -> None:
         assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
     load_certs_dir(directory, user="node")
     load_certs_dir(directory, user="root")
+
+
+def test_a_client_key_is_also_written_as_pkcs8_der_for_java(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--also-generate-pkcs8-key`` (CockroachDB's flag) writes client.USER.key.pk8:
+    the same key in PKCS#8 DER, private to its owner, as pgJDBC's ``sslkey`` reads it."""
+    certs, ca_key = str(tmp_path / "certs"), str(tmp_path / "ca.key")
+    assert main(["cert", "create-ca", "--certs-dir", certs, "--ca-key", ca_key]) == 0
+    flags = ["--certs-dir", certs, "--ca-key", ca_key, "--also-generate-pkcs8-key"]
+    assert main(["cert", "create-client", "ann", *flags]) == 0
+    der = Path(certs) / "client.ann.key.pk8"
+    pem = serialization.load_pem_private_key((Path(certs) / "client.ann.key").read_bytes(), None)
+    # NB: load_der_private_key reads PKCS#8 (and no PEM armour)
+    assert serialization.load_der_private_key(der.read_bytes(), None).private_numbers() == (
+        pem.private_numbers()  # type: ignore[union-attr]
+    )
+    assert stat.S_IMODE(der.stat().st_mode) == 0o600
+    assert main(["cert", "create-client", "ann", *flags]) != 0
+    assert "client.ann.key.pk8" in capsys.readouterr().err
+    assert main(["cert", "create-client", "ann", *flags, "--overwrite"]) == 0
 
 
 def test_existing_files_are_kept_without_overwrite(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.relation import Relation
 from feedkv.sql.sequences import as_relation
-from feedkv.sql.set_functions import rows_from_of
+from feedkv.sql.set_functions import rows_from_of, series_type
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.sql.views import view_query
 
@@ -259,13 +259,9 @@ def _source(
 def _function(source: st.Series | st.Unnest, params: list[ColumnType | None]) -> Relation:
     """A set-returning function in FROM, as a table without rows."""
     if isinstance(source, st.Series):
-        for arg in source.args:
-            if _is_param(arg):
-                _param(arg, _INT, params)  # NB: its INT overload, the one feedkv has
-        if any(type_of(arg, Scope(), params) != _INT for arg in source.args):
-            raise _Undescribed
+        column = _series_type(source, params)
         extra, extra_types = _ordinality(source)
-        return Relation.of(source.alias, [source.column, *extra], [_INT, *extra_types], [])
+        return Relation.of(source.alias, [source.column, *extra], [column, *extra_types], [])
     elements = []
     for arg in source.args:
         _params_in(arg, Scope(), params)  # ``unnest($1::INT[])``: $1 an INT[]
@@ -275,6 +271,27 @@ def _function(source: st.Series | st.Unnest, params: list[ColumnType | None]) ->
         elements.append(array.element)
     extra, extra_types = _ordinality(source)
     return Relation.of(source.alias, [*source.columns, *extra], elements + extra_types, [])
+
+
+def _series_type(source: st.Series, params: list[ColumnType | None]) -> ColumnType:
+    """The type of ``generate_series``' column (:func:`series_type`), its placeholders
+    typed as its overload has them: INTs, or the times' type and an INTERVAL step."""
+    args = source.args
+    for arg in args:
+        if not _is_param(arg):
+            _params_in(arg, Scope(), params)  # ``$1::TIMESTAMPTZ``: $1 a TIMESTAMPTZ
+    column = series_type([None if _is_param(a) else type_of(a, Scope(), params) for a in args])
+    if column == _INT:
+        for arg in args:
+            if _is_param(arg):
+                _param(arg, _INT, params)
+        if any(type_of(arg, Scope(), params) != _INT for arg in args):
+            raise _Undescribed
+        return _INT
+    for i, arg in enumerate(args):
+        if _is_param(arg):
+            _param(arg, column if i < 2 else ColumnType(Kind.INTERVAL), params)
+    return column
 
 
 def _view(view: ViewDescriptor, resolve: Resolve, database: str) -> _Named:

@@ -42,7 +42,13 @@ from feedkv.sql.plan import (
     star_of,
 )
 from feedkv.sql.relation import Relation
-from feedkv.sql.set_functions import rows_from_of, series_of, unnest_of
+from feedkv.sql.set_functions import (
+    rows_from_of,
+    series_of,
+    series_shape,
+    series_type,
+    unnest_of,
+)
 from feedkv.sql.types import ColumnType, Kind
 
 __all__ = ["JoinPlan", "JoinStep", "LateralQuery", "LateralRows", "Typer", "is_lateral"]
@@ -346,6 +352,18 @@ def _lateral_source(
     return shape, rows_from
 
 
+def _series_type(source: st.Series, scope: Scope, typer: Typer | None) -> ColumnType:
+    """The type of a LATERAL ``generate_series``' column, from its arguments' types as
+    ``typer`` finds them (:func:`series_type`)."""
+    found: list[ColumnType | None] = []
+    for arg in source.args:
+        try:
+            found.append(typer(arg, scope) if typer is not None else None)
+        except SQLError:
+            found.append(None)
+    return series_type(found)
+
+
 def _function_rows(
     source: st.Series | st.Unnest, scope: Scope, typer: Typer | None
 ) -> tuple[Relation, Callable[[tuple[Any, ...], Context], Relation]]:
@@ -358,8 +376,7 @@ def _function_rows(
         def series_rows(row: tuple[Any, ...], ctx: Context) -> Relation:
             return series_of(source, [arg(row, ctx) for arg in args], ctx.interrupted)
 
-        # NB: of a NULL argument: no rows, so nothing to interrupt
-        return series_of(source, [None], lambda: None), series_rows
+        return series_shape(source, _series_type(source, scope, typer)), series_rows
     declared: list[ColumnType | None] = []
     for arg in source.args:
         try:

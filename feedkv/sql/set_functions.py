@@ -5,27 +5,32 @@ arguments naming that row's columns)."""
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
 from feedkv.sql.arrays import Array
 from feedkv.sql.interrupt import chunked
+from feedkv.sql.interval import Interval
 from feedkv.sql.relation import Relation
-from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value
+from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value, type_of_value
 
-__all__ = ["rows_from_of", "series_of", "unnest_of"]
+__all__ = ["rows_from_of", "series_of", "series_shape", "series_type", "unnest_of"]
 
 
 def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None]) -> Relation:
     """The rows of ``generate_series(start, stop [, step])``: INTs from ``start`` to
     ``stop`` included, ``step`` apart (none past ``stop``), as CockroachDB's INT overload;
     a whole number written as a DECIMAL constant (``2e4``) is that INT, as there; none
-    for a NULL argument. ``check`` raises when the statement is cancelled: it is called
-    between chunks of the rows (:func:`~feedkv.sql.interrupt.chunked`)."""
+    for a NULL argument. Over TIMESTAMPs or TIMESTAMPTZs, an INTERVAL ``step``
+    (:func:`_time_series`). ``check`` raises when the statement is cancelled: it is
+    called between chunks of the rows (:func:`~feedkv.sql.interrupt.chunked`)."""
+    if any(isinstance(v, datetime.datetime | Interval) for v in values):
+        return _time_series(source, values, check)
     numbers: list[int] = []
     for value in values:
         if (
@@ -35,7 +40,7 @@ def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None
         ):
             value = int(value)
         if value is None:
-            return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], [], source)
+            return series_shape(source, ColumnType(Kind.INT))
         if not isinstance(value, int) or isinstance(value, bool):
             raise SQLError("42883", "unknown signature: generate_series() takes INT arguments here")
         numbers.append(value)
@@ -46,6 +51,74 @@ def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None
     series = range(start, stop + (1 if step > 0 else -1), step)
     rows: list[tuple[Any, ...]] = [(v,) for chunk in chunked(series, check) for v in chunk]
     return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], rows, source)
+
+
+def series_type(args: Sequence[ColumnType | None]) -> ColumnType:
+    """The type of ``generate_series``' column from its arguments' (``None``: not known):
+    a TIMESTAMP[TZ] when its start or stop is one, a TIMESTAMPTZ when only its step is
+    known to be an INTERVAL (as PostgreSQL resolves placeholder times), else an INT."""
+    times = [t for t in args[:2] if t is not None and t.kind in _TIMES]
+    if times:
+        return times[0]
+    stepped = len(args) == 3 and args[2] is not None and args[2].kind is Kind.INTERVAL
+    return ColumnType(Kind.TIMESTAMPTZ if stepped else Kind.INT)
+
+
+_TIMES = (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+
+
+def series_shape(source: st.Series, ctype: ColumnType) -> Relation:
+    """``generate_series``' columns, its own of ``ctype``, without rows."""
+    return _numbered(source.alias, [source.column], [ctype], [], source)
+
+
+def _time_series(source: st.Series, values: Sequence[Any], check: Callable[[], None]) -> Relation:
+    """``generate_series(start, stop, step)`` over TIMESTAMPs (or TIMESTAMPTZs), as
+    PostgreSQL's and CockroachDB's: ``start``, then each time ``step`` (an INTERVAL, or
+    its text) is added to the last, while it has not passed ``stop``; none for a NULL
+    argument."""
+    if len(values) == 3 and isinstance(values[2], str):
+        values = [*values[:2], Interval.parse(values[2])]
+    if not _times_and_step(values):
+        shown = ", ".join(type_of_value(v) for v in values)
+        raise SQLError(
+            "42883",
+            f"unknown signature: generate_series({shown}) (a series of times takes a "
+            "start and a stop both TIMESTAMP or both TIMESTAMPTZ, and an INTERVAL step)",
+        )
+    start, stop, step = values
+    zoned = any(isinstance(v, datetime.datetime) and v.tzinfo is not None for v in values)
+    ctype = ColumnType(Kind.TIMESTAMPTZ if zoned else Kind.TIMESTAMP)
+    if start is None or stop is None or step is None:
+        return series_shape(source, ctype)
+    if step.span() == 0:
+        raise SQLError("22023", "step cannot be 0")
+    rising = step.span() > 0
+
+    def times() -> Iterator[datetime.datetime]:
+        at = start
+        while at <= stop if rising else at >= stop:
+            yield at
+            try:
+                at = step.added_to(at)
+            except (OverflowError, ValueError):  # NB: past year 9999: the series ends
+                return
+
+    rows: list[tuple[Any, ...]] = [(t,) for chunk in chunked(times(), check) for t in chunk]
+    return _numbered(source.alias, [source.column], [ctype], rows, source)
+
+
+def _times_and_step(values: Sequence[Any]) -> bool:
+    """Whether ``values`` fit ``generate_series(timestamp, timestamp, interval)``: two
+    times both with a zone or both without, and an INTERVAL; any of them may be NULL."""
+    if len(values) != 3:
+        return False
+    times = [v for v in values[:2] if v is not None]
+    return (
+        all(isinstance(v, datetime.datetime) for v in times)
+        and len({v.tzinfo is None for v in times}) <= 1
+        and (values[2] is None or isinstance(values[2], Interval))
+    )
 
 
 def unnest_of(

@@ -6,6 +6,7 @@ client that prepares the statement (asyncpg) sees described as such."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 import asyncpg
 import psycopg
@@ -64,3 +65,31 @@ def test_asyncpg_prepares_an_unnest_with_ordinality(pg_url: str) -> None:
 
     rows = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
     assert [tuple(r) for r in rows] == [(8, 2), (7, 1)]
+
+
+def test_asyncpg_prepares_a_series_of_times_with_placeholders(pg_url: str) -> None:
+    """generate_series over times is described before it runs: with a TIMESTAMPTZ start,
+    its other placeholders a TIMESTAMPTZ stop and an INTERVAL step (PostgreSQL's
+    overload), its column a timestamptz; asyncpg encodes and decodes them in binary."""
+
+    async def scenario() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            query = "SELECT g FROM generate_series($1::TIMESTAMPTZ, $2, $3) AS g"
+            statement = await conn.prepare(query)
+            assert [p.name for p in statement.get_parameters()] == [
+                "timestamptz",
+                "timestamptz",
+                "interval",
+            ]
+            assert [a.type.name for a in statement.get_attributes()] == ["timestamptz"]
+            start = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+            return await statement.fetch(
+                start, start + datetime.timedelta(hours=1), datetime.timedelta(minutes=30)
+            )
+        finally:
+            await conn.close()
+
+    rows = asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+    start = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    assert [r["g"] for r in rows] == [start + datetime.timedelta(minutes=m) for m in (0, 30, 60)]

@@ -24,7 +24,8 @@ the caller should do about the error::
     │   └── ClientClosedError          the client was closed (open a new one)
     ├── ConditionFailedError           a conditional put found a different value
     ├── LockNotAvailableError          a NOWAIT locking read met a key another txn
-    │                                  holds (wait for it, or try again later)
+    │                                  holds, or a wait for one passed lock_timeout
+    │                                  (wait for it, or try again later)
     ├── SQLError                       a SQL statement failed; ``code`` is its SQLSTATE
     │   └── SerializationFailure       SQLSTATE 40001: retry the transaction (also
     │                                  a RetryableError)
@@ -288,12 +289,21 @@ class ConditionFailedError(FeedKVError):
 
 class LockNotAvailableError(FeedKVError):
     """A locking read that was not to wait (``nowait``) met ``key`` held by another
-    transaction: its lock, or its intent while it is pending. Not retried by feedkv:
-    the caller asked not to wait (SQL's ``FOR UPDATE NOWAIT``, SQLSTATE 55P03)."""
+    transaction: its lock, or its intent while it is pending; or (``reason``
+    :data:`LOCK_TIMEOUT`) a batch waited for such a key longer than its header's
+    ``lock_timeout_ms``. Not retried by feedkv: the caller asked not to wait, or not for
+    long (SQL's ``FOR UPDATE NOWAIT`` and ``lock_timeout``, SQLSTATE 55P03)."""
 
-    def __init__(self, key: bytes) -> None:
+    NOWAIT = "nowait"
+    LOCK_TIMEOUT = "lock_timeout"
+
+    def __init__(self, key: bytes, reason: str = NOWAIT) -> None:
         self.key = key
-        super().__init__(f"could not obtain lock on key {key!r}: another transaction holds it")
+        self.reason = reason
+        if reason == self.LOCK_TIMEOUT:
+            super().__init__(f"lock timeout: waited too long for the lock on key {key!r}")
+        else:
+            super().__init__(f"could not obtain lock on key {key!r}: another transaction holds it")
 
 
 class RequestCanceledError(FeedKVError):

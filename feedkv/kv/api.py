@@ -565,6 +565,11 @@ class Header:
     (``RETRY_COMMIT_DEADLINE_EXCEEDED``), as a commit with ``EndTxn.deadline`` does. A
     transaction that has read nothing sends its writes so (see :mod:`feedkv.kv.txn`); a
     transactional batch with one is refused.
+
+    ``lock_timeout_ms``: how long the batch may wait for another transaction's lock or
+    intent on one of its keys, each time it waits (0: as long as it takes); past it the
+    batch fails with :class:`~feedkv.errors.LockNotAvailableError` (``LOCK_TIMEOUT``), as
+    CockroachDB's ``lock_timeout`` session setting has it.
     """
 
     range_id: int = 0
@@ -572,6 +577,7 @@ class Header:
     timestamp: Timestamp | None = None
     txn: Transaction | None = None
     deadline: Timestamp | None = None
+    lock_timeout_ms: int = 0
 
 
 @value_type  # NB: made for each request (see feedkv.util.value_types)

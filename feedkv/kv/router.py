@@ -275,7 +275,13 @@ class Router:
         longer fits in one range, the routing error is raised so the caller can divide
         the batch."""
         return self.send_key_as(
-            key, requests, header.timestamp, header.txn, header.deadline, span=span
+            key,
+            requests,
+            header.timestamp,
+            header.txn,
+            header.deadline,
+            header.lock_timeout_ms,
+            span=span,
         )
 
     def send_key_as(
@@ -285,6 +291,7 @@ class Router:
         timestamp: Timestamp | None = None,
         txn: Transaction | None = None,
         deadline: Timestamp | None = None,
+        lock_timeout_ms: int = 0,
         *,
         span: Span | None = None,
     ) -> BatchResponse:
@@ -300,7 +307,8 @@ class Router:
             if error is not None and span is not None and not desc.span.contains(span):
                 raise error
             addressed = BatchRequest(
-                Header(desc.range_id, desc.generation, timestamp, txn, deadline), requests
+                Header(desc.range_id, desc.generation, timestamp, txn, deadline, lock_timeout_ms),
+                requests,
             )
             try:
                 return send(addressed) if send is not None else self._send(addressed, desc)

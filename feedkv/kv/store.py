@@ -172,6 +172,23 @@ def _nowait(batch: BatchRequest) -> bool:
     return any(isinstance(r, Scan) and r.lock and r.nowait for r in batch.requests)
 
 
+def _lock_deadline(header: Header) -> float | None:
+    """When a wait for another transaction's lock or intent that starts now gives up
+    (``time.monotonic()``), by the batch's ``lock_timeout_ms``; ``None``: never."""
+    return time.monotonic() + header.lock_timeout_ms / 1000 if header.lock_timeout_ms else None
+
+
+def _wait_s(poll_s: float, give_up_at: float | None, key: bytes) -> float:
+    """How long the next wait for ``key`` lasts: ``poll_s``, or less to end at
+    ``give_up_at``; :class:`LockNotAvailableError` (``LOCK_TIMEOUT``) once that passed."""
+    if give_up_at is None:
+        return poll_s
+    left = give_up_at - time.monotonic()
+    if left <= 0:
+        raise LockNotAvailableError(key, LockNotAvailableError.LOCK_TIMEOUT)
+    return min(poll_s, left)
+
+
 def _is_query(batch: BatchRequest) -> bool:
     """Whether ``batch`` is a ``QUERY`` push, which only reads (a waiter's ask for the
     waits on itself: :mod:`feedkv.kv.txn_wait`)."""
@@ -1396,6 +1413,7 @@ class Store:
         # the blocker, when to push it next, and since when it blocks (a blocker without
         # a record yet is taken for alive until the liveness window has passed since)
         watched, push_at, since = None, 0.0, ZERO_TIMESTAMP
+        give_up_at = _lock_deadline(batch.header)
         if txn is not None:
             self._lock_waiters[txn.id] = txn.meta()
         try:
@@ -1427,7 +1445,7 @@ class Store:
                 if self._stopping.is_set():
                     raise NodeUnavailableError("the node is shutting down")
                 check_given_up()
-                locks.wait(seen, self.config.push_poll_s)
+                locks.wait(seen, _wait_s(self.config.push_poll_s, give_up_at, key))
         finally:
             if txn is not None:
                 self._wait_for.done(txn.id)
@@ -1530,7 +1548,14 @@ class Store:
             push_type = (
                 PushType.TOUCH if locking else PushType.ABORT if writing else PushType.TIMESTAMP
             )
-            record = self._push(pushee, push_type, read_ts.next(), txn)
+            record = self._push(
+                pushee,
+                push_type,
+                read_ts.next(),
+                txn,
+                give_up_at=_lock_deadline(header),
+                key=group[0].key,
+            )
             meta = record.meta if record.status is not TxnStatus.ABORTED else pushee
             if len(group) >= mvcc.BULK_RESOLVE:
                 # NB: one span over a transaction's intents, not one per key: a bulk
@@ -1557,8 +1582,18 @@ class Store:
             raise LockNotAvailableError(key) from exc
 
     def _push(
-        self, pushee: TxnMeta, push_type: PushType, push_to: Timestamp, pusher: Transaction | None
+        self,
+        pushee: TxnMeta,
+        push_type: PushType,
+        push_to: Timestamp,
+        pusher: Transaction | None,
+        *,
+        give_up_at: float | None = None,
+        key: bytes = b"",
     ) -> TxnRecord:
+        """Push ``pushee`` until the push succeeds, waiting between tries; past
+        ``give_up_at`` (``time.monotonic()``), :class:`LockNotAvailableError` for ``key``,
+        the intent the push is for."""
         priority = pusher.priority if pusher is not None else random.randint(1, MAX_PRIORITY)
         request = PushTxn(pushee, push_type, push_to, priority, pusher.id if pusher else None)
         waited_since = time.monotonic()
@@ -1586,7 +1621,7 @@ class Store:
                         self._check_distributed_deadlock(pusher, pushee.id, request.dependents)
                 self._check_still_pending(pusher)
                 check_given_up()
-                self._waiters.wait(seen, self.config.push_poll_s)
+                self._waiters.wait(seen, _wait_s(self.config.push_poll_s, give_up_at, key))
                 # NB: the waits on the pusher are asked for once it has waited a poll, and
                 # a poll apart, so a wait that ends soon costs no round trip more
                 if time.monotonic() >= query_at:

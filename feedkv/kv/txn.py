@@ -194,6 +194,10 @@ class Txn:
     state = TxnState.OPEN
     commit_ts: Timestamp | None = None
     deadline: Timestamp | None = None
+    # How long each of its batches may wait for another transaction's lock or intent (0:
+    # as long as it takes; see Header.lock_timeout_ms): SQL's lock_timeout, set per
+    # statement
+    lock_timeout_ms = 0
     # The written keys in order, made by the first read of a span and kept up to date
     # after (``None``: not made, or dropped by a bulk change): see _written_in
     _ordered: list[bytes] | None = None
@@ -849,7 +853,13 @@ class Txn:
         random priority, as this transaction would have). ``False`` when the range split
         under it."""
         try:
-            response = self._router.send_key_as(key, requests, deadline=self.deadline, span=span)
+            response = self._router.send_key_as(
+                key,
+                requests,
+                deadline=self.deadline,
+                lock_timeout_ms=self.lock_timeout_ms,
+                span=span,
+            )
         except RangeKeyMismatchError:
             return False
         self.commit_ts = response.timestamp
@@ -1108,12 +1118,14 @@ class Txn:
     # Plumbing.
 
     def _header(self) -> Header:
-        return Header(txn=self._txn)
+        return Header(txn=self._txn, lock_timeout_ms=self.lock_timeout_ms)
 
     def _send_key(
         self, key: bytes, requests: tuple[Request, ...], *, span: Span | None = None
     ) -> BatchResponse:
-        response = self._router.send_key_as(key, requests, txn=self._txn, span=span)
+        response = self._router.send_key_as(
+            key, requests, txn=self._txn, lock_timeout_ms=self.lock_timeout_ms, span=span
+        )
         self._adopt(response)
         return response
 

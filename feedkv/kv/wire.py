@@ -394,6 +394,8 @@ def batch_request_to_proto(
         _txn_to(header.txn, msg.header.txn)
     if header.deadline is not None:
         timestamp_to_proto(header.deadline, msg.header.deadline)
+    if header.lock_timeout_ms:
+        msg.header.lock_timeout_ms = header.lock_timeout_ms
     for req in batch.requests:
         _encode_request(req, msg.requests.add())
     return msg
@@ -407,6 +409,7 @@ def batch_request_from_proto(msg: pb.BatchRequest) -> api.BatchRequest:
         timestamp=timestamp_from_proto(h.timestamp) if h.HasField("timestamp") else None,
         txn=_txn_from(h.txn) if h.HasField("txn") else None,
         deadline=timestamp_from_proto(h.deadline) if h.HasField("deadline") else None,
+        lock_timeout_ms=h.lock_timeout_ms,
     )
     return api.BatchRequest(header, tuple(map(_decode_request, msg.requests)))
 
@@ -610,6 +613,7 @@ def error_to_proto(exc: FeedKVError, out: pb.Error) -> None:
             timestamp_to_proto(exc.ts, out.ts)
     if isinstance(exc, errors.LockNotAvailableError):
         out.key = exc.key
+        out.reason = exc.reason
     if isinstance(exc, errors.ConditionFailedError):
         out.key = exc.key
         _value_to(exc.expected, out, "expected")
@@ -635,6 +639,7 @@ def error_from_proto(msg: pb.Error) -> FeedKVError:
         exc.ts = timestamp_from_proto(msg.ts) if msg.HasField("ts") else None
     if isinstance(exc, errors.LockNotAvailableError):
         exc.key = msg.key
+        exc.reason = msg.reason or errors.LockNotAvailableError.NOWAIT
     if isinstance(exc, errors.ConditionFailedError):
         exc.key = msg.key
         exc.expected = _value_from(msg, "expected")

@@ -320,6 +320,8 @@ class Execution:
         # commit (a tag, not a Result: one is made per UPDATE, and hardly ever used).
         self.missing: dict[bytes, str] = {}
         self.context: Context = _StatementContext(session, txn, params)
+        if txn is not None:
+            txn.lock_timeout_ms = session.lock_timeout_ms
 
     def on_commit(self, hook: Callable[[], object]) -> None:
         """Run ``hook`` once the statement's transaction commits."""
@@ -565,7 +567,7 @@ class Execution:
                         skip_locked=lock == "skip",
                     )
                 except LockNotAvailableError as exc:
-                    raise _lock_not_available(desc, exc.key) from exc
+                    raise _lock_not_available(desc, exc) from exc
             else:
                 kvs = source.scan(start, span.end, limit=page)
             yield from kvs
@@ -842,18 +844,24 @@ def _is_number_constant(node: exp.Expr) -> bool:
     )
 
 
-def _lock_not_available(desc: TableDescriptor, key: bytes) -> SQLError:
-    """55P03 for a NOWAIT read that met ``key``, a row of ``desc`` another transaction
-    holds, worded as CockroachDB's (``could not obtain lock on row (k)=(1) in
-    t@t_pkey``)."""
+def _lock_not_available(desc: TableDescriptor, exc: LockNotAvailableError) -> SQLError:
+    """55P03 for a NOWAIT read that met ``exc.key``, a row of ``desc`` another
+    transaction holds, or a read that waited for it past ``lock_timeout``, worded as
+    CockroachDB's (``could not obtain lock on row (k)=(1) in t@t_pkey``, ``canceling
+    statement due to lock timeout on row ...``)."""
     where = f"{desc.name}@{desc.name}_pkey"
+    what = (
+        "canceling statement due to lock timeout on"
+        if exc.reason == LockNotAvailableError.LOCK_TIMEOUT
+        else "could not obtain lock on"
+    )
     try:
-        values, _family, _prefix = decode_row_key(desc, key)
+        values, _family, _prefix = decode_row_key(desc, exc.key)
     except SQLError:
-        return SQLError("55P03", f"could not obtain lock on row in {where}")
+        return SQLError("55P03", f"{what} row in {where}")
     names = ", ".join(c.name for c in desc.key_columns)
     shown = ", ".join("NULL" if v is None else str(v) for v in values)
-    return SQLError("55P03", f"could not obtain lock on row ({names})=({shown}) in {where}")
+    return SQLError("55P03", f"{what} row ({names})=({shown}) in {where}")
 
 
 def _stamped(kvs: Iterator[KeyValue], stamps: dict[bytes, Timestamp]) -> Iterator[KeyValue]:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from feedkv.errors import (
     ConditionFailedError,
     InvariantViolation,
+    LockNotAvailableError,
     RetryableError,
     SerializationFailure,
     SQLError,
@@ -350,10 +351,12 @@ class Session:
         # NB: what every statement reads of the variables, kept in step with them by
         # _variables_changed, which each write to them calls: asked of the dict, it
         # cost each statement three lookups and a parse. The time zone (name, zone),
-        # statement_timeout (ms, 0: none), default_transaction_read_only
+        # statement_timeout (ms, 0: none), default_transaction_read_only; and
+        # lock_timeout (ms, 0: none), which each execution gives its transaction
         self._zone: tuple[str, datetime.tzinfo] = ("UTC", datetime.UTC)
         self._timeout_ms = 0
         self._read_only_default = False
+        self.lock_timeout_ms = 0
         # SET LOCAL: each variable's value before the transaction changed it (None: it
         # was not set), put back when the transaction ends
         self._local_saved: dict[str, str | None] = {}
@@ -797,6 +800,14 @@ class Session:
                     self.interrupt.disarm()
                 result.stop_at(deadline)  # NB: rows that stream on count in its time
             return result if zone is datetime.UTC else self._in_zone(result)
+        except LockNotAvailableError as exc:
+            if measured:
+                metrics.failure.inc()
+            # NB: a write or a plain read that waited past lock_timeout (a locking
+            # read's error names its row: feedkv.sql.execution)
+            raise SQLError(
+                "55P03", "canceling statement due to lock timeout", detail=str(exc)
+            ) from exc
         except BaseException:
             if measured:
                 metrics.failure.inc()
@@ -846,6 +857,7 @@ class Session:
         if name != self._zone[0]:
             self._zone = (name, zone_named(name))
         self._timeout_ms = int(variables.get("statement_timeout", "0"))
+        self.lock_timeout_ms = int(variables.get("lock_timeout", "0"))
         self._read_only_default = variables.get("default_transaction_read_only") == "on"
 
     def _run_statement(

@@ -73,6 +73,12 @@ class SessionContext(Protocol):
     def interrupt(self) -> Interrupt: ...
 
     @property
+    def lock_timeout_ms(self) -> int:
+        """How long a statement may wait for another transaction's lock (the
+        ``lock_timeout`` session variable, in ms; 0: as long as it takes)."""
+        ...
+
+    @property
     def backend_pid(self) -> int:
         """The session's number for pg_backend_pid(): its SQL client's process id."""
         ...

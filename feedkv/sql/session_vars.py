@@ -152,6 +152,9 @@ VARIABLES: dict[str, Variable] = {
     "extra_float_digits": Variable("0", _float_digits),
     "integer_datetimes": Variable("on", _read_only, read_only=True),
     "intervalstyle": Variable("postgres", _one_of("postgres")),
+    # each statement's waits for another transaction's row lock or intent end with 55P03
+    # once one has lasted this long (CockroachDB's; feedkv.kv.api.Header.lock_timeout_ms)
+    "lock_timeout": Variable("0", _timeout),
     "search_path": Variable("$user, public", _any),
     "server_encoding": Variable("UTF8", _read_only, read_only=True),
     "server_version": Variable(SERVER_VERSION, _read_only, read_only=True),

@@ -10,6 +10,7 @@ import pytest
 
 import feedkv
 from feedkv.errors import LockNotAvailableError, TransactionRetryError
+from feedkv.kv.api import MAX_PRIORITY
 from feedkv.kv.lock_table import LockConflictError, LockTable
 from feedkv.kv.store import StoreConfig
 from feedkv.storage.intent import TxnMeta
@@ -225,6 +226,40 @@ def test_nowait_locking_scan_fails_on_a_pending_writers_intent(db: feedkv.DB) ->
     assert [kv.value for kv in after.scan(b"row", b"rox", lock=True, nowait=True)] == [b"1"]
     after.commit()
     assert len(_locks(db)) == 0
+
+
+def test_a_wait_for_a_lock_or_an_intent_ends_at_the_lock_timeout(db: feedkv.DB) -> None:
+    """A transaction's ``lock_timeout_ms`` bounds each wait (CockroachDB's lock_timeout):
+    a locking read queued behind a lock, a plain read and a write behind a pending
+    writer's intent each fail with LockNotAvailableError (LOCK_TIMEOUT) naming the key,
+    and leave nothing queued (waiting without one: the tests above)."""
+    db.put(b"row", b"0")
+    holder = db.transaction()
+    holder.scan(b"row", b"rox", lock=True)
+    locker = db.transaction()
+    locker.lock_timeout_ms = 50
+    with pytest.raises(LockNotAvailableError) as caught:
+        locker.scan(b"row", b"rox", lock=True)
+    assert (caught.value.key, caught.value.reason) == (b"row", LockNotAvailableError.LOCK_TIMEOUT)
+    assert _locks(db).waiters() == 0
+    locker.rollback()
+    holder.rollback()
+
+    # NB: the highest priority, so the others' pushes fail and they wait
+    writer = db.transaction(priority=MAX_PRIORITY)
+    writer.put_now(b"row", b"1")  # an intent, its transaction alive (heartbeating)
+    for attempt in ("read", "write"):
+        other = db.transaction()
+        other.lock_timeout_ms = 50
+        with pytest.raises(LockNotAvailableError) as caught:
+            if attempt == "read":
+                other.get(b"row")
+            else:
+                other.put_now(b"row", b"2")
+        assert caught.value.reason == LockNotAvailableError.LOCK_TIMEOUT, attempt
+        other.rollback()
+    writer.commit()
+    assert db.get(b"row") == b"1"
 
 
 def test_refused_in_names_the_keys_others_hold_in_a_span() -> None:

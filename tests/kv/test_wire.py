@@ -120,13 +120,22 @@ def test_a_scan_crosses_the_wire_with_its_options(request_: api.Scan) -> None:
     assert batch_request_from_proto(pb.BatchRequest.FromString(data)).requests == (request_,)
 
 
-def test_a_nowait_reads_lock_error_crosses_the_wire_with_its_key() -> None:
+@pytest.mark.parametrize(
+    "reason", [LockNotAvailableError.NOWAIT, LockNotAvailableError.LOCK_TIMEOUT]
+)
+def test_a_lock_error_crosses_the_wire_with_its_key_and_reason(reason: str) -> None:
     out = pb.Error()
-    error_to_proto(LockNotAvailableError(b"row\x00"), out)
+    error_to_proto(LockNotAvailableError(b"row\x00", reason), out)
     back = error_from_proto(pb.Error.FromString(out.SerializeToString()))
     assert isinstance(back, LockNotAvailableError)
-    assert back.key == b"row\x00"
-    assert str(back) == str(LockNotAvailableError(b"row\x00"))
+    assert (back.key, back.reason) == (b"row\x00", reason)
+    assert str(back) == str(LockNotAvailableError(b"row\x00", reason))
+
+
+def test_a_batchs_lock_timeout_crosses_the_wire() -> None:
+    batch = api.BatchRequest(api.Header(lock_timeout_ms=250), (api.Get(b"k"),))
+    data = batch_request_to_proto(batch).SerializeToString()
+    assert batch_request_from_proto(pb.BatchRequest.FromString(data)) == batch
 
 
 @pytest.mark.parametrize(

@@ -129,3 +129,32 @@ def test_sqlalchemy_with_for_update_skip_locked(url: str) -> None:
             assert worker.execute(query).all() == [(2,)]
     finally:
         engine.dispose()
+
+
+def test_lock_timeout_ends_a_wait_for_a_row_with_lock_not_available(url: str) -> None:
+    """``SET lock_timeout`` (CockroachDB's): an UPDATE or a SELECT ... FOR UPDATE waiting
+    for a row another transaction's UPDATE holds gives up with 55P03 once it has waited
+    that long; a transaction is then aborted, as after any error; the other's write is
+    untouched. (Waits for intents, by reads and writes: tests/kv/test_lock_table.py.)"""
+    with psycopg.connect(url) as first, psycopg.connect(url, autocommit=True) as second:
+        first.execute("UPDATE t SET v = 5 WHERE k = 1")
+        second.execute("SET lock_timeout = '100ms'")
+        assert second.execute("SHOW lock_timeout").fetchone() == ("100",)
+        with pytest.raises(errors.LockNotAvailable) as caught:
+            second.execute("UPDATE t SET v = 6 WHERE k = %s", (1,))
+        assert caught.value.diag.message_primary is not None
+        assert caught.value.diag.message_primary.startswith(
+            "canceling statement due to lock timeout"
+        )
+        with second.transaction():
+            with pytest.raises(errors.LockNotAvailable) as caught:
+                second.execute("SELECT v FROM t WHERE k >= 1 FOR UPDATE")
+            assert caught.value.diag.message_primary == (
+                "canceling statement due to lock timeout on row (k)=(1) in t@t_pkey"
+            )
+            with pytest.raises(errors.InFailedSqlTransaction):
+                second.execute("SELECT 1")
+            raise psycopg.Rollback
+        assert second.execute("SELECT v FROM t WHERE k = 2").fetchone() == (0,)  # no wait
+        first.commit()
+        assert second.execute("SELECT k, v FROM t ORDER BY k").fetchall() == [(1, 5), (2, 0)]

@@ -330,18 +330,20 @@ class RequestUnion(_message.Message):
     def __init__(self, get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., conditional_put: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., delete_range: _Optional[_Union[DeleteRangeRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., end_txn: _Optional[_Union[EndTxnRequest, _Mapping]] = ..., heartbeat_txn: _Optional[_Union[HeartbeatTxnRequest, _Mapping]] = ..., push_txn: _Optional[_Union[PushTxnRequest, _Mapping]] = ..., resolve_intent: _Optional[_Union[ResolveIntentRequest, _Mapping]] = ..., refresh_range: _Optional[_Union[RefreshRangeRequest, _Mapping]] = ..., split: _Optional[_Union[SplitRequest, _Mapping]] = ..., merge: _Optional[_Union[MergeRequest, _Mapping]] = ..., range_lookup: _Optional[_Union[RangeLookupRequest, _Mapping]] = ..., export: _Optional[_Union[ExportRequest, _Mapping]] = ..., conditional_put_exists: _Optional[_Union[ConditionalPutRequest, _Mapping]] = ..., relocate: _Optional[_Union[RelocateRequest, _Mapping]] = ..., ingest: _Optional[_Union[IngestRequest, _Mapping]] = ..., incremental_scan: _Optional[_Union[IncrementalScanRequest, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
-    __slots__ = ("range_id", "generation", "timestamp", "txn", "deadline")
+    __slots__ = ("range_id", "generation", "timestamp", "txn", "deadline", "lock_timeout_ms")
     RANGE_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     TXN_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    LOCK_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     range_id: int
     generation: int
     timestamp: Timestamp
     txn: Transaction
     deadline: Timestamp
-    def __init__(self, range_id: _Optional[int] = ..., generation: _Optional[int] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ..., deadline: _Optional[_Union[Timestamp, _Mapping]] = ...) -> None: ...
+    lock_timeout_ms: int
+    def __init__(self, range_id: _Optional[int] = ..., generation: _Optional[int] = ..., timestamp: _Optional[_Union[Timestamp, _Mapping]] = ..., txn: _Optional[_Union[Transaction, _Mapping]] = ..., deadline: _Optional[_Union[Timestamp, _Mapping]] = ..., lock_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class BatchRequest(_message.Message):
     __slots__ = ("header", "requests", "cancel_token")

@@ -715,6 +715,8 @@ _FUNCTIONS = {
     **dict.fromkeys(("jsonb_array_length", "json_array_length"), _INT),
     **dict.fromkeys(("jsonb_typeof", "json_typeof", "to_hex", "quote_ident"), _STRING),
     "make_date": ColumnType(Kind.DATE),
+    **dict.fromkeys(("format", "overlay"), _STRING),
+    "width_bucket": _INT,
     "age": ColumnType(Kind.INTERVAL),
     "to_timestamp": ColumnType(Kind.TIMESTAMPTZ),
 }

@@ -56,6 +56,7 @@ from feedkv.sql.jsonb import JSON_NULL
 from feedkv.sql.records import Record
 from feedkv.sql.scalar_functions import is_int
 from feedkv.sql.session_vars import CLUSTER_VERSION
+from feedkv.sql.text_format import format_text
 from feedkv.sql.time_zone import current_zone, infinity_of
 from feedkv.sql.types import (
     DECIMAL_NAN,
@@ -1676,6 +1677,23 @@ class _Compiler:
             # NB: an untyped constant takes the type of the function's only signature
             arguments = [exp.cast(node.this.copy(), "INTERVAL")]
         return self.call(name, arguments)
+
+    def format_(self, node: exp.Format) -> Compiled:
+        """``format(template, args...)`` (:mod:`feedkv.sql.text_format`): NULL for a NULL
+        template; NULL arguments are formatted (as nothing, NULL, or an error)."""
+        _refuse_node_args(node, {"this", "expressions"})
+        template = self.compile(node.this)
+        args = [self.compile(a) for a in node.expressions]
+
+        def format_(row: Env, ctx: Context) -> Any:
+            text = template(row, ctx)
+            if text is None:
+                return None
+            if not isinstance(text, str):
+                raise SQLError("42883", f"unknown signature: format({type_of_value(text)}, ...)")
+            return format_text(text, [a(row, ctx) for a in args], lambda v: _text(v, ctx))
+
+        return format_
 
     def chr_(self, node: exp.Chr) -> Compiled:
         _refuse_node_args(node, {"expressions", "charset"})
@@ -3331,6 +3349,8 @@ _FUNCTION_NODES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.JustifyHours: ("justify_hours", ("this",)),
     exp.JustifyDays: ("justify_days", ("this",)),
     exp.JustifyInterval: ("justify_interval", ("this",)),
+    exp.Overlay: ("overlay", ("this", "expression", "from_", "for_")),
+    exp.WidthBucket: ("width_bucket", ("this", "min_value", "max_value", "num_buckets")),
 }
 
 _JUSTIFY = (exp.JustifyHours, exp.JustifyDays, exp.JustifyInterval)
@@ -3352,6 +3372,7 @@ _HANDLERS: dict[type, Callable[[_Compiler, Any], Compiled]] = {
     exp.Extract: _Compiler.extract,
     exp.TimestampTrunc: _Compiler.date_trunc,
     exp.Chr: _Compiler.chr_,
+    exp.Format: _Compiler.format_,
     exp.Nullif: _Compiler.nullif,
     exp.Greatest: _Compiler.extremum,
     exp.Least: _Compiler.extremum,

@@ -18,6 +18,7 @@ import base64
 import binascii
 import datetime
 import decimal
+import fractions
 import hashlib
 import json
 import math
@@ -65,6 +66,12 @@ def _interval(value: Any) -> Interval:
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
+def _number(value: Any) -> int | float | decimal.Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
         raise TypeError(value)
     return value
 
@@ -480,6 +487,41 @@ def _quote_ident(value: Any) -> str:
     return quote_name(_text(value))
 
 
+def _overlay(text: Any, placing: Any, start: Any, count: Any = None) -> str:
+    """overlay(s PLACING r FROM n [FOR m]): ``s`` with its ``m`` characters from the
+    ``n``-th (by default as many as ``r`` has) replaced by ``r``."""
+    s, r, n = _text(text), _text(placing), _int(start)
+    m = len(r) if count is None else _int(count)
+    if n < 1 or m < 0:
+        raise SQLError("22011", "negative substring length not allowed")
+    return s[: n - 1] + r + s[n - 1 + m :]
+
+
+def _width_bucket(operand: Any, low: Any, high: Any, count: Any) -> int:
+    """width_bucket(operand, low, high, count): which of ``count`` equal buckets between
+    ``low`` and ``high`` holds ``operand`` (from 1; 0 below them, ``count + 1`` above),
+    as PostgreSQL's; ``low`` above ``high`` counts down."""
+    buckets = _int(count)
+    if buckets <= 0:
+        raise SQLError("2201G", "count must be greater than zero")
+    values = [_number(v) for v in (operand, low, high)]
+    exact = not any(isinstance(v, float) for v in values)
+    x, lo, hi = (fractions.Fraction(v) if exact else float(v) for v in values)
+    if lo == hi:
+        raise SQLError("2201G", "lower bound cannot equal upper bound")
+    if lo < hi:
+        if x < lo:
+            return 0
+        if x >= hi:
+            return buckets + 1
+        return math.floor((x - lo) * buckets / (hi - lo)) + 1
+    if x > lo:
+        return 0
+    if x <= hi:
+        return buckets + 1
+    return math.floor((lo - x) * buckets / (lo - hi)) + 1
+
+
 def _make_date(year: Any, month: Any, day: Any) -> datetime.date:
     y, m, d = _int(year), _int(month), _int(day)
     try:
@@ -676,4 +718,6 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int, int]] = {
     "translate": (_translate, 3, 3),
     "quote_ident": (_quote_ident, 1, 1),
     "make_date": (_make_date, 3, 3),
+    "overlay": (_overlay, 3, 4),
+    "width_bucket": (_width_bucket, 4, 4),
 }

@@ -157,6 +157,7 @@ _ALIASES = {
     "CHAR": Kind.STRING,
     "NVARCHAR": Kind.STRING,
     "NCHAR": Kind.STRING,
+    "NAME": Kind.STRING,  # NB: PostgreSQL's identifier type, a string here
     "BYTES": Kind.BYTES,
     "BYTEA": Kind.BYTES,
     "BLOB": Kind.BYTES,

@@ -59,6 +59,8 @@ def as_json(value: Any) -> Any:
     if isinstance(value, EnumValue):
         return value.label
     if isinstance(value, Record):
+        if value.names:  # a table's row: its columns' names
+            return {name: as_json(v) for name, v in zip(value.names, value.values, strict=True)}
         # NB: an unlabelled tuple's keys are its elements' places, as CockroachDB and
         # PostgreSQL name a record's anonymous columns
         return {f"f{place}": as_json(v) for place, v in enumerate(value.values, start=1)}

@@ -206,6 +206,9 @@ class Scope:
     outer: Scope | None = None
     hits: int = 0
     referenced: set[int] = field(default_factory=set)  # its places a query inside named
+    # Each source's name -> its row's visible columns (name, place, type): what the name
+    # alone means where no column has it (``row_to_json(t)``), as in PostgreSQL
+    rows: dict[str, list[tuple[str, int, ColumnType]]] = field(default_factory=dict)
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
         """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
@@ -224,6 +227,36 @@ class Scope:
             candidates.append(f"{named}.{name}")
         for qualifier in qualifiers:
             self.columns.setdefault((qualifier, name), (index, ctype))
+
+    def with_whole_rows(self, node: exp.Expr) -> exp.Expr:
+        """``node`` with each unqualified name that is no column but a source's (``t`` in
+        ``row_to_json(t)``) as that source's row: a tuple of its visible columns,
+        labelled with their names (a record that knows them), as PostgreSQL reads it.
+        ``node`` itself when it has none (the common case: nothing is copied)."""
+        if not any(self._row_named(c) is not None for c in node.find_all(exp.Column)):
+            return node
+
+        def row_of(found: exp.Expr) -> exp.Expr:
+            columns = self._row_named(found) if isinstance(found, exp.Column) else None
+            if columns is None or not isinstance(found, exp.Column):
+                return found
+            name = _column_name(found)
+            row = exp.Tuple(
+                expressions=[exp.column(c, table=name, quoted=True) for c, _i, _t in columns]
+            )
+            row.meta["labels"] = [c for c, _i, _t in columns]
+            return row
+
+        return node.transform(row_of)
+
+    def _row_named(self, node: exp.Column) -> list[tuple[str, int, ColumnType]] | None:
+        """The columns of the source whose row ``node`` names, if it names one."""
+        if not isinstance(node.this, exp.Identifier) or qualifier_of(node):
+            return None
+        name = _column_name(node)
+        if ("", name) in self.columns or name in self.ambiguous:
+            return None
+        return self.rows.get(name)
 
     def rebind(self, name: str, index: int, ctype: ColumnType) -> None:
         """Unqualified ``name`` now means the column at ``index`` alone (the column a
@@ -605,7 +638,8 @@ class _Compiler:
             for place, e in enumerate(node.expressions)
             if static_kind(e, self.scope) is Kind.JSONB
         )
-        return lambda row, ctx: Record(tuple(e(row, ctx) for e in elements), json_at)
+        names = tuple(node.meta.get("labels", ()))
+        return lambda row, ctx: Record(tuple(e(row, ctx) for e in elements), json_at, names)
 
     def star(self, node: exp.Star) -> Compiled:
         raise SQLError("42601", "* is only allowed as a whole SELECT item or in count(*)")

@@ -242,6 +242,8 @@ class JoinPlan:
             for i, column in zip(table.columns, desc.columns, strict=True):
                 if not column.adding and not column.inaccessible:
                     scope.add(qualifiers, column.name, i, column.type)
+            if name:
+                scope.rows[name] = star_of([table])
             offset += len(desc.columns)
             if n:
                 join = s.joins[n - 1]

@@ -118,6 +118,7 @@ def table_scope(
             scope.add([HIDDEN_QUALIFIER], column.name, index, column.type)
         elif not column.adding:
             scope.add(qualifiers, column.name, index, column.type)
+    scope.rows[alias or desc.name] = star_of([FromTable.alone(desc, alias)])
     return scope
 
 
@@ -672,8 +673,8 @@ class ResultPlan:
         """The result of ``s`` over rows of ``tables``' columns, named in ``scope``;
         ``star`` is what ``*`` selects and ``width`` the rows' width when they hold
         more than the tables' columns (those JOIN ... USING merges)."""
-        types = _types(tables, s.items, scope, star)
-        items = list(s.items)
+        items = [scope.with_whole_rows(item) for item in s.items]
+        types = _types(tables, items, scope, star)
         order_by = list(s.order_by)
         on = list(s.distinct_on)
         grouping = having = None

@@ -33,6 +33,9 @@ class Record(Sequence[Any]):
     # NB: the places of JSONB elements: a JSON true or "a" is a Python True or str, which
     # shows as true or "a" only when known for JSON (as a JSONB column's type tells it)
     json_at: frozenset[int] = frozenset()
+    # The elements' names, where the record is a table's row (``row_to_json(t)``): its
+    # JSON object's keys. Not part of its value: records compare by their elements.
+    names: tuple[str, ...] = ()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, tuple):

@@ -41,7 +41,7 @@ from feedkv.errors import BatchTimestampBeforeGCError, SQLError
 from feedkv.kv.db import KVClient
 from feedkv.sql import catalog
 from feedkv.sql import statements as st
-from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor
+from feedkv.sql.descriptor import DatabaseDescriptor, TableDescriptor, quote_name
 from feedkv.sql.expr import Context, Scope, compile_expr
 from feedkv.sql.row_codec import row_prefix
 from feedkv.sql.types import coerce
@@ -57,6 +57,7 @@ __all__ = [
     "check_history",
     "check_not_into_watched",
     "implicit_access",
+    "options_text",
     "plan_changefeed",
     "is_admin",
     "require_admin",
@@ -143,7 +144,7 @@ def plan_changefeed(statement: st.CreateChangefeed, session: Session) -> Plan:
         options=options,
         start=options.cursor or now,
         sink_uri=statement.sink,
-        description=_redacted_text(statement.text, statement.sink, options.given),
+        description=_description(statement, options.given),
         user=session.user,
         query=statement.query.text if statement.query is not None else None,
         database_id=database_id,
@@ -276,16 +277,53 @@ def _check_sinkless(options: ChangefeedOptions) -> None:
             raise option_error(f"option {name} is not usable without a sink")
 
 
-def _redacted_text(text: str, sink: str | None, given: tuple[tuple[str, str | None], ...]) -> str:
-    """The statement as SHOW CHANGEFEED JOBS describes it: the secrets in its sink URI
-    and in options such as ``webhook_auth_header`` redacted (they are string literals,
-    where a quote is written twice)."""
-    if sink:
-        text = text.replace(sql_literal(sink), sql_literal(redacted(sink)))
-    for name, value in given:
-        if value and is_secret(name):
-            text = text.replace(sql_literal(value), "'redacted'")
+def _description(statement: st.CreateChangefeed, given: tuple[tuple[str, str | None], ...]) -> str:
+    """The statement as its job's description has it, as CockroachDB writes one: each
+    target as written (``TABLE t``), the sink URI's secrets redacted, the options
+    sorted in ``WITH OPTIONS (...)`` (:func:`options_text`)."""
+    text = "CREATE CHANGEFEED"
+    if statement.name is not None:
+        text += f" {quote_name(statement.name.name)}"
+    if statement.database is not None:
+        text += f" FOR DATABASE {quote_name(statement.database)}"
+    elif statement.query is None:
+        text += " FOR " + ", ".join(_target_text(t) for t in statement.targets)
+    if statement.sink is not None:
+        text += f" INTO {sql_literal(redacted(statement.sink))}"
+    text += options_text(given)
+    if statement.query is not None:
+        text += f" AS {statement.query.text}"
     return text
+
+
+def _target_text(target: st.ChangefeedTarget) -> str:
+    """``TABLE t [FAMILY f] [PARTITION p | VALUES FROM (...) TO (...)]``, as written."""
+    text = f"TABLE {target.table}"
+    if target.family is not None:
+        text += f" FAMILY {quote_name(target.family)}"
+    if target.partition is not None:
+        text += f" PARTITION {quote_name(target.partition)}"
+    if target.start is not None and target.end is not None:
+        start, end = (
+            ", ".join(e.sql(dialect="postgres") for e in b) for b in (target.start, target.end)
+        )
+        text += f" VALUES FROM ({start}) TO ({end})"
+    return text
+
+
+def options_text(given: tuple[tuple[str, str | None], ...]) -> str:
+    """`` WITH OPTIONS (name = 'value', flag, ...)``, as CockroachDB writes a changefeed's
+    options in its job's description: sorted by name, a secret's value redacted (``''``
+    when there are none)."""
+    if not given:
+        return ""
+    shown = [
+        name
+        if value is None
+        else f"{name} = {sql_literal('redacted' if is_secret(name) else value)}"
+        for name, value in sorted(given, key=lambda option: option[0])
+    ]
+    return f" WITH OPTIONS ({', '.join(shown)})"
 
 
 def sql_literal(text: str) -> str:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feedkv.changefeed.create import sql_literal
-from feedkv.changefeed.jobs import JobRecord, is_secret, redacted, table_names
+from feedkv.changefeed.create import options_text, sql_literal
+from feedkv.changefeed.jobs import JobRecord, redacted, table_names
 from feedkv.changefeed.rows import Target
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -181,16 +181,11 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
         text += " FOR " + ", ".join(targets)
     if spec.sink_uri is not None:
         text += f" INTO {sql_literal(redacted(spec.sink_uri))}"
-    options = []
-    for name, value in spec.options.given:
-        if name == "cursor" and spec.options.cursor is not None:
-            value = str(spec.options.cursor)
-        if value is None:
-            options.append(name)
-        else:
-            options.append(f"{name} = {sql_literal('redacted' if is_secret(name) else value)}")
-    if options:
-        text += " WITH " + ", ".join(options)
+    given = spec.options.given
+    if spec.options.cursor is not None:
+        cursor = str(spec.options.cursor)
+        given = tuple((n, cursor if n == "cursor" else v) for n, v in given)
+    text += options_text(given)
     if spec.query is not None:
         text += f" AS {spec.query}"
     return text

@@ -2727,7 +2727,7 @@ class _Statement:
             i += 2
         options: list[tuple[str, str | None]] = []
         if i < len(words) and words[i] == "WITH":
-            options, i = self._options(i + 1, values=True)
+            options, i = self._changefeed_options(i + 1)
         query = None
         if i < len(words) and words[i] == "AS":
             if targets or database is not None:
@@ -2887,6 +2887,17 @@ class _Statement:
         if not isinstance(node, exp.Values) or len(node.expressions) != 1:
             raise self._error_at(i, "expected one parenthesized list of primary key values")
         return tuple(node.expressions[0].expressions), j + 1
+
+    def _changefeed_options(self, i: int) -> tuple[list[tuple[str, str | None]], int]:
+        """A changefeed's options from token ``i``, after WITH: ``name [= value], ...``
+        or, as CockroachDB writes them in a job's description, ``OPTIONS (...)``."""
+        words = self.words
+        if not (i + 1 < len(words) and words[i] == "OPTIONS" and words[i + 1] == "("):
+            return self._options(i, values=True)
+        options, i = self._options(i + 2, values=True)
+        if i >= len(words) or words[i] != ")":
+            raise self._error_at(i, "expected ) after the changefeed's options")
+        return options, i + 1
 
     def _options(self, i: int, *, values: bool) -> tuple[list[tuple[str, str | None]], int]:
         """``name [= value], ...`` from token ``i`` (names alone unless ``values``);

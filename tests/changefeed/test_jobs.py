@@ -232,7 +232,12 @@ def test_show_lists_a_new_job_running_with_every_column(table: DB, tmp_path: Pat
     (row,) = result.rows
     job = dict(zip(result.columns, row, strict=True))
     assert job["job_id"] == job_id
-    assert job["description"] == statement
+    # NB: as CockroachDB describes it: TABLE before each target as written, the options
+    # sorted in WITH OPTIONS (...), which CREATE CHANGEFEED takes again
+    assert job["description"] == (
+        f"CREATE CHANGEFEED FOR TABLE t INTO 'file://{out}' "
+        "WITH OPTIONS (min_checkpoint_frequency = '100ms', resolved = '100ms', updated)"
+    )
     assert job["user_name"] == "root"
     assert job["status"] == "running"
     assert job["error"] == ""
@@ -494,7 +499,7 @@ def test_tables_cannot_be_added_before_the_initial_scan_ends(table: DB, tmp_path
         )
     db.sql(f"ALTER CHANGEFEED {job_id} SET updated")  # options can change
     assert show(db, job_id)["description"].endswith(
-        "WITH min_checkpoint_frequency = '3600s', updated"
+        "WITH OPTIONS (min_checkpoint_frequency = '3600s', updated)"
     )
 
 
@@ -584,7 +589,7 @@ def test_altered_job_follows_its_new_tables_with_its_new_options(table: DB, tmp_
     assert job["full_table_names"].values == ("defaultdb.public.u",)
     assert job["description"] == (
         f"CREATE CHANGEFEED FOR TABLE defaultdb.public.u INTO 'file://{out}' "
-        "WITH min_checkpoint_frequency = '100ms', resolved = '200ms', updated"
+        "WITH OPTIONS (min_checkpoint_frequency = '100ms', resolved = '200ms', updated)"
     )
     assert job["high_water_timestamp"] == high_water
     # t is no longer watched, u is.
@@ -608,7 +613,7 @@ def test_altered_job_follows_its_new_tables_with_its_new_options(table: DB, tmp_
     assert job["description"] == (
         "CREATE CHANGEFEED FOR TABLE defaultdb.public.u, TABLE defaultdb.public.t "
         f"INTO 'file://{out}' "
-        "WITH min_checkpoint_frequency = '100ms', resolved = '200ms'"
+        "WITH OPTIONS (min_checkpoint_frequency = '100ms', resolved = '200ms')"
     )
 
 

@@ -248,7 +248,7 @@ def test_show_create_recreates_the_changefeed_with_its_current_options(
     assert name == "feed_t"
     assert statement == (
         f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
-        "WITH resolved = '1s', diff"
+        "WITH OPTIONS (diff, resolved = '1s')"
     )
     assert show(db, "feed_t")["description"] == statement  # the altered job's description
     db.sql("DROP CHANGEFEED feed_t")
@@ -392,7 +392,7 @@ def test_named_changefeeds_from_feedkv_sql(
         [
             "feed_t",
             f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
-            "WITH envelope = 'diff'",
+            "WITH OPTIONS (envelope = 'diff')",
         ],
     ]
     printed = cli(store, capsys, "SHOW CHANGEFEED JOB feed_t")
@@ -721,7 +721,7 @@ def test_alter_into_and_set_cursor_from_feedkv_sql(
     printed = cli(store, capsys, "SHOW CREATE CHANGEFEED feed_t")
     assert printed[1][1] == (
         f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{second}' "
-        f"WITH cursor = '{cursor}'"
+        f"WITH OPTIONS (cursor = '{cursor}')"
     )
     printed = cli(store, capsys, "SHOW CHANGEFEED JOB feed_t")
     row = dict(zip(printed[0], printed[1], strict=True))

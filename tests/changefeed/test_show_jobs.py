@@ -94,7 +94,7 @@ def test_show_jobs_has_the_job_type_and_cockroachdbs_columns(table: DB, tmp_path
     shown = row_of(db, "SHOW JOBS", job_id)
     assert shown["job_type"] == "CHANGEFEED"
     assert shown["user_name"] == "root"
-    assert shown["description"].startswith("CREATE CHANGEFEED FOR t")
+    assert shown["description"].startswith("CREATE CHANGEFEED FOR TABLE t")
     assert row_of(db, f"SHOW JOB {job_id}", job_id)["job_id"] == job_id
     wait_until(
         lambda: row_of(db, "SHOW JOBS", job_id)["coordinator_id"] is not None,

@@ -67,7 +67,7 @@ def test_alter_changefeeds_rows_and_notices_reach_psycopg(
             (
                 job_id,
                 f"CREATE CHANGEFEED feed_t FOR TABLE defaultdb.public.t INTO 'file://{out}' "
-                "WITH resolved = '10s'",
+                "WITH OPTIONS (resolved = '10s')",
             )
         ]
         assert cursor.statusmessage == "ALTER CHANGEFEED"

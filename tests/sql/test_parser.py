@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from feedkv.errors import SQLError
+from feedkv.sql import statements as st
 from feedkv.sql.parser import parse, placeholder_count
 
 
@@ -45,3 +46,16 @@ def test_cockroachdbs_show_statements_not_there_yet_are_unsupported(text: str) -
         parse(text)
     assert caught.value.code == "0A000", caught.value
     assert "feedkv supports SHOW TABLES" in caught.value.message
+
+
+def test_changefeed_options_are_read_in_cockroachdbs_description_form_too() -> None:
+    """``WITH OPTIONS (...)``, as a job's description writes them, reads as ``WITH ...``
+    does (so a description runs again); an unclosed one is a syntax error."""
+    (plain,) = parse("CREATE CHANGEFEED FOR t INTO 'null://' WITH resolved = '1s', updated")
+    (described,) = parse(
+        "CREATE CHANGEFEED FOR TABLE t INTO 'null://' WITH OPTIONS (resolved = '1s', updated)"
+    )
+    assert isinstance(plain, st.CreateChangefeed) and isinstance(described, st.CreateChangefeed)
+    assert described.options == plain.options == (("resolved", "1s"), ("updated", None))
+    with pytest.raises(SQLError, match="never closed"):
+        parse("CREATE CHANGEFEED FOR t INTO 'null://' WITH OPTIONS (updated")

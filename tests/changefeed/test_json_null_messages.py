@@ -22,7 +22,7 @@ from feedkv.changefeed.proto import changefeed_pb2 as pb
 from feedkv.changefeed.sinkless import FeedResult
 from feedkv.errors import SQLError
 from feedkv.sql.jsonb import JSON_NULL
-from feedkv.sql.types import Kind
+from feedkv.sql.types import ColumnType, Kind
 from feedkv.testing.schema_registry import SchemaRegistryServer
 from feedkv.testing.waiting import wait_until
 
@@ -181,6 +181,7 @@ def test_parquet_writes_json_null_as_the_text_null(docs: DB, tmp_path: Path) -> 
 
 def test_arrow_rows_for_spark_hold_the_text_null() -> None:
     """The Spark source's and the lake sinks' Arrow columns (JSONB as JSON text)."""
-    assert arrow_value(Kind.JSONB, JSON_NULL) == "null"
-    assert arrow_value(Kind.JSONB, None) is None
-    assert arrow_value(Kind.JSONB, {"a": None}) == '{"a": null}'
+    jsonb = ColumnType(Kind.JSONB)
+    assert arrow_value(jsonb, JSON_NULL) == "null"
+    assert arrow_value(jsonb, None) is None
+    assert arrow_value(jsonb, {"a": None}) == '{"a": null}'

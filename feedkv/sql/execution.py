@@ -61,6 +61,7 @@ from feedkv.sql.types import (
     ColumnType,
     logical_decimal,
     type_of_value,
+    wall_instant,
 )
 from feedkv.storage.mvcc import KeyValue
 from feedkv.util.keys import Span, key_next
@@ -322,6 +323,9 @@ class Execution:
         self.context: Context = _StatementContext(session, txn, params)
         if txn is not None:
             txn.lock_timeout_ms = session.lock_timeout_ms
+            as_of = session.transaction_as_of
+            if as_of is not None:  # NB: now() is the time read at, as CockroachDB's
+                self.context.now = wall_instant(as_of)
 
     def on_commit(self, hook: Callable[[], object]) -> None:
         """Run ``hook`` once the statement's transaction commits."""

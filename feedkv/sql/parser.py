@@ -1580,30 +1580,36 @@ class _Statement:
                 j += 1
             if j == i + 4:
                 raise self._error_at(j, "AS OF SYSTEM TIME needs a timestamp expression")
-            start = self._pos(self.tokens[i + 4])
-            end = self._pos(self.tokens[j - 1]) + len(self._raw(j - 1))
-            expression = parse_expression(self.text[start:end])
-            if any(isinstance(n, exp.Subquery | exp.Select) for n in expression.walk()):
-                raise SQLError("0A000", "subqueries are not allowed in AS OF SYSTEM TIME")
-            for node in expression.walk():
-                if isinstance(node, exp.Anonymous) and node.name.lower() in CCL_ONLY_FUNCTIONS:
-                    raise ccl_only(node.name.lower())
-            if any(
-                isinstance(n, exp.Column | exp.Func)
-                and not isinstance(n, exp.Cast)
-                and not _is_follower_read_timestamp(n)
-                for n in expression.walk()
-            ):
-                # NB: a placeholder is a constant of its execution here (CockroachDB
-                # refuses even those); a function such as now() is not
-                raise SQLError(
-                    "XXUUU",
-                    "AS OF SYSTEM TIME: only constant expressions, with_min_timestamp, "
-                    "with_max_staleness, or follower_read_timestamp are allowed",
-                )
+            expression = self._as_of_expression(i + 4, j)
             self._mask(i, j - 1)
             return expression
         return None
+
+    def _as_of_expression(self, first: int, end: int) -> exp.Expr:
+        """AS OF SYSTEM TIME's expression, tokens ``first`` to ``end`` (excluded): a
+        constant, follower_read_timestamp() or a placeholder."""
+        start = self._pos(self.tokens[first])
+        stop = self._pos(self.tokens[end - 1]) + len(self._raw(end - 1))
+        expression = parse_expression(self.text[start:stop])
+        if any(isinstance(n, exp.Subquery | exp.Select) for n in expression.walk()):
+            raise SQLError("0A000", "subqueries are not allowed in AS OF SYSTEM TIME")
+        for node in expression.walk():
+            if isinstance(node, exp.Anonymous) and node.name.lower() in CCL_ONLY_FUNCTIONS:
+                raise ccl_only(node.name.lower())
+        if any(
+            isinstance(n, exp.Column | exp.Func)
+            and not isinstance(n, exp.Cast)
+            and not _is_follower_read_timestamp(n)
+            for n in expression.walk()
+        ):
+            # NB: a placeholder is a constant of its execution here (CockroachDB
+            # refuses even those); a function such as now() is not
+            raise SQLError(
+                "XXUUU",
+                "AS OF SYSTEM TIME: only constant expressions, with_min_timestamp, "
+                "with_max_staleness, or follower_read_timestamp are allowed",
+            )
+        return expression
 
     def _cut_delete_returning(self) -> tuple[exp.Expr, ...] | None:
         """``DELETE ... ORDER BY ... LIMIT n RETURNING ...``, CockroachDB's order of the
@@ -2014,15 +2020,19 @@ class _Statement:
         """``SET TRANSACTION mode, ...`` (the modes from token ``i``)."""
         return st.SetTransaction(self.text, *self._transaction_modes(i))
 
-    def _transaction_modes(self, i: int) -> tuple[str | None, str | None, bool | None]:
+    def _transaction_modes(
+        self, i: int
+    ) -> tuple[str | None, str | None, bool | None, exp.Expr | None]:
         """The transaction modes from token ``i`` on, separated by commas or not, each
         given at most once (42601 names the one given twice, as CockroachDB's grammar):
         ``PRIORITY LOW | NORMAL | HIGH``, ``ISOLATION LEVEL level``, ``READ ONLY | READ
-        WRITE`` and ``[NOT] DEFERRABLE``; as (priority, isolation, read only). DEFERRABLE
-        and AS OF SYSTEM TIME are refused: feedkv does not run them."""
+        WRITE``, ``AS OF SYSTEM TIME expr`` and ``[NOT] DEFERRABLE``; as (priority,
+        isolation, read only, AS OF SYSTEM TIME's expression). DEFERRABLE is refused:
+        feedkv does not run it."""
         words = self.words
         start = i
         given: dict[str, str] = {}
+        as_of: exp.Expr | None = None
 
         def once(mode: str, what: str, value: str) -> None:
             if mode in given:
@@ -2058,17 +2068,38 @@ class _Statement:
                 once("deferrable", "deferrable mode", word)
                 i += 1 if word == "DEFERRABLE" else 2
             elif words[i : i + 4] == ["AS", "OF", "SYSTEM", "TIME"]:
-                raise SQLError("0A000", "AS OF SYSTEM TIME as a transaction mode is not supported")
+                once("as_of", "AS OF SYSTEM TIME", "")
+                end = self._mode_end(i + 4)
+                if end == i + 4:
+                    raise self._error_at(end, "AS OF SYSTEM TIME needs a timestamp expression")
+                as_of = self._as_of_expression(i + 4, end)
+                i = end
             else:
                 raise self._error_at(i, "expected a transaction mode")
         if given.get("deferrable") == "DEFERRABLE":
             raise SQLError("0A000", "DEFERRABLE transactions are not supported")
         read = given.get("read")
+        if as_of is not None and read == "WRITE":
+            raise SQLError("0A000", "AS OF SYSTEM TIME specified with READ WRITE mode")
         return (
             given.get("priority"),
             given.get("isolation"),
             None if read is None else read == "ONLY",
+            as_of,
         )
+
+    def _mode_end(self, i: int) -> int:
+        """Where a transaction mode's expression from token ``i`` ends: at the first
+        comma outside parentheses, or the statement's end."""
+        depth = 0
+        while i < len(self.words):
+            kind = self.tokens[i].token_type
+            depth += kind is TokenType.L_PAREN
+            depth -= kind is TokenType.R_PAREN
+            if depth == 0 and kind is TokenType.COMMA:
+                return i
+            i += 1
+        return i
 
     def _drop_index(self) -> st.DropIndex:
         """``DROP INDEX [IF EXISTS] [db.][t@]name [CASCADE | RESTRICT]``."""

@@ -10,7 +10,6 @@ query that names them; subqueries get runners (:mod:`feedkv.sql.subquery`).
 
 from __future__ import annotations
 
-import datetime
 import itertools
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -56,6 +55,7 @@ from feedkv.sql.types import (
     coerce,
     logical_decimal,
     timestamp_of,
+    wall_instant,
 )
 from feedkv.sql.views import view_query
 from feedkv.util.keys import prefix_end
@@ -87,9 +87,7 @@ def select(ex: Execution, s: st.Select) -> Result:
         ex.reader = catalog.Snapshot(ex.session.db, ts)
         ex.context.logical_timestamp = partial(logical_decimal, ts)
         # NB: now() is the time read at, as CockroachDB's (its transaction's timestamp)
-        ex.context.now = datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(
-            microseconds=ts.wall // 1000
-        )
+        ex.context.now = wall_instant(ts)
     return query(ex, s)
 
 

@@ -90,10 +90,13 @@ from feedkv.sql.session_vars import VARIABLES, canonical_name, checked_value
 from feedkv.sql.statement_cache import StatementCache, retire
 from feedkv.sql.statement_kinds import StatementKind
 from feedkv.sql.time_zone import ZONE, infinity_of, zone_named
-from feedkv.sql.types import ColumnType
+from feedkv.sql.types import ColumnType, timestamp_of
 
 if TYPE_CHECKING:
+    from sqlglot import exp
+
     from feedkv.kv.db import KVClient
+    from feedkv.util.hlc import Timestamp
 
 __all__ = ["ChangefeedService", "Result", "Session", "prepare"]
 
@@ -357,6 +360,7 @@ class Session:
         self._timeout_ms = 0
         self._read_only_default = False
         self.lock_timeout_ms = 0
+        self._as_of: Timestamp | None = None  # the open transaction's AS OF SYSTEM TIME
         # SET LOCAL: each variable's value before the transaction changed it (None: it
         # was not set), put back when the transaction ends
         self._local_saved: dict[str, str | None] = {}
@@ -881,6 +885,14 @@ class Session:
             self._read_only = (
                 statement.read_only if statement.read_only is not None else self._read_only_default
             )
+            self._as_of = None
+            if statement.as_of is not None:
+                try:
+                    self._read_as_of(statement.as_of, params)
+                except BaseException:  # NB: a BEGIN that fails begins nothing
+                    self._txn.rollback()
+                    self._txn = None
+                    raise
             self._rows_only = True
             return Result(tag="BEGIN")
         if isinstance(statement, st.SetTransaction):
@@ -1168,8 +1180,36 @@ class Session:
         if s.priority is not None:
             self._set_priority(s.priority.lower())
         if s.read_only is not None:
+            if not s.read_only and self._as_of is not None:
+                raise SQLError("0A000", "AS OF SYSTEM TIME specified with READ WRITE mode")
             self._read_only = s.read_only
+        if s.as_of is not None:
+            self._read_as_of(s.as_of, ())
         return Result(tag="SET TRANSACTION")
+
+    def _read_as_of(self, expression: exp.Expr, params: Sequence[Any]) -> None:
+        """The open transaction reads at AS OF SYSTEM TIME's ``expression`` and writes
+        nothing, as CockroachDB's ``BEGIN AS OF SYSTEM TIME``: only before it has run a
+        statement."""
+        txn = self._txn
+        if txn is None:
+            raise SQLError("25P01", "there is no transaction in progress")
+        if self._executions or self._savepoints or txn.read_ts is not None:
+            raise SQLError(
+                "25001", "cannot set AS OF SYSTEM TIME in a transaction that has run statements"
+            )
+        now = self.db.now()
+        ts = timestamp_of(Execution(self, None, params).constant(expression), now)
+        if ts > now:
+            raise SQLError("22007", f"AS OF SYSTEM TIME: {ts} is in the future")
+        txn.advance_to(ts)
+        self._as_of = ts
+        self._read_only = True
+
+    @property
+    def transaction_as_of(self) -> Timestamp | None:
+        """The time the open transaction reads at, when it began AS OF SYSTEM TIME."""
+        return self._as_of if self._txn is not None else None
 
     def _set_priority(self, priority: str) -> None:
         """The open transaction's user priority, changed before it has run a statement:

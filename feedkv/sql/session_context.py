@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from feedkv.sql.interrupt import Interrupt
     from feedkv.sql.leases import Lease, Leases
     from feedkv.sql.relation import Relation
+    from feedkv.util.hlc import Timestamp
 
 __all__ = ["SequenceState", "SessionContext"]
 
@@ -71,6 +72,11 @@ class SessionContext(Protocol):
 
     @property
     def interrupt(self) -> Interrupt: ...
+
+    @property
+    def transaction_as_of(self) -> Timestamp | None:
+        """The time the open transaction reads at, when it began AS OF SYSTEM TIME."""
+        ...
 
     @property
     def lock_timeout_ms(self) -> int:

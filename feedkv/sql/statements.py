@@ -148,11 +148,13 @@ class Begin(Statement):
     """``BEGIN [TRANSACTION] [mode, ...]`` (or ``START TRANSACTION``): ``priority`` is
     LOW, NORMAL or HIGH when given; ``isolation`` the level named (upgraded to
     serializable, as CockroachDB); ``read_only`` READ ONLY (True) or READ WRITE
-    (False), else the session's default_transaction_read_only."""
+    (False), else the session's default_transaction_read_only; ``as_of`` AS OF SYSTEM
+    TIME's expression: a read-only transaction reading at that time."""
 
     priority: str | None = None
     isolation: str | None = None
     read_only: bool | None = None
+    as_of: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,7 @@ class SetTransaction(Statement):
     priority: str | None = None
     isolation: str | None = None
     read_only: bool | None = None
+    as_of: exp.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

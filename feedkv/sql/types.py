@@ -1243,6 +1243,14 @@ def logical_decimal(ts: Timestamp) -> decimal.Decimal:
     return decimal.Decimal(f"{ts.wall}.{ts.logical:010d}")
 
 
+def wall_instant(ts: Timestamp) -> datetime.datetime:
+    """The instant of ``ts``'s wall time, as a TIMESTAMPTZ value (in microseconds)."""
+    return _EPOCH + datetime.timedelta(microseconds=ts.wall // 1000)
+
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+
 def timestamp_of(value: Any, now: Timestamp) -> Timestamp:
     """An AS OF SYSTEM TIME value as a timestamp: a logical timestamp (``123.0000000001``
     or a DECIMAL), a negative interval (``'-10s'``) before ``now``, or a date/time."""

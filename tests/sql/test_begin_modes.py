@@ -76,7 +76,44 @@ def test_a_transaction_of_any_priority_commits(db: DB, priority: str) -> None:
 
 
 def test_modes_feedkv_does_not_run_are_refused(db: DB) -> None:
-    for text in ("BEGIN DEFERRABLE", "BEGIN AS OF SYSTEM TIME '-1s'"):
+    for text in ("BEGIN DEFERRABLE", "BEGIN READ WRITE, AS OF SYSTEM TIME '-1s'"):
         with pytest.raises(SQLError) as raised:
             db.session().execute(text)
         assert raised.value.code == "0A000"
+
+
+def test_a_transaction_as_of_system_time_reads_then_and_writes_nothing(db: DB) -> None:
+    """``BEGIN AS OF SYSTEM TIME`` (or SET TRANSACTION's, before any statement), as
+    CockroachDB's: every read of the transaction at that time, now() and
+    cluster_logical_timestamp() that time, and no write (25006)."""
+    db.sql("CREATE TABLE t (k INT PRIMARY KEY, v INT)")
+    db.sql("INSERT INTO t VALUES (1, 10)")
+    [(then,)] = db.sql("SELECT cluster_logical_timestamp()").rows
+    [(instant,)] = db.sql(f"SELECT now() FROM t AS OF SYSTEM TIME {then}").rows
+    db.sql("UPDATE t SET v = 20 WHERE k = 1")
+    session = db.session()
+    for begin in (
+        f"BEGIN AS OF SYSTEM TIME {then}",
+        f"BEGIN; SET TRANSACTION AS OF SYSTEM TIME {then}",
+    ):
+        session.execute_all(begin)
+        assert session.execute("SELECT v FROM t").rows == [(10,)]
+        assert session.execute("SELECT now(), cluster_logical_timestamp()").rows == [
+            (instant, then)
+        ]
+        assert session.execute("SHOW transaction_read_only").rows == [("on",)]
+        with pytest.raises(SQLError) as raised:
+            session.execute("UPDATE t SET v = 30 WHERE k = 1")
+        assert raised.value.code == "25006"
+        session.execute("ROLLBACK")
+    assert session.execute("SELECT v FROM t").rows == [(20,)]  # the next reads now
+    session.execute("BEGIN")
+    session.execute("SELECT 1")
+    with pytest.raises(SQLError) as raised:
+        session.execute(f"SET TRANSACTION AS OF SYSTEM TIME {then}")
+    assert raised.value.code == "25001"
+    session.execute("ROLLBACK")
+    with pytest.raises(SQLError) as raised:
+        session.execute("BEGIN AS OF SYSTEM TIME '+1h'")
+    assert raised.value.code == "22007"
+    assert session.execute("SHOW transaction_status").rows == [("NoTxn",)]

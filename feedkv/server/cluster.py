@@ -57,6 +57,7 @@ from feedkv.errors import (
     InvariantViolation,
     NodeUnavailableError,
     NotLeaseHolderError,
+    PermissionDeniedError,
     RangeUnavailableError,
 )
 from feedkv.kv.address import parse_listen
@@ -135,6 +136,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 1.0
+# How often a heartbeat a node keeps refusing (another cluster's) is logged as a warning
+REFUSAL_WARN_S = 10.0
 # what `feedkv init` is told by a node already in a cluster: CockroachDB's words, which
 # scripts written for it look for
 ALREADY_INITIALIZED = "cluster has already been initialized"
@@ -423,6 +426,9 @@ class Cluster:
         self._reported: list[RangeDescriptor] = []
         self._reported_leases: dict[int, int] = {}
         self._channels: dict[str, grpc.Channel] = {}
+        # When a refused heartbeat to each address was last logged as a warning (see
+        # _heartbeat_failed)
+        self._refused_heartbeats: dict[str, float] = {}
         self.dialer = ClusterDialer(
             local,
             gateway_node=lambda: ident.node_id,
@@ -1116,6 +1122,8 @@ class Cluster:
         sent = clock.physical_now()
         try:
             answer = call(self._channel(address), "Gossip", self._message(), self.heartbeat_s * 2)
+            if "other_cluster" in answer:
+                raise InvalidArgumentError(str(answer["other_cluster"]))
             if "refused" in answer:
                 self._leave(str(answer["refused"]))
                 return False
@@ -1123,10 +1131,29 @@ class Cluster:
             # NB: the answer's clock was read between sent and received: the offset is
             # known to half the round trip, which a loaded machine makes long
             self._take(answer, answer["wall"] - (sent + received) // 2, (received - sent) // 2)
-            return True
         except FeedKVError as exc:
-            log.debug("heartbeat to %s failed: %s", address, exc)
+            self._heartbeat_failed(address, exc)
             return False
+        with self._lock:
+            self._refused_heartbeats.pop(address, None)
+        return True
+
+    def _heartbeat_failed(self, address: str, exc: FeedKVError) -> None:
+        """Log a failed heartbeat: a refusal (a node of another cluster, one
+        decommissioned, a user it does not take), an operator's mistake to see and mend,
+        as a warning every :data:`REFUSAL_WARN_S` while heartbeats to ``address`` go on
+        being refused so; any other failure (a node down) at debug, as every beat while
+        it is down would."""
+        if not isinstance(exc, InvalidArgumentError | PermissionDeniedError):
+            log.debug("heartbeat to %s failed: %s", address, exc)
+            return
+        now = time.monotonic()
+        with self._lock:
+            warned = self._refused_heartbeats.get(address)
+            due = warned is None or now - warned >= REFUSAL_WARN_S
+            if due:
+                self._refused_heartbeats[address] = now
+        (log.warning if due else log.debug)("heartbeat to %s failed: %s", address, exc)
 
     def _channel(self, address: str) -> grpc.Channel:
         with self._lock:
@@ -1185,6 +1212,12 @@ class Cluster:
         return {"node": me, "remaining": remaining}
 
     def _on_gossip(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message["cluster"] != self.ident.cluster_id:
+            return {
+                "other_cluster": f"the node at {self.me.address} belongs to cluster "
+                f"{self.ident.cluster_id}, this one to cluster {message['cluster']} "
+                "(does --join name another cluster's node?)"
+            }
         sender = int(message["node"][0])
         if self.membership.get(sender) is Membership.DECOMMISSIONED:
             return {

@@ -37,6 +37,7 @@ from feedkv.kv.api import (
     ScanResponse,
     Transaction,
 )
+from feedkv.kv.cancellation import check_given_up
 from feedkv.kv.range_cache import RangeCache
 from feedkv.kv.range_descriptor import RangeDescriptor
 from feedkv.storage.mvcc import KeyValue
@@ -244,9 +245,13 @@ class Router:
         """Wait before resending to a range that is moving (a move takes about as long
         as streaming its data): 1 ms doubling up to 1 s, about 30 s over all the
         attempts; raises :class:`ClientClosedError` once the client is closing (a node
-        that stops, its quorum gone, must not wait that long for every request)."""
+        that stops, its quorum gone, must not wait that long for every request), and
+        the caller's error once it gave up (a statement cancelled, or past its
+        statement_timeout: :func:`~feedkv.kv.cancellation.check_given_up`)."""
+        check_given_up()
         if self.closing.wait(min(MAX_BACKOFF_S, 0.001 * 2 ** min(attempt, 10))):
             raise ClientClosedError("the client is closing: it no longer waits for a range")
+        check_given_up()
 
     def _retry(self, desc: RangeDescriptor, exc: RetryableError, failures: int) -> None:
         """Before sending again: a stale address is refreshed, a moving range waited for

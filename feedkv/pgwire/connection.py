@@ -53,10 +53,12 @@ Two kinds of query do not go to the SQL layer: ``COPY ... FROM STDIN | TO STDOUT
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -75,6 +77,7 @@ from feedkv.errors import (
     SerializationFailure,
     SQLError,
 )
+from feedkv.kv.cancellation import GIVE_UP
 from feedkv.pgwire import messages as m
 from feedkv.pgwire.auth import Accepted, Authenticator, Challenge, Refused
 from feedkv.pgwire.catalog import (
@@ -498,12 +501,13 @@ class Connection:
         session = self._sessions(self.user, self._database)
         session.backend_pid = self.process_id  # as CockroachDB's, part of the cancel key
         try:
-            session.check_login()
+            with _login_deadline(LOGIN_TIMEOUT_S):
+                session.check_login()
             for name, value in _startup_settings(self._startup_params):
                 session.set_variable(name, value)
-        except SQLError as exc:
+        except FeedKVError as exc:  # NB: a cluster that cannot read the user's records too
             session.close()
-            self._fatal(exc, out)
+            self._fatal(_as_sql_error(exc), out)
             return
         self._session = session
         session.cursors.portals = self._portals  # NB: DECLARE refuses a portal's name
@@ -1442,6 +1446,33 @@ def _startup_settings(params: dict[str, str]) -> list[tuple[str, str]]:
                     raise SQLError("22023", f"invalid option {word!r} in options: -c name=value")
                 settings.append((name.replace("-", "_"), value))
     return settings
+
+
+# How long a login may wait to read the user's records (CockroachDB's
+# server.user_login.timeout): a range that lost its quorum must not hold a client for
+# the router's every retry.
+LOGIN_TIMEOUT_S = 10.0
+
+
+@contextlib.contextmanager
+def _login_deadline(seconds: float) -> Iterator[None]:
+    """Give up the KV waits of a login (:func:`~feedkv.kv.cancellation.check_given_up`)
+    ``seconds`` from now, with 58000 saying why."""
+    deadline = time.monotonic() + seconds
+
+    def check() -> None:
+        if time.monotonic() > deadline:
+            raise SQLError(
+                "58000",
+                f"cannot log in: the user's records could not be read within {seconds:g} s "
+                "(the cluster may be unavailable: a range without its quorum of nodes)",
+            )
+
+    token = GIVE_UP.set(check)
+    try:
+        yield
+    finally:
+        GIVE_UP.reset(token)
 
 
 def _as_sql_error(exc: BaseException) -> SQLError:

@@ -1,10 +1,11 @@
-"""SQL metrics, as CockroachDB names them: statements by type (``sql_select_count``,
-``sql_insert_count``, ``sql_update_count``, ``sql_delete_count``, ``sql_ddl_count``,
-``sql_misc_count``; ``sql_query_count`` for all of them, ``sql_failure_count`` for those
-that failed), transactions (``sql_txn_begin_count``, ``sql_txn_commit_count``,
-``sql_txn_rollback_count``) and the latency of each statement, ``sql_service_latency``
-(a histogram in nanoseconds; statements sent together in one implicit transaction are
-one observation). The node adds ``sql_conns`` (its open SQL connections)."""
+"""SQL metrics, as CockroachDB names them: statements executed successfully by type
+(``sql_select_count``, ``sql_insert_count``, ``sql_update_count``, ``sql_delete_count``,
+``sql_ddl_count``, ``sql_misc_count``), ``sql_failure_count`` for those that failed (a
+batch sent together counts once), ``sql_query_count`` for all of them; transactions
+(``sql_txn_begin_count``, ``sql_txn_commit_count``, ``sql_txn_rollback_count``) and the
+latency of each statement, ``sql_service_latency`` (a histogram in nanoseconds;
+statements sent together in one implicit transaction are one observation). The node
+adds ``sql_conns`` (its open SQL connections)."""
 
 from __future__ import annotations
 
@@ -36,17 +37,25 @@ _DDL = (
 
 # Each statement type's place in SQLMetrics' tally, and its metric.
 _TALLIED = (
-    ("sql_select_count", "Number of SQL SELECT statements"),
-    ("sql_insert_count", "Number of SQL INSERT statements"),
-    ("sql_update_count", "Number of SQL UPDATE statements"),
-    ("sql_delete_count", "Number of SQL DELETE statements"),
-    ("sql_ddl_count", "Number of SQL DDL statements"),
-    ("sql_misc_count", "Number of other SQL statements (SHOW, SET, jobs, changefeeds)"),
-    ("sql_txn_begin_count", "Number of SQL transaction BEGIN"),
-    ("sql_txn_commit_count", "Number of SQL transaction COMMIT"),
-    ("sql_txn_rollback_count", "Number of SQL transaction ROLLBACK"),
+    ("sql_select_count", "Number of SQL SELECT statements successfully executed"),
+    ("sql_insert_count", "Number of SQL INSERT statements successfully executed"),
+    ("sql_update_count", "Number of SQL UPDATE statements successfully executed"),
+    ("sql_delete_count", "Number of SQL DELETE statements successfully executed"),
+    ("sql_ddl_count", "Number of SQL DDL statements successfully executed"),
+    (
+        "sql_misc_count",
+        "Number of other SQL statements (SHOW, SET, jobs, changefeeds) successfully executed",
+    ),
+    ("sql_txn_begin_count", "Number of SQL transaction BEGIN statements successfully executed"),
+    ("sql_txn_commit_count", "Number of SQL transaction COMMIT statements successfully executed"),
+    (
+        "sql_txn_rollback_count",
+        "Number of SQL transaction ROLLBACK statements successfully executed",
+    ),
+    ("sql_failure_count", "Number of statements resulting in a planning or runtime error"),
 )
 _DDL_INDEX, _MISC_INDEX = 4, 5
+_FAILED_INDEX = len(_TALLIED) - 1  # statements that failed, whatever their type
 
 
 class _Places(dict[type, int]):
@@ -73,8 +82,8 @@ _PLACES = _Places(
 
 
 class SQLMetrics:
-    """A node's SQL metrics. A statement is counted by its type and timed in one call
-    (:meth:`ran`), without a lock: the counts in a :class:`Tally` that the type's
+    """A node's SQL metrics. A statement is counted by its type (or as failed) and timed
+    in one call (:meth:`ran`), without a lock: the counts in a :class:`Tally` that the
     counters read at scrape time, the latency in a lean histogram."""
 
     def __init__(self, registry: Registry | None = None) -> None:
@@ -86,9 +95,6 @@ class SQLMetrics:
         # NB: each statement is counted once, in its type's count; their sum, read at
         # scrape time, saves every statement a second increment
         r.sampled("sql_query_count", "Number of SQL statements", self._statements, kind="counter")
-        self.failure = r.counter(
-            "sql_failure_count", "Number of statements resulting in a planning or runtime error"
-        )
         # NB: observed for each statement: a lean histogram (see feedkv.util.metrics)
         self.service_latency = r.lean_histogram(
             "sql_service_latency",
@@ -104,14 +110,21 @@ class SQLMetrics:
         """Statements of every type."""
         return sum(self._tally.counts())
 
-    def ran(self, statement: st.Statement, nanos: int) -> None:
-        """Count ``statement`` by its type and observe its latency (``nanos``): what
-        every statement a session runs alone costs the metrics."""
-        self.service_latency.observe_tallied(nanos, self._tally, _PLACES[type(statement)])
+    def ran(self, statement: st.Statement, nanos: int, *, failed: bool = False) -> None:
+        """Count ``statement`` by its type (or as ``failed``) and observe its latency
+        (``nanos``): what every statement a session runs alone costs the metrics."""
+        place = _FAILED_INDEX if failed else _PLACES[type(statement)]
+        self.service_latency.observe_tallied(nanos, self._tally, place)
 
-    def ran_together(self, statements: Sequence[st.Statement], nanos: int) -> None:
-        """Count each of ``statements`` by its type and observe their latency together
-        (``nanos``): statements sent as one implicit transaction are one observation."""
+    def ran_together(
+        self, statements: Sequence[st.Statement], nanos: int, *, failed: bool = False
+    ) -> None:
+        """Count each of ``statements`` by its type (or all as one ``failed``) and
+        observe their latency together (``nanos``): statements sent as one implicit
+        transaction are one observation."""
+        if failed:
+            self.service_latency.observe_tallied(nanos, self._tally, _FAILED_INDEX)
+            return
         *counted, last = statements
         for statement in counted:
             self._tally.add(_PLACES[type(statement)])

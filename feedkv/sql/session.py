@@ -560,18 +560,20 @@ class Session:
                 results.append(self._run(statement, len(params), params))
             return results
         started = time.perf_counter_ns()
+        failed = True
         try:
-            return self._run_implicit(
+            results = self._run_implicit(
                 planned,
                 autocommit=all(isinstance(s, st.Insert) for s, _ in planned),
                 interrupt=interrupt,
             )
-        except BaseException:
-            self.metrics.failure.inc()
-            raise
+            failed = False
+            return results
         finally:
             self.metrics.ran_together(
-                [statement for statement, _ in planned], time.perf_counter_ns() - started
+                [statement for statement, _ in planned],
+                time.perf_counter_ns() - started,
+                failed=failed,
             )
 
     def copy_columns(
@@ -595,15 +597,14 @@ class Session:
             return None
         copy = st.CopyRows(text, statement.table, statement.columns, tuple(columns))
         started = time.perf_counter_ns()
+        failed = True
         try:
             self._run_implicit([(copy, ())], autocommit=True, interrupt=interrupt)
+            failed = False
         except CopyDeclined:
             return None
-        except BaseException:
-            self.metrics.failure.inc()
-            raise
         finally:
-            self.metrics.ran(statement, time.perf_counter_ns() - started)
+            self.metrics.ran(statement, time.perf_counter_ns() - started, failed=failed)
         return len(columns[0]) if columns else 0
 
     def describe(self, text: str, param_types: Sequence[ColumnType | None] = ()) -> Description:
@@ -791,6 +792,7 @@ class Session:
         # times nor counts its statements: what the metrics cost is all on the other
         measured = metrics.enabled
         started = time.perf_counter_ns() if measured else 0
+        failed = True
         try:
             timeout_ms = self._timeout_ms
             if not timeout_ms:
@@ -803,22 +805,17 @@ class Session:
                 finally:
                     self.interrupt.disarm()
                 result.stop_at(deadline)  # NB: rows that stream on count in its time
+            failed = False
             return result if zone is datetime.UTC else self._in_zone(result)
         except LockNotAvailableError as exc:
-            if measured:
-                metrics.failure.inc()
             # NB: a write or a plain read that waited past lock_timeout (a locking
             # read's error names its row: feedkv.sql.execution)
             raise SQLError(
                 "55P03", "canceling statement due to lock timeout", detail=str(exc)
             ) from exc
-        except BaseException:
-            if measured:
-                metrics.failure.inc()
-            raise
         finally:
             if measured:
-                metrics.ran(statement, time.perf_counter_ns() - started)
+                metrics.ran(statement, time.perf_counter_ns() - started, failed=failed)
             GIVE_UP.reset(give_up)
             if token is not None:
                 ZONE.reset(token)
@@ -1052,18 +1049,19 @@ class Session:
         self, prepared: Sequence[tuple[st.Statement, int]], params: Sequence[Any]
     ) -> list[Result]:
         started = time.perf_counter_ns()
+        failed = True
         try:
             for _statement, placeholders in prepared:
                 if len(params) != placeholders:
                     raise _arguments_mismatch(placeholders, params)
             results = self._run_implicit([(s, params) for s, _ in prepared], autocommit=False)
+            failed = False
             return [self._in_zone(result) for result in results]
-        except BaseException:
-            self.metrics.failure.inc()
-            raise
         finally:
             self.metrics.ran_together(
-                [statement for statement, _ in prepared], time.perf_counter_ns() - started
+                [statement for statement, _ in prepared],
+                time.perf_counter_ns() - started,
+                failed=failed,
             )
 
     def _run_implicit(

@@ -1,12 +1,15 @@
-"""Tests for feedkv.sql.metrics: each statement is counted by its type (its own count for
-SELECT, INSERT, UPDATE, DELETE, BEGIN, COMMIT, ROLLBACK; DDL's or misc's for the rest),
-alone or sent together, and sql_query_count is their sum."""
+"""Tests for feedkv.sql.metrics: each statement executed successfully is counted by its
+type (its own count for SELECT, INSERT, UPDATE, DELETE, BEGIN, COMMIT, ROLLBACK; DDL's or
+misc's for the rest), alone or sent together, one that failed as a failure only, and
+sql_query_count is their sum."""
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from feedkv import DB
+from feedkv.errors import SQLError
 from feedkv.sql.metrics import SQLMetrics
 from feedkv.sql.session import Session
 from feedkv.util.metrics import Registry
@@ -21,6 +24,7 @@ COUNTS = (
     "sql_txn_begin_count",
     "sql_txn_commit_count",
     "sql_txn_rollback_count",
+    "sql_failure_count",
     "sql_query_count",
 )
 
@@ -49,6 +53,9 @@ def test_each_statement_is_counted_by_its_type(db: DB) -> None:
         "INSERT INTO t VALUES (2, 'c'); INSERT INTO t VALUES (3, 'd'); SELECT 1",
     ):
         session.execute(text)
+    for failing in ("SELECT * FROM nosuch", "INSERT INTO t VALUES (2, 'again')"):
+        with pytest.raises(SQLError):
+            session.execute(failing)
     assert counts(registry) == {
         "sql_select_count": 2,
         "sql_insert_count": 3,
@@ -59,5 +66,6 @@ def test_each_statement_is_counted_by_its_type(db: DB) -> None:
         "sql_txn_begin_count": 2,
         "sql_txn_commit_count": 1,
         "sql_txn_rollback_count": 1,
-        "sql_query_count": 14,
+        "sql_failure_count": 2,
+        "sql_query_count": 16,
     }

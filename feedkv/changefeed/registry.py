@@ -43,7 +43,9 @@ Metrics (:mod:`feedkv.changefeed.metrics`): a job counts as running while its th
 runs it; a job that ends with an error (failed, or paused under ``on_error=pause``)
 counts in ``changefeed_failures``, each retry in ``changefeed_error_retries``; each look
 at the records sets ``jobs_changefeed_currently_paused`` and the jobs' distance from the
-garbage-collection horizon (:meth:`~feedkv.changefeed.metrics.ChangefeedMetrics.observe_jobs`).
+garbage-collection horizon (:meth:`~feedkv.changefeed.metrics.ChangefeedMetrics.observe_jobs`),
+on one node of a cluster (the others report none: summed over the nodes, each job
+counts once).
 """
 
 from __future__ import annotations
@@ -141,10 +143,15 @@ class JobRegistry:
         node_dead: Callable[[str], bool] | None = None,
         metrics: ChangefeedMetrics | None = None,
         locality: Locality | None = None,
+        reports_stats: Callable[[], bool] | None = None,
     ) -> None:
         """``node_dead(node_id)``: whether a node of the cluster is dead, so its leases
         are too, before they expire (``None``: a node of its own). ``locality``: the
-        node's tiers; it claims only the jobs whose ``execution_locality`` it matches."""
+        node's tiers; it claims only the jobs whose ``execution_locality`` it matches.
+        ``reports_stats()``: whether this node is the one that reports the statistics of
+        all the cluster's jobs (``None``: a node of its own does), so that a sum over
+        the nodes counts each job once, as CockroachDB's one poll-jobs-stats job does."""
+        self._reports_stats = reports_stats
         self.locality = locality or Locality()
         self.owner = f"{node_id}/{secrets.token_hex(6)}"
         self._node_dead = node_dead
@@ -214,10 +221,12 @@ class JobRegistry:
     def _tick(self) -> None:
         now = self._db.now()
         records = list_jobs(catalog.Snapshot(self._db, now))
-        self.metrics.currently_paused.set(sum(r.status == PAUSED for r in records))
+        reports = self._reports_stats is None or self._reports_stats()
+        counted = records if reports else []
+        self.metrics.currently_paused.set(sum(r.status == PAUSED for r in counted))
         self.metrics.observe_jobs(
             (r.spec.options.metrics_label, r.high_water or r.spec.start)
-            for r in records
+            for r in counted
             if r.status not in TERMINAL
         )
         for record in records:

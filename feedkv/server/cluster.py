@@ -797,6 +797,17 @@ class Cluster:
             return False
         return self._seen_dead(int(name[1:]))
 
+    def reports_job_stats(self) -> bool:
+        """Whether this node reports the statistics of all the cluster's jobs (paused
+        ones, the history they hold): the live node of the lowest id, as one node runs
+        CockroachDB's poll-jobs-stats job."""
+        now = time.monotonic_ns()
+        with self._lock:
+            live = [
+                d.node_id for d in self.liveness.nodes() if self.liveness.is_live(d.node_id, now)
+            ]
+        return min(live, default=self.ident.node_id) == self.ident.node_id
+
     def _seen_dead(self, node_id: int) -> bool:
         with self._lock:
             return self.liveness.is_dead(node_id, time.monotonic_ns())

@@ -96,6 +96,7 @@ def job_registry(
         metrics=metrics,
         node_dead=node_dead,
         locality=node.cluster.me.locality if node.cluster is not None else None,
+        reports_stats=node.cluster.reports_job_stats if node.cluster is not None else None,
     )
 
 

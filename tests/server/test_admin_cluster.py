@@ -48,3 +48,30 @@ def test_a_nodes_page_shows_the_whole_cluster(tmp_path: Path) -> None:
         # nodes started without --locality have none
         assert [n["locality"] for n in data["nodes"]] == ["", ""]
         assert all(r["replicas"] for r in data["ranges"])
+
+
+def test_the_clusters_job_statistics_are_reported_by_one_node(tmp_path: Path) -> None:
+    """``jobs_changefeed_currently_paused`` counts every paused job of the cluster on
+    one node and none on the others, so a sum over the nodes (as Prometheus dashboards
+    take it) counts each job once, as CockroachDB's one poll-jobs-stats job reports."""
+    with LocalCluster(tmp_path / "cluster", nodes=2, insecure=True) as cluster:
+        with cluster.connect(0) as db:
+            db.sql("CREATE TABLE t (k INT PRIMARY KEY)")
+            [(job_id,)] = db.sql("CREATE CHANGEFEED FOR t INTO 'null://'").rows
+            db.sql(f"PAUSE JOB {job_id}")
+        nodes = [p for p in cluster.processes if p is not None]
+
+        def paused(process: Any) -> float:
+            text = httpx.get(process.http_url + "/_status/vars", timeout=10).text
+            line = next(
+                line
+                for line in text.splitlines()
+                if line.startswith("jobs_changefeed_currently_paused ")
+            )
+            return float(line.split()[1])
+
+        wait_until(
+            lambda: sorted(paused(p) for p in nodes) == [0.0, 1.0],
+            timeout_s=DEADLINE,
+            what="one node to report the paused job, the other none",
+        )

@@ -154,7 +154,6 @@ class GrpcTransport:
     ) -> None:
         self.address = host_port(host, port)
         self.tls = tls
-        self._host = host
         self._connect_timeout_s = connect_timeout_s
         self._channel = open_channel(
             self.address,
@@ -274,7 +273,7 @@ class GrpcTransport:
     def _connect_stream(self) -> CallStream:
         """A connection to the node's batch port carrying this transport's batches."""
         return CallStream(
-            *dial_stream(self._channel, self._host, self.tls, self._connect_timeout_s, BATCHES)
+            *dial_stream(self._channel, self.address, self.tls, self._connect_timeout_s, BATCHES)
         )
 
     def now(self) -> Timestamp:
@@ -305,13 +304,16 @@ class GrpcTransport:
 
 
 def dial_stream(
-    channel: grpc.Channel, host: str, tls: ClientTLS | None, timeout_s: float, stream: str
+    channel: grpc.Channel, address: str, tls: ClientTLS | None, timeout_s: float, stream: str
 ) -> tuple[socket.socket, BinaryIO]:
-    """A connection to the batch port of the node at the other end of ``channel`` (its
-    ``BatchPort`` call names it) on ``host``, welcomed for a ``stream`` whose hello
-    carries what the channel's calls carry; and its reader. Raises
-    :class:`~feedkv.errors.NodeUnavailableError` (nothing was sent), or
-    :class:`~feedkv.errors.PermissionDeniedError` (the node refused the caller)."""
+    """A connection to the batch port of the node at the other end of ``channel``, whose
+    gRPC port is at ``address`` (its ``BatchPort`` call names the port, on the same
+    host), welcomed for a ``stream`` whose hello carries what the channel's calls carry;
+    and its reader. Raises :class:`~feedkv.errors.NodeUnavailableError` (nothing was
+    sent), or :class:`~feedkv.errors.PermissionDeniedError` (the node refused the
+    caller)."""
+    found = split_host_port(address)
+    host = found[0] if found is not None else address
     metadata = call_metadata(channel)
     try:
         answer = channel.unary_unary(f"/{SERVICE}/BatchPort")(
@@ -321,10 +323,13 @@ def dial_stream(
     except grpc.RpcError as exc:
         _raise_denied(exc)
         raise NodeUnavailableError(
-            f"node {host}: cannot ask for its batch port: {_details(exc)}"
+            f"the node at {address} is unavailable: asked for its batch port, "
+            f"{_details(exc)}"
         ) from exc
     except (ValueError, KeyError, TypeError) as exc:
-        raise NodeUnavailableError(f"node {host}: a malformed batch port: {exc!r}") from exc
+        raise NodeUnavailableError(
+            f"the node at {address} named a malformed batch port: {exc!r}"
+        ) from exc
     sock = connect(host, port, tls, timeout_s, "the batch port")
     try:
         return sock, greet(sock, metadata, stream)

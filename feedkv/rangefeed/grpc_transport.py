@@ -37,7 +37,6 @@ from feedkv.errors import (
     NodeUnavailableError,
     PermissionDeniedError,
 )
-from feedkv.kv.address import split_host_port
 from feedkv.kv.batch_socket import ended_by
 from feedkv.kv.framed_socket import frame, read_frame
 from feedkv.kv.grpc_transport import dial_stream
@@ -353,6 +352,4 @@ class GrpcFeedTransport:
     def _dial(self) -> tuple[socket.socket, BinaryIO]:
         """A connection to the node's batch port for this client's feeds (on the
         connection's reader thread)."""
-        address = split_host_port(self.address)
-        host = address[0] if address is not None else self.address
-        return dial_stream(self._channel, host, self._tls, DIAL_TIMEOUT_S, RANGEFEED)
+        return dial_stream(self._channel, self.address, self._tls, DIAL_TIMEOUT_S, RANGEFEED)

@@ -110,6 +110,22 @@ def show_sessions(ex: Execution, s: st.ShowSessions) -> Result:
     return Result(SESSIONS_COLUMNS, rows, f"SHOW {len(rows)}", _SESSIONS_TYPES)
 
 
+def _elsewhere(found_id: str, registry: SessionRegistry) -> str:
+    """What to add to "not found" when the id names another node (its last 32 bits):
+    feedkv cancels only the sessions of the node the statement runs on."""
+    try:
+        owner = int(found_id[-8:], 16)
+    except ValueError:
+        return ""
+    here = registry.node_id()
+    if len(found_id) != 32 or here is None or owner in (0, here):
+        return ""
+    return (
+        f" on this node (n{here}): its ID names node n{owner}; run CANCEL there "
+        "(a node cancels only its own sessions' queries)"
+    )
+
+
 def cancel_activity(ex: Execution, s: st.CancelActivity) -> Result:
     """CANCEL QUERY | QUERIES | SESSION | SESSIONS."""
     registry = _registry(ex)
@@ -135,7 +151,9 @@ def cancel_activity(ex: Execution, s: st.CancelActivity) -> Result:
         if session is None:
             if s.if_exists:
                 continue
-            raise SQLError("42704", f"{what} ID {found_id} not found")
+            raise SQLError(
+                "42704", f"{what} ID {found_id} not found{_elsewhere(found_id, registry)}"
+            )
         if session.user != ex.session.user and not ex.is_admin():
             raise SQLError(
                 "42501",

@@ -24,6 +24,7 @@ import datetime
 import ipaddress
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,11 +286,19 @@ def read_cert(path: Path) -> x509.Certificate:
 
 
 def read_key(path: Path) -> ec.EllipticCurvePrivateKey:
-    """The unencrypted EC key at ``path``; InvalidArgumentError names a missing or bad one."""
+    """The unencrypted EC key at ``path``; InvalidArgumentError names a missing or bad one,
+    or one others may read or write (as CockroachDB refuses a key file whose permissions
+    exceed ``-rwx------``)."""
     try:
+        mode = stat.S_IMODE(path.stat().st_mode)
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidArgumentError(f"cannot read the key {path}: {exc.strerror or exc}") from exc
+    if mode & 0o077:
+        raise InvalidArgumentError(
+            f"the key file {path} has permissions {stat.filemode(mode)[1:]}, which exceed "
+            f"rwx------: others may read it (chmod 600 {path})"
+        )
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:

@@ -80,6 +80,21 @@ def test_a_client_key_is_also_written_as_pkcs8_der_for_java(
     assert main(["cert", "create-client", "ann", *flags, "--overwrite"]) == 0
 
 
+def test_a_key_others_may_read_is_refused(tmp_path: Path) -> None:
+    """As CockroachDB: a key file whose permissions exceed rwx------ is refused, naming
+    the file, its permissions and the fix; a node does not start with it."""
+    certs = make_certs_dir(tmp_path)
+    (certs / "node.key").chmod(0o644)
+    with pytest.raises(InvalidArgumentError) as refused:
+        load_certs_dir(certs, user="node")
+    assert str(refused.value) == (
+        f"the key file {certs / 'node.key'} has permissions rw-r--r--, which exceed "
+        f"rwx------: others may read it (chmod 600 {certs / 'node.key'})"
+    )
+    (certs / "node.key").chmod(0o600)
+    load_certs_dir(certs, user="node")
+
+
 def test_existing_files_are_kept_without_overwrite(tmp_path: Path) -> None:
     create_ca(tmp_path / "certs", tmp_path / "ca.key")
     before = (tmp_path / "certs" / "ca.crt").read_bytes()

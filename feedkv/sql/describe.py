@@ -57,6 +57,7 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.relation import Relation
 from feedkv.sql.sequences import as_relation
+from feedkv.sql.session_vars import SETTINGS_COLUMNS
 from feedkv.sql.set_functions import rows_from_of, series_type
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.sql.views import view_query
@@ -141,6 +142,8 @@ def describe(
             columns = (("variable", _STRING), ("value", _STRING))
         else:
             columns = ((statement.name, _STRING),)
+    elif isinstance(statement, st.ClusterSetting) and statement.action == "list":
+        columns = tuple((name, _STRING) for name in SETTINGS_COLUMNS)
     elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
         columns = ()
     elif isinstance(statement, st.DeclareCursor):

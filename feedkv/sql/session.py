@@ -922,7 +922,7 @@ class Session:
             if isinstance(statement, st.CreateChangefeed):
                 return self.changefeeds.create(statement, self, params)
             shows = isinstance(statement, st.ShowChangefeedJobs | st.ShowCreateChangefeed) or (
-                isinstance(statement, st.ClusterSetting) and statement.action == "show"
+                isinstance(statement, st.ClusterSetting) and statement.action in ("show", "list")
             )
             if self._txn is not None and not shows:
                 raise SQLError("25001", "job statements cannot run inside a transaction")

@@ -21,6 +21,7 @@ from feedkv.sql.time_zone import checked_zone
 __all__ = [
     "CLUSTER_VERSION",
     "SERVER_VERSION",
+    "SETTINGS_COLUMNS",
     "VARIABLES",
     "Variable",
     "canonical_name",
@@ -31,6 +32,8 @@ SERVER_VERSION = "13.0.0"  # the PostgreSQL version CockroachDB reports to drive
 # The CockroachDB version feedkv answers as: version() says v23.1.0, and the cluster
 # setting ``version`` (the cluster's active version) is 23.1.
 CLUSTER_VERSION = "23.1"
+# SHOW CLUSTER SETTINGS' columns, as CockroachDB's (feedkv.changefeed.cluster_settings)
+SETTINGS_COLUMNS = ("variable", "value", "setting_type", "description")
 
 
 @dataclass(frozen=True, slots=True)

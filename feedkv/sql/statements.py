@@ -929,9 +929,9 @@ class ShowCreateChangefeed(Statement):
 class ClusterSetting(Statement):
     """``SET CLUSTER SETTING <name> = '<value>'`` (``action`` set), ``RESET CLUSTER
     SETTING <name>`` or ``SET ... = DEFAULT`` (reset), ``SHOW CLUSTER SETTING <name>``
-    (show)."""
+    (show), ``SHOW [ALL | PUBLIC] CLUSTER SETTINGS`` (list, ``name`` empty)."""
 
-    action: Literal["set", "reset", "show"]
+    action: Literal["set", "reset", "show", "list"]
     name: str
     value: str | None = None
 

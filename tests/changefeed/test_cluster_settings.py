@@ -48,7 +48,7 @@ def test_a_nodes_own_spark_master_comes_before_the_setting(tmp_path: Path) -> No
     ("statement", "code", "says"),
     [
         ("SET CLUSTER SETTING spark.nope = 'x'", "42704", "unknown cluster setting 'spark.nope'"),
-        ("SHOW CLUSTER SETTING nope", "42704", "feedkv has spark.master"),
+        ("SHOW CLUSTER SETTING nope", "42704", "feedkv has cluster.organization, jobs"),
         ("SET CLUSTER SETTING spark.master = 7077", "22023", "not a Spark master URL"),
         ("SET CLUSTER SETTING spark.master = local", "42601", "a string, true, false"),
         ("SET CLUSTER SETTING spark.master", "42601", "expected = '<value>'"),
@@ -163,3 +163,19 @@ def test_a_duration_setting_refuses_a_bad_value_naming_itself(
         db.sql(f"SET CLUSTER SETTING {setting} = '{value}'")
     assert raised.value.code == "22023"
     assert setting in str(raised.value) and words in str(raised.value)
+
+
+@pytest.mark.parametrize("form", ["SHOW CLUSTER SETTINGS", "SHOW ALL CLUSTER SETTINGS"])
+def test_show_cluster_settings_lists_every_setting_with_its_value(db: DB, form: str) -> None:
+    """CockroachDB's SHOW [ALL] CLUSTER SETTINGS: each setting, its value (set or the
+    default), type and description, in name order."""
+    db.sql("SET CLUSTER SETTING cluster.organization = 'acme'")
+    result = db.sql(form)
+    assert result.columns == ("variable", "value", "setting_type", "description")
+    shown = {name: (value, kind) for name, value, kind, _description in result.rows}
+    assert [row[0] for row in result.rows] == sorted(shown)
+    assert shown["cluster.organization"] == ("acme", "s")
+    assert shown["server.time_until_store_dead"] == ("5m0s", "d")
+    assert shown["kv.rangefeed.enabled"] == ("true", "b")
+    assert shown["version"] == ("23.1", "m")
+    assert all(description for *_rest, description in result.rows)

@@ -1078,6 +1078,12 @@ class _Statement:
         words = self.words
         if words[1:3] == ["CLUSTER", "SETTING"] and words[0] in ("SET", "RESET", "SHOW"):
             return self._cluster_setting()
+        if words in (
+            ["SHOW", "CLUSTER", "SETTINGS"],
+            ["SHOW", "ALL", "CLUSTER", "SETTINGS"],
+            ["SHOW", "PUBLIC", "CLUSTER", "SETTINGS"],
+        ):
+            return st.ClusterSetting(self.text, "list", "")
         if words[0] == "SHOW":
             return self._show()
         if words[:2] == ["DROP", "SEQUENCE"]:
@@ -1984,9 +1990,10 @@ class _Statement:
             f"unsupported statement {' '.join(words[:3])}...; feedkv supports SHOW TABLES, "
             "SHOW DATABASES, SHOW SCHEMAS, SHOW USERS, SHOW ROLES, SHOW CREATE TABLE, "
             "SHOW CREATE ALL TABLES, SHOW COLUMNS, SHOW INDEXES, SHOW STATISTICS, "
-            "SHOW REGIONS, "
-            "SHOW RANGES [FROM TABLE | FROM DATABASE], "
-            "SHOW GRANTS, SHOW CHANGEFEED JOBS and SHOW CREATE CHANGEFEED",
+            "SHOW REGIONS, SHOW RANGES [FROM TABLE | FROM DATABASE], SHOW GRANTS, "
+            "SHOW JOBS, SHOW CHANGEFEED JOBS, SHOW CREATE CHANGEFEED, SHOW SESSIONS, "
+            "SHOW QUERIES, SHOW CLUSTER SETTING[S], SHOW ZONE CONFIGURATIONS and SHOW "
+            "<session variable>",
         )
 
     def _show_grants(self) -> st.ShowGrants:
@@ -2947,13 +2954,20 @@ class _Statement:
                 i += 2
             value = None
             if values and i < len(words) and words[i] == "=":
-                value_token = self.tokens[i + 1] if i + 1 < len(words) else None
-                if value_token is None or not (
-                    value_token.token_type in _OPTION_VALUES or value_token.text.isidentifier()
+                # NB: a negative number is read as one, for the option to refuse by name
+                sign = "-" if words[i + 1 : i + 2] == ["-"] else ""
+                at = i + 1 + len(sign)
+                value_token = self.tokens[at] if at < len(words) else None
+                if (
+                    value_token is None
+                    or not (
+                        value_token.token_type in _OPTION_VALUES or value_token.text.isidentifier()
+                    )
+                    or (sign and value_token.token_type is not TokenType.NUMBER)
                 ):
                     raise self._error_at(i + 1, f"option {name} takes a string, a number or a word")
-                value = value_token.text
-                i += 2
+                value = sign + value_token.text
+                i = at + 1
             options.append((name, value))
             if i < len(words) and words[i] == ",":
                 i += 1

@@ -103,6 +103,8 @@ def test_a_changefeed_on_a_zoned_table_resolves_at_its_target(slow_db: DB) -> No
         ("closed_timestamp_target = '2h'", "22023", "must be above 0 and at most 1h"),
         ("num_replica = 3", "22023", "unknown zone setting 'num_replica'"),
         ("num_replicas = 0", "22023", "not between 1 and 7"),
+        ("num_replicas = -1", "22023", "-1 is not between 1 and 7"),  # NB: no syntax error
+        ("gc.ttlseconds = -5", "22023", "-5 is below the least allowed"),
         ("num_replicas = 'x'", "22023", "not a whole number"),
         ("", "42601", "expected an option name"),
     ],

@@ -323,8 +323,7 @@ def dial_stream(
     except grpc.RpcError as exc:
         _raise_denied(exc)
         raise NodeUnavailableError(
-            f"the node at {address} is unavailable: asked for its batch port, "
-            f"{_details(exc)}"
+            f"the node at {address} is unavailable: asked for its batch port, {_details(exc)}"
         ) from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise NodeUnavailableError(

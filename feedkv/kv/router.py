@@ -169,12 +169,13 @@ class Router:
                     with contextlib.suppress(NodeUnavailableError):  # not this error
                         dialer.redial(node)
                 raise
-            except NodeUnavailableError:
+            except NodeUnavailableError as exc:
                 if node not in tried and isinstance(dialer, Redialer) and dialer.redial(node):
                     tried.append(node)
                     continue  # it restarted on another address: try it there, once
                 tried.append(node)
-                answers.append(f"n{node}: unavailable")
+                # NB: why, which may be the operator's to mend (a CA the node does not trust)
+                answers.append(f"n{node}: unavailable ({exc})")
                 if len(desc.replicas) > 1 and (node := self._next_replica(desc, tried, 0)):
                     continue
                 if live:

@@ -40,7 +40,7 @@ from feedkv.sql import statements as st
 from feedkv.sql.columnar import DEFAULT_MAX_BYTES, MAX_BYTES_SETTING
 from feedkv.sql.execution import Result
 from feedkv.sql.schema_jobs import RETENTION_SETTING, parse_retention_ns
-from feedkv.sql.session_vars import CLUSTER_VERSION, SETTINGS_COLUMNS
+from feedkv.sql.session_vars import CLUSTER_VERSION
 from feedkv.util.units import parse_size
 
 __all__ = [
@@ -51,27 +51,29 @@ __all__ = [
     "time_until_store_dead_ns",
 ]
 
-# Each setting's type, as CockroachDB's SHOW CLUSTER SETTINGS gives it (s string, d
-# duration, b bool, z byte size, m version), and what it is.
-_SETTINGS = {
-    "cluster.organization": ("s", "the organization's name (kept and shown only)"),
-    RETENTION_SETTING: ("d", "how long a finished job's record is kept"),
-    "kv.rangefeed.enabled": ("b", "rangefeeds are served (always, here)"),
-    "server.time_until_store_dead": (
-        "d",
-        "how long a node must have stopped heartbeating before its replicas move to live nodes",
-    ),
-    "spark.master": ("s", "the Spark master changefeed jobs run on (empty: local)"),
-    MAX_BYTES_SETTING: (
-        "z",
-        "the most each gateway keeps in its columnar copy of tables for analytic SELECTs",
-    ),
-    "version": ("m", "the cluster's active version"),
-}
-CLUSTER_SETTINGS = tuple(_SETTINGS)
 RANGEFEED_ENABLED = "kv.rangefeed.enabled"
 TIME_UNTIL_STORE_DEAD_DEFAULT = "5m0s"
 RETENTION_DEFAULT = "336h0m0s"  # as CockroachDB shows its 14 days
+# Each setting's type, as CockroachDB's SHOW CLUSTER SETTINGS gives it (s string, d
+# duration, b bool, z byte size, m version), its value when none was set, and what it is.
+_SETTINGS = {
+    "cluster.organization": ("s", "", "the organization's name (kept and shown only)"),
+    RETENTION_SETTING: ("d", RETENTION_DEFAULT, "how long a finished job's record is kept"),
+    RANGEFEED_ENABLED: ("b", "true", "rangefeeds are served (always, here)"),
+    "server.time_until_store_dead": (
+        "d",
+        TIME_UNTIL_STORE_DEAD_DEFAULT,
+        "how long a node must have stopped heartbeating before its replicas move to live nodes",
+    ),
+    "spark.master": ("s", "", "the Spark master changefeed jobs run on (empty: local)"),
+    MAX_BYTES_SETTING: (
+        "z",
+        f"{DEFAULT_MAX_BYTES >> 20}MiB",
+        "the most each gateway keeps in its columnar copy of tables for analytic SELECTs",
+    ),
+    "version": ("m", CLUSTER_VERSION, "the cluster's active version"),
+}
+CLUSTER_SETTINGS = tuple(_SETTINGS)
 _SPARK_MASTERS = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|mesos|k8s)://.+|yarn)$")
 
 
@@ -113,11 +115,12 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
     (through ``db``)."""
     name = statement.name
     if statement.action == "list":
+        snapshot = catalog.Snapshot(db, db.now())  # NB: every setting as of one time
         rows = [
-            (setting, _shown(db, setting), kind, description)
-            for setting, (kind, description) in sorted(_SETTINGS.items())
+            (setting, _shown(snapshot, setting), kind, description)
+            for setting, (kind, _default, description) in sorted(_SETTINGS.items())
         ]
-        return Result(columns=SETTINGS_COLUMNS, rows=rows, tag=f"SHOW {len(rows)}")
+        return Result(columns=catalog.SETTINGS_COLUMNS, rows=rows, tag=f"SHOW {len(rows)}")
     if name not in CLUSTER_SETTINGS:
         raise SQLError(
             "42704",
@@ -129,7 +132,8 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
         return _version(statement)
     key = catalog.setting_key(name)
     if statement.action == "show":
-        return Result(columns=(name,), rows=[(_shown(db, name),)], tag="SHOW")
+        shown = _shown(catalog.Snapshot(db, db.now()), name)
+        return Result(columns=(name,), rows=[(shown,)], tag="SHOW")
     if statement.action == "set" and statement.value:
         check_setting(name, statement.value)
         value = statement.value.encode()
@@ -139,21 +143,14 @@ def run_setting(db: KV, statement: st.ClusterSetting) -> Result:
     return Result(tag="SET CLUSTER SETTING")
 
 
-def _shown(db: KV, name: str) -> str:
-    """Setting ``name``'s value as SHOW gives it: the one set, else its default."""
-    if name == RANGEFEED_ENABLED:
-        return "true"
-    if name == "version":
-        return CLUSTER_VERSION
-    shown = catalog.get_setting(catalog.Snapshot(db, db.now()), name)
-    if shown is not None:
-        return shown
-    defaults = {
-        "server.time_until_store_dead": TIME_UNTIL_STORE_DEAD_DEFAULT,
-        MAX_BYTES_SETTING: f"{DEFAULT_MAX_BYTES >> 20}MiB",
-        RETENTION_SETTING: RETENTION_DEFAULT,
-    }
-    return defaults.get(name, "")
+def _shown(reader: catalog.Reader, name: str) -> str:
+    """Setting ``name``'s value as SHOW gives it: the one set, else its default (always
+    the default for kv.rangefeed.enabled and version, which keep theirs)."""
+    default = _SETTINGS[name][1]
+    if name in (RANGEFEED_ENABLED, "version"):
+        return default
+    shown = catalog.get_setting(reader, name)
+    return default if shown is None else shown
 
 
 def _version(statement: st.ClusterSetting) -> Result:

@@ -56,6 +56,7 @@ __all__ = [
     "check_execution_locality",
     "check_history",
     "check_not_into_watched",
+    "changefeed_text",
     "implicit_access",
     "options_text",
     "plan_changefeed",
@@ -281,18 +282,36 @@ def _description(statement: st.CreateChangefeed, given: tuple[tuple[str, str | N
     """The statement as its job's description has it, as CockroachDB writes one: each
     target as written (``TABLE t``), the sink URI's secrets redacted, the options
     sorted in ``WITH OPTIONS (...)`` (:func:`options_text`)."""
-    text = "CREATE CHANGEFEED"
-    if statement.name is not None:
-        text += f" {quote_name(statement.name.name)}"
+    targets = None
     if statement.database is not None:
-        text += f" FOR DATABASE {quote_name(statement.database)}"
+        targets = f"DATABASE {quote_name(statement.database)}"
     elif statement.query is None:
-        text += " FOR " + ", ".join(_target_text(t) for t in statement.targets)
-    if statement.sink is not None:
-        text += f" INTO {sql_literal(redacted(statement.sink))}"
+        targets = ", ".join(_target_text(t) for t in statement.targets)
+    name = statement.name.name if statement.name is not None else None
+    query = statement.query.text if statement.query is not None else None
+    return changefeed_text(name, targets, statement.sink, given, query)
+
+
+def changefeed_text(
+    name: str | None,
+    targets: str | None,
+    sink_uri: str | None,
+    given: tuple[tuple[str, str | None], ...],
+    query: str | None,
+) -> str:
+    """``CREATE CHANGEFEED [name] [FOR targets] [INTO 'sink'] [WITH OPTIONS (...)] [AS
+    query]``, as a job's description has it: the sink's secrets redacted, the options
+    as :func:`options_text` writes them."""
+    text = "CREATE CHANGEFEED"
+    if name is not None:
+        text += f" {quote_name(name)}"
+    if targets is not None:
+        text += f" FOR {targets}"
+    if sink_uri is not None:
+        text += f" INTO {sql_literal(redacted(sink_uri))}"
     text += options_text(given)
-    if statement.query is not None:
-        text += f" AS {statement.query.text}"
+    if query is not None:
+        text += f" AS {query}"
     return text
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feedkv.changefeed.create import options_text, sql_literal
-from feedkv.changefeed.jobs import JobRecord, redacted, table_names
+from feedkv.changefeed.create import changefeed_text, sql_literal
+from feedkv.changefeed.jobs import JobRecord, table_names
 from feedkv.changefeed.rows import Target
 from feedkv.errors import SQLError
 from feedkv.kv.txn import Txn
@@ -153,13 +153,11 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
     is now: its name, targets (by their current names), sink and options, every secret
     redacted. A cursor is written as the timestamp it stands for."""
     spec = record.spec
-    text = "CREATE CHANGEFEED"
-    if record.name is not None:
-        text += f" {quote_name(record.name)}"
+    targets_text = None
     if spec.database_id is not None:
         database = catalog.get_descriptor(reader, spec.database_id)
-        shown = database.name if database is not None else f"[{spec.database_id}]"
-        text += f" FOR DATABASE {quote_name(shown) if database is not None else shown}"
+        shown = quote_name(database.name) if database is not None else f"[{spec.database_id}]"
+        targets_text = f"DATABASE {shown}"
     elif spec.query is None:
         targets = []
         done: set[int] = set()  # targets written already, as a partition
@@ -178,14 +176,9 @@ def create_statement(record: JobRecord, reader: catalog.Reader) -> str:
                 targets.append(f"TABLE {table}{family} PARTITION {quote_name(partition)}")
             else:
                 targets.append(f"TABLE {table}{family}{_bounds_text(reader, target)}")
-        text += " FOR " + ", ".join(targets)
-    if spec.sink_uri is not None:
-        text += f" INTO {sql_literal(redacted(spec.sink_uri))}"
+        targets_text = ", ".join(targets)
     given = spec.options.given
     if spec.options.cursor is not None:
         cursor = str(spec.options.cursor)
         given = tuple((n, cursor if n == "cursor" else v) for n, v in given)
-    text += options_text(given)
-    if spec.query is not None:
-        text += f" AS {spec.query}"
-    return text
+    return changefeed_text(record.name, targets_text, spec.sink_uri, given, spec.query)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADMIN_ROLE",
+    "SETTINGS_COLUMNS",
     "access_spans",
     "DEFAULT_DATABASE",
     "FIRST_ID",
@@ -383,6 +384,10 @@ def hold_span() -> tuple[bytes, bytes]:
 
 def setting_key(name: str) -> bytes:
     return _SETTING + encode_value(name)
+
+
+# SHOW CLUSTER SETTINGS' columns, as CockroachDB's (feedkv.changefeed.cluster_settings)
+SETTINGS_COLUMNS = ("variable", "value", "setting_type", "description")
 
 
 def get_setting(reader: Reader, name: str) -> str | None:

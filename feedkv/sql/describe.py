@@ -57,7 +57,6 @@ from feedkv.sql.plan import (
 )
 from feedkv.sql.relation import Relation
 from feedkv.sql.sequences import as_relation
-from feedkv.sql.session_vars import SETTINGS_COLUMNS
 from feedkv.sql.set_functions import rows_from_of, series_type
 from feedkv.sql.types import ColumnType, Kind
 from feedkv.sql.views import view_query
@@ -143,7 +142,7 @@ def describe(
         else:
             columns = ((statement.name, _STRING),)
     elif isinstance(statement, st.ClusterSetting) and statement.action == "list":
-        columns = tuple((name, _STRING) for name in SETTINGS_COLUMNS)
+        columns = tuple((name, _STRING) for name in catalog.SETTINGS_COLUMNS)
     elif isinstance(statement, st.ClusterSetting) and statement.action != "show":
         columns = ()
     elif isinstance(statement, st.DeclareCursor):

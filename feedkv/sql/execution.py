@@ -234,7 +234,10 @@ class _StatementContext(Context):
         session, txn = self._session, self._txn
         made: object
         if name == "_now":
-            made = None  # read from the clock at its first use (see Context.now)
+            # read from the clock at its first use (see Context.now); in a transaction
+            # AS OF SYSTEM TIME, its time, as CockroachDB's
+            as_of = session.transaction_as_of if txn is not None else None
+            made = None if as_of is None else wall_instant(as_of)
         elif name == "subqueries" or name == "value_sets":
             made = {}
         elif name == "outer":
@@ -323,9 +326,6 @@ class Execution:
         self.context: Context = _StatementContext(session, txn, params)
         if txn is not None:
             txn.lock_timeout_ms = session.lock_timeout_ms
-            as_of = session.transaction_as_of
-            if as_of is not None:  # NB: now() is the time read at, as CockroachDB's
-                self.context.now = wall_instant(as_of)
 
     def on_commit(self, hook: Callable[[], object]) -> None:
         """Run ``hook`` once the statement's transaction commits."""

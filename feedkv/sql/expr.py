@@ -206,9 +206,10 @@ class Scope:
     outer: Scope | None = None
     hits: int = 0
     referenced: set[int] = field(default_factory=set)  # its places a query inside named
-    # Each source's name -> its row's visible columns (name, place, type): what the name
-    # alone means where no column has it (``row_to_json(t)``), as in PostgreSQL
-    rows: dict[str, list[tuple[str, int, ColumnType]]] = field(default_factory=dict)
+    # Each source's name -> its row's visible columns (name, place, type), made when asked:
+    # what the name alone means where no column has it (``row_to_json(t)``), as in
+    # PostgreSQL
+    rows: dict[str, Callable[[], list[tuple[str, int, ColumnType]]]] = field(default_factory=dict)
 
     def add(self, qualifiers: Sequence[str], name: str, index: int, ctype: ColumnType) -> None:
         """``name`` under each of ``qualifiers`` (``""``: unqualified). Adding an
@@ -254,9 +255,13 @@ class Scope:
         if not isinstance(node.this, exp.Identifier) or qualifier_of(node):
             return None
         name = _column_name(node)
-        if ("", name) in self.columns or name in self.ambiguous:
-            return None
-        return self.rows.get(name)
+        columns = self.rows.get(name)
+        scope: Scope | None = self
+        while columns is not None and scope is not None:  # NB: a column of the name wins
+            if ("", name) in scope.columns or name in scope.ambiguous:
+                return None
+            scope = scope.outer
+        return None if columns is None else columns()
 
     def rebind(self, name: str, index: int, ctype: ColumnType) -> None:
         """Unqualified ``name`` now means the column at ``index`` alone (the column a

@@ -243,7 +243,7 @@ class JoinPlan:
                 if not column.adding and not column.inaccessible:
                     scope.add(qualifiers, column.name, i, column.type)
             if name:
-                scope.rows[name] = star_of([table])
+                scope.rows[name] = functools.partial(star_of, [table])
             offset += len(desc.columns)
             if n:
                 join = s.joins[n - 1]

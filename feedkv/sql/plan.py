@@ -118,7 +118,7 @@ def table_scope(
             scope.add([HIDDEN_QUALIFIER], column.name, index, column.type)
         elif not column.adding:
             scope.add(qualifiers, column.name, index, column.type)
-    scope.rows[alias or desc.name] = star_of([FromTable.alone(desc, alias)])
+    scope.rows[alias or desc.name] = lambda: star_of([FromTable.alone(desc, alias)])
     return scope
 
 

@@ -492,9 +492,10 @@ def _overlay(text: Any, placing: Any, start: Any, count: Any = None) -> str:
     ``n``-th (by default as many as ``r`` has) replaced by ``r``."""
     s, r, n = _text(text), _text(placing), _int(start)
     m = len(r) if count is None else _int(count)
-    if n < 1 or m < 0:
+    if n < 1:
         raise SQLError("22011", "negative substring length not allowed")
-    return s[: n - 1] + r + s[n - 1 + m :]
+    # NB: a negative count takes the rest from before n, as PostgreSQL's
+    return s[: n - 1] + r + s[max(0, n - 1 + m) :]
 
 
 def _width_bucket(operand: Any, low: Any, high: Any, count: Any) -> int:

@@ -271,6 +271,14 @@ def _arguments_mismatch(placeholders: int, params: Sequence[Any]) -> SQLError:
     return SQLError("08P01", f"expected {placeholders} arguments, got {len(params)}")
 
 
+def _lock_error(exc: LockNotAvailableError) -> SQLError:
+    """55P03 for a lock error no locking read worded (those name their row:
+    feedkv.sql.execution): a write or a plain read that waited past lock_timeout."""
+    if exc.reason == LockNotAvailableError.LOCK_TIMEOUT:
+        return SQLError("55P03", "canceling statement due to lock timeout", detail=str(exc))
+    return SQLError("55P03", str(exc))
+
+
 def _withdraw(executions: Iterable[Execution]) -> None:
     """Their transaction did not commit: take back the pending schema-change markers
     they wrote, so the tables are leased again at once rather than when the markers
@@ -602,6 +610,7 @@ class Session:
             self._run_implicit([(copy, ())], autocommit=True, interrupt=interrupt)
             failed = False
         except CopyDeclined:
+            failed = False  # NB: nothing ran: its rows go as INSERTs
             return None
         finally:
             self.metrics.ran(statement, time.perf_counter_ns() - started, failed=failed)
@@ -808,11 +817,7 @@ class Session:
             failed = False
             return result if zone is datetime.UTC else self._in_zone(result)
         except LockNotAvailableError as exc:
-            # NB: a write or a plain read that waited past lock_timeout (a locking
-            # read's error names its row: feedkv.sql.execution)
-            raise SQLError(
-                "55P03", "canceling statement due to lock timeout", detail=str(exc)
-            ) from exc
+            raise _lock_error(exc) from exc  # NB: in an explicit transaction
         finally:
             if measured:
                 metrics.ran(statement, time.perf_counter_ns() - started, failed=failed)
@@ -1122,7 +1127,9 @@ class Session:
         """An implicit transaction of ``statements`` failed with ``exc``, its last
         attempt's ``executions`` withdrawn: a failed check of a row written blind is the
         duplicate key it was (23505), or a blind UPDATE's missing row (its result);
-        anything else is raised again."""
+        anything else is raised again (a lock error as 55P03)."""
+        if isinstance(exc, LockNotAvailableError):
+            raise _lock_error(exc) from exc
         if isinstance(exc, ConditionFailedError):
             for execution in executions:
                 inserted = execution.inserted_table(exc.key)
@@ -1426,6 +1433,8 @@ class Session:
         # NB: at the transaction's user priority (SET TRANSACTION PRIORITY), which a
         # restart keeps
         txn = self._txn = self.db.transaction(priority=_USER_PRIORITIES.get(self._priority.upper()))
+        if self._as_of is not None:  # NB: BEGIN AS OF SYSTEM TIME's: it reads there again
+            txn.advance_to(self._as_of)
         self._rows_only = True
         kept = self._savepoints[:keep]
         if kept:

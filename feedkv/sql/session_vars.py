@@ -21,7 +21,6 @@ from feedkv.sql.time_zone import checked_zone
 __all__ = [
     "CLUSTER_VERSION",
     "SERVER_VERSION",
-    "SETTINGS_COLUMNS",
     "VARIABLES",
     "Variable",
     "canonical_name",
@@ -32,8 +31,6 @@ SERVER_VERSION = "13.0.0"  # the PostgreSQL version CockroachDB reports to drive
 # The CockroachDB version feedkv answers as: version() says v23.1.0, and the cluster
 # setting ``version`` (the cluster's active version) is 23.1.
 CLUSTER_VERSION = "23.1"
-# SHOW CLUSTER SETTINGS' columns, as CockroachDB's (feedkv.changefeed.cluster_settings)
-SETTINGS_COLUMNS = ("variable", "value", "setting_type", "description")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +98,23 @@ _TIMEOUT = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*")
 
 
 def _timeout(name: str, value: str) -> str:
-    """A timeout as CockroachDB shows it: whole milliseconds (``0``: none). A bare
-    number is milliseconds, as in PostgreSQL; else a number and a unit (``500ms``,
-    ``10s``, ``1min``, ``2h``)."""
+    """A timeout as CockroachDB shows it: whole milliseconds (``0``: none), at most
+    PostgreSQL's 2147483647. A bare number is milliseconds, as in PostgreSQL; else a
+    number and a unit (``500ms``, ``10s``, ``1min``, ``2h``)."""
     found = _TIMEOUT.fullmatch(value.lower())
     if found is None or found.group(2) not in ("", *_TIMEOUT_UNITS):
         raise SQLError(
             "22023", f"invalid value for parameter {name}: {value!r} (such as '10s' or '500ms')"
         )
-    return str(int(float(found.group(1)) * _TIMEOUT_UNITS.get(found.group(2), 1)))
+    ms = int(float(found.group(1)) * _TIMEOUT_UNITS.get(found.group(2), 1))
+    if ms > _MAX_TIMEOUT_MS:
+        raise SQLError(
+            "22023", f"{value} is outside the valid range for parameter {name} (0 .. 2147483647)"
+        )
+    return str(ms)
+
+
+_MAX_TIMEOUT_MS = 2**31 - 1
 
 
 def _row_count(name: str, value: str) -> str:

@@ -21,6 +21,8 @@ from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value, type_of
 
 __all__ = ["rows_from_of", "series_of", "series_shape", "series_type", "unnest_of"]
 
+_TIMES = (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+
 
 def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None]) -> Relation:
     """The rows of ``generate_series(start, stop [, step])``: INTs from ``start`` to
@@ -62,9 +64,6 @@ def series_type(args: Sequence[ColumnType | None]) -> ColumnType:
         return times[0]
     stepped = len(args) == 3 and args[2] is not None and args[2].kind is Kind.INTERVAL
     return ColumnType(Kind.TIMESTAMPTZ if stepped else Kind.INT)
-
-
-_TIMES = (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
 
 
 def series_shape(source: st.Series, ctype: ColumnType) -> Relation:

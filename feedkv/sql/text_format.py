@@ -64,7 +64,9 @@ def format_text(template: str, args: Sequence[Any], show: Callable[[Any], str]) 
         pad = 0
         if width is not None and width.startswith("*"):
             given = take(width_position)
-            pad = int(given) if given is not None else 0
+            if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+                raise SQLError("22023", f"format() takes an integer width, not {given!r}")
+            pad = given or 0
         elif width is not None:
             pad = int(width)
         text = _converted(kind, take(position), show)

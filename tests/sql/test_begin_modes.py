@@ -107,6 +107,10 @@ def test_a_transaction_as_of_system_time_reads_then_and_writes_nothing(db: DB) -
         assert raised.value.code == "25006"
         session.execute("ROLLBACK")
     assert session.execute("SELECT v FROM t").rows == [(20,)]  # the next reads now
+    session.execute_all(f"BEGIN AS OF SYSTEM TIME {then}; SAVEPOINT cockroach_restart")
+    session.execute("ROLLBACK TO SAVEPOINT cockroach_restart")  # a restart reads then too
+    assert session.execute("SELECT v FROM t").rows == [(10,)]
+    session.execute("ROLLBACK")
     session.execute("BEGIN")
     session.execute("SELECT 1")
     with pytest.raises(SQLError) as raised:

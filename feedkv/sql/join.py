@@ -354,16 +354,18 @@ def _lateral_source(
     return shape, rows_from
 
 
-def _series_type(source: st.Series, scope: Scope, typer: Typer | None) -> ColumnType:
-    """The type of a LATERAL ``generate_series``' column, from its arguments' types as
-    ``typer`` finds them (:func:`series_type`)."""
+def _arg_types(
+    source: st.Series | st.Unnest, scope: Scope, typer: Typer | None
+) -> list[ColumnType | None]:
+    """The types of a LATERAL function's arguments, as ``typer`` finds them (``None``:
+    not known)."""
     found: list[ColumnType | None] = []
     for arg in source.args:
         try:
             found.append(typer(arg, scope) if typer is not None else None)
         except SQLError:
             found.append(None)
-    return series_type(found)
+    return found
 
 
 def _function_rows(
@@ -378,13 +380,9 @@ def _function_rows(
         def series_rows(row: tuple[Any, ...], ctx: Context) -> Relation:
             return series_of(source, [arg(row, ctx) for arg in args], ctx.interrupted)
 
-        return series_shape(source, _series_type(source, scope, typer)), series_rows
-    declared: list[ColumnType | None] = []
-    for arg in source.args:
-        try:
-            declared.append(typer(arg, scope) if typer is not None else None)
-        except SQLError:
-            declared.append(None)
+        shape = series_shape(source, series_type(_arg_types(source, scope, typer)))
+        return shape, series_rows
+    declared = _arg_types(source, scope, typer)
     empty = unnest_of(source, [None] * len(args), declared)
     names = [column.name for column in empty.columns]
     types = [d.element if d is not None else None for d in declared]

@@ -91,10 +91,11 @@ def test_only_one_of_two_registries_runs_a_job_and_the_other_takes_it_over(clien
         assert len(runs) == 1
 
         winner.close()  # gives the lease back, the job still running
+        # NB: and its run begun: the runner is registered before its thread runs the job
         wait_until(
-            lambda: loser.running(job_id) is not None,
+            lambda: loser.running(job_id) is not None and len(runs) == 2,
             timeout_s=DEADLINE_S,
-            what="the other registry to take the job over",
+            what="the other registry to take the job over and run it",
         )
         assert lease_owner(client, job_id) == loser.owner
         assert runs == [winner.owner.split("/")[0], loser.owner.split("/")[0]]

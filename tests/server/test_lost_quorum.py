@@ -59,8 +59,19 @@ def test_statements_end_at_their_timeout_or_cancel_and_logins_fail_saying_why(
         cluster.kill(1)
         cluster.kill(2)
 
+        # NB: the lease the node left holds serves reads until it expires (its liveness
+        # epoch, a few seconds): until then a read still answers
         timed_out: list[BaseException] = []
-        _run(timed, "SELECT v FROM t WHERE id = 5", timed_out).join(DEADLINE_S)
+
+        def timed_read_ends() -> bool:
+            thread = _run(timed, "SELECT v FROM t WHERE id = 5", timed_out)
+            thread.join(DEADLINE_S)
+            assert not thread.is_alive(), "a read past its statement_timeout went on"
+            return bool(timed_out)
+
+        wait_until(
+            timed_read_ends, timeout_s=DEADLINE_S, poll_s=0.2, what="a read to wait for its range"
+        )
         assert len(timed_out) == 1 and isinstance(timed_out[0], errors.QueryCanceled)
         assert "statement timeout" in str(timed_out[0])
 

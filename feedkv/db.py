@@ -301,6 +301,8 @@ class DB(KVFeedClient):
     @property
     def active_sessions(self) -> SessionRegistry:
         """The SQL sessions open on this client's node (SHOW SESSIONS, CANCEL QUERY)."""
+        if self._node is not None:
+            return self._node.active_sessions
         with self._lock:
             if self._active_sessions is None:
                 from feedkv.sql.active_sessions import SessionRegistry

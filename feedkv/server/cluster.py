@@ -442,6 +442,9 @@ class Cluster:
         # what a Drain call runs here (set by the node: its SQL port too, and a shutdown;
         # None: drain the leases alone, and refuse a shutdown)
         self.on_drain: Callable[[bool, float | None], int] | None = None
+        # more methods other nodes call here, by name (set by the node: its SQL
+        # sessions', feedkv.server.cluster_sessions)
+        self.more_methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
         self._drains_running = 0  # drain() calls under way (guarded by _lock)
         # zone configurations and settings (set by feedkv.server.zones) and memberships
         self.zone_settings: Callable[[], ZoneSettings] = ZoneSettings
@@ -1190,7 +1193,30 @@ class Cluster:
         }
         if self.relocations is not None:
             methods.update(self.relocations.handlers())
+        methods.update(self.more_methods)
         return methods[method](message)
+
+    def peers(self) -> list[tuple[int, bool]]:
+        """The other nodes of the cluster (not decommissioned), by id, and whether each
+        is live as this node sees it."""
+        now = time.monotonic_ns()
+        with self._lock:
+            return [
+                (d.node_id, self.liveness.is_live(d.node_id, now))
+                for d in self.liveness.peers()
+                if self.membership.get(d.node_id) is not Membership.DECOMMISSIONED
+            ]
+
+    def call_node(
+        self, node_id: int, method: str, message: dict[str, Any], timeout_s: float
+    ) -> dict[str, Any]:
+        """Call node ``node_id``'s ``method`` (:func:`~feedkv.kv.dialer.call`);
+        :class:`NodeUnavailableError` when the node is unknown here or cannot be asked."""
+        with self._lock:
+            address = self.liveness.address(node_id)
+        if address is None:
+            raise NodeUnavailableError(f"node n{node_id} is not in the cluster")
+        return call(self._channel(address), method, message, timeout_s)
 
     def _on_drain(self, message: dict[str, Any]) -> dict[str, Any]:
         """``feedkv node drain``: drain node ``node`` (this one when absent; another's
@@ -1370,6 +1396,8 @@ METHODS = (
     "Discard",
     "MoveStatus",
     "RaftPort",
+    "Sessions",
+    "CancelActivity",
 )
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -76,12 +77,14 @@ from feedkv.server.cluster import (
     method_handlers,
     start_ident,
 )
+from feedkv.server.cluster_sessions import ClusterPeers, session_methods
 from feedkv.server.heap import raise_young_threshold
 from feedkv.server.history_holds import hold_history_handler
 from feedkv.server.http import HTTPServer
 from feedkv.server.init_server import InitServer, await_init
 from feedkv.server.metrics import NodeMetrics
 from feedkv.server.relocation import Relocations
+from feedkv.sql.active_sessions import SessionRegistry
 from feedkv.sql.grant_watch import GrantWatch
 from feedkv.sql.read_access import TableReadAccess
 from feedkv.sql.row_codec import row_split_key
@@ -175,6 +178,9 @@ class Node:
         # the name job leases give the node: n<id> in a cluster (its liveness tells
         # whether the node is alive), else an id kept in its store directory
         self.node_id = f"n{node_id}" if ident is not None else _node_id(self.path)
+        # the SQL sessions open on this node (SHOW SESSIONS, CANCEL QUERY); NB: the local
+        # clock, which the registry reads for every statement
+        self.active_sessions = SessionRegistry(time.time_ns, lambda: node_id)
         if self.tls is not None:
             # what certificate claims sent to this node must be made for (call_auth)
             self.tls.verifier.audience = (
@@ -198,6 +204,8 @@ class Node:
                 self.store.relocate = self._relocate_alone
             else:
                 self.cluster = cluster = self._member(ident, join or (), cluster_config)
+                cluster.more_methods.update(session_methods(self.active_sessions))
+                self.active_sessions.peers = ClusterPeers(cluster)
                 self.feed_transport = ClusterFeedTransport(
                     self.feeds,
                     gateway_node=lambda: node_id,

@@ -8,9 +8,11 @@ CockroachDB's shape, 32 hex digits: the local wall clock when the session or que
 (nanoseconds), then a counter and the node id, so they are unique on the node and sort
 by start.
 
-NB: this node's sessions only. feedkv has no RPC through which a node lists another's
-sessions, so ``SHOW CLUSTER SESSIONS`` is ``SHOW LOCAL SESSIONS`` (and so for queries),
-and ``CANCEL QUERY`` finds a query only on the node the statement runs on.
+A registry knows its own node's sessions. In a cluster the node gives it its
+:class:`Peers`: ``SHOW [CLUSTER] SESSIONS`` then lists every node's (each answering
+with :class:`SessionRecord` snapshots of its own), and ``CANCEL QUERY`` of a query
+another node runs is sent to that node (an id names its node in its last 32 bits), which
+cancels it under the same rules as its own statements would.
 
 Cancelling a query sets its session's interrupt (:mod:`feedkv.sql.interrupt`): the query
 stops with 57014 where it next looks. Cancelling a session cancels its query and closes
@@ -24,10 +26,19 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from feedkv.errors import SQLError
 
-__all__ = ["ActiveQuery", "ActiveSession", "SessionRegistry"]
+__all__ = [
+    "ActiveQuery",
+    "ActiveSession",
+    "CancelOutcome",
+    "Peers",
+    "SessionRecord",
+    "SessionRegistry",
+    "node_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,83 @@ class ActiveQuery:
     @property
     def started(self) -> datetime.datetime:
         return _utc(self.started_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session as ``SHOW SESSIONS`` and ``SHOW QUERIES`` show it, taken at one moment:
+    what a node answers another that lists the cluster's sessions."""
+
+    node_id: int | None
+    id: str
+    user: str
+    client_address: str
+    application_name: str
+    started_ns: int
+    last_query: str
+    query: ActiveQuery | None
+
+    @property
+    def started(self) -> datetime.datetime:
+        return _utc(self.started_ns)
+
+    def encode(self) -> dict[str, Any]:
+        query = self.query
+        return {
+            "node": self.node_id,
+            "id": self.id,
+            "user": self.user,
+            "client": self.client_address,
+            "app": self.application_name,
+            "started_ns": self.started_ns,
+            "last": self.last_query,
+            "query": None if query is None else [query.text, query.started_ns, query.low],
+        }
+
+    @classmethod
+    def decode(cls, message: dict[str, Any]) -> SessionRecord:
+        query = message["query"]
+        return cls(
+            message["node"],
+            message["id"],
+            message["user"],
+            message["client"],
+            message["app"],
+            message["started_ns"],
+            message["last"],
+            None if query is None else ActiveQuery(*query),
+        )
+
+
+# What a node answers a CANCEL of an id: done, no session or query has it, or the
+# canceller may not cancel it (another user's, and the canceller is no admin).
+CancelOutcome = Literal["cancelled", "not found", "denied"]
+
+
+class Peers(Protocol):
+    """The other nodes of the registry's cluster, as its node reaches them."""
+
+    def sessions(self) -> list[tuple[int, list[SessionRecord] | str]]:
+        """Each other node's sessions, or why they could not be had from it."""
+        ...
+
+    def cancel(
+        self, node_id: int, target: str, *, sessions: bool, user: str, admin: bool
+    ) -> CancelOutcome:
+        """:meth:`SessionRegistry.cancel` on node ``node_id``;
+        :class:`~feedkv.errors.NodeUnavailableError` when it cannot be asked."""
+        ...
+
+
+def node_of(target: str) -> int | None:
+    """The node a session or query id names (its last 32 bits; ``None``: an id of no
+    node, or no id of this shape)."""
+    if len(target) != 32:
+        return None
+    try:
+        return int(target[-8:], 16) or None
+    except ValueError:
+        return None
 
 
 def _hex_id(wall_ns: int, low: int) -> str:
@@ -72,7 +160,7 @@ class ActiveSession:
         self.registry = registry
         self.id = session_id
         self.user = user
-        self.started = _utc(registry.wall_ns())
+        self.started_ns = registry.wall_ns()
         self.client_address = ""
         self.cancel = cancel
         self.terminate: Callable[[], None] | None = None
@@ -131,6 +219,18 @@ class ActiveSession:
                     low = self._low = (running, self.registry.new_low())
         return ActiveQuery(*running, low[1])
 
+    def record(self) -> SessionRecord:
+        return SessionRecord(
+            self.registry.node_id(),
+            self.id,
+            self.user,
+            self.client_address,
+            self.application_name(),
+            self.started_ns,
+            self.last_query,
+            self.query,
+        )
+
     def end(self) -> None:
         """CANCEL SESSION: stop its query and close its connection."""
         self.terminated = True
@@ -151,6 +251,7 @@ class SessionRegistry:
         self._lock = threading.Lock()
         self._sessions: dict[str, ActiveSession] = {}
         self._counter = itertools.count(1)
+        self.peers: Peers | None = None  # the other nodes of its node's cluster, if any
 
     def node_id(self) -> int | None:
         if self._node_id is None:
@@ -196,3 +297,21 @@ class SessionRegistry:
     def by_id(self, session_id: str) -> ActiveSession | None:
         with self._lock:
             return self._sessions.get(session_id)
+
+    def records(self) -> list[SessionRecord]:
+        """The open sessions as they are now, oldest first."""
+        return [session.record() for session in self.sessions()]
+
+    def cancel(self, target: str, *, sessions: bool, user: str, admin: bool) -> CancelOutcome:
+        """CANCEL SESSION ``target`` (``sessions``) or CANCEL QUERY ``target`` for
+        ``user`` (``admin``: one who may cancel anyone's), on this node."""
+        session = self.by_id(target) if sessions else self.by_query(target)
+        if session is None:
+            return "not found"
+        if session.user != user and not admin:
+            return "denied"
+        if sessions:
+            session.end()
+        else:
+            session.cancel_query()
+        return "cancelled"

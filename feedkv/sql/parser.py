@@ -1047,11 +1047,12 @@ class _Statement:
             scope = words[1:]
             if scope[:1] == ["ALL"]:
                 scope = scope[1:]
+            local = scope[:1] == ["LOCAL"]
             if scope[:1] in (["CLUSTER"], ["LOCAL"]):
                 scope = scope[1:]
             if scope in (["SESSIONS"], ["QUERIES"], ["STATEMENTS"]):
                 # NB: before SHOW <variable>, which would take the word for a name
-                return st.ShowSessions(self.text, queries=scope != ["SESSIONS"])
+                return st.ShowSessions(self.text, queries=scope != ["SESSIONS"], local=local)
         if words[:2] == ["SET", "TRANSACTION"] and words[2:4] != ["ISOLATION", "LEVEL"]:
             return self._set_transaction(2)
         if words[:2] == ["SET", "TRANSACTION"] and "," in words:

@@ -1,6 +1,7 @@
 """``SHOW SESSIONS``, ``SHOW QUERIES`` (``SHOW STATEMENTS``), ``CANCEL QUERY`` and
 ``CANCEL SESSION`` over the node's :class:`~feedkv.sql.active_sessions.SessionRegistry`,
-with CockroachDB's columns and rules: a user sees and cancels their own sessions and
+with CockroachDB's columns and rules: ``SHOW SESSIONS`` is ``SHOW CLUSTER SESSIONS``
+(every node's; ``LOCAL``: this node's), a user sees and cancels their own sessions and
 queries, an admin everyone's; another user's is 42501, an id no session or query has
 is 42704 (nothing, with ``IF EXISTS``); an id that is no string is 42804."""
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from feedkv.errors import SQLError
 from feedkv.sql import statements as st
-from feedkv.sql.active_sessions import ActiveSession, SessionRegistry
+from feedkv.sql.active_sessions import SessionRecord, SessionRegistry, node_of
 from feedkv.sql.execution import Execution, Result
 from feedkv.sql.parser import as_written, parse
 from feedkv.sql.types import ColumnType, Kind
@@ -57,9 +58,25 @@ def _registry(ex: Execution) -> SessionRegistry:
     return registry
 
 
-def _visible(ex: Execution, registry: SessionRegistry) -> list[ActiveSession]:
+def _records(
+    ex: Execution, s: st.ShowSessions
+) -> tuple[list[SessionRecord], list[tuple[int, str]]]:
+    """The sessions the user may see (an admin everyone's, others their own): this
+    node's, and with CLUSTER (the default) every other node's too; and the nodes that
+    could not be asked, with why."""
+    registry = _registry(ex)
+    records = registry.records()
+    failed: list[tuple[int, str]] = []
+    if not s.local and registry.peers is not None:
+        for node_id, answer in registry.peers.sessions():
+            if isinstance(answer, str):
+                failed.append((node_id, answer))
+            else:
+                records.extend(answer)
     admin = ex.is_admin()
-    return [s for s in registry.sessions() if admin or s.user == ex.session.user]
+    visible = [r for r in records if admin or r.user == ex.session.user]
+    visible.sort(key=lambda r: (r.node_id or 0, r.id))
+    return visible, failed
 
 
 def _naive(moment: datetime.datetime | None) -> datetime.datetime | None:
@@ -68,23 +85,22 @@ def _naive(moment: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def show_sessions(ex: Execution, s: st.ShowSessions) -> Result:
-    registry = _registry(ex)
-    node = registry.node_id()
+    records, failed = _records(ex, s)
     rows: list[tuple[Any, ...]] = []
-    for session in _visible(ex, registry):
-        query = session.query
+    for record in records:
+        query = record.query
         if s.queries:
             if query is not None:
                 rows.append(
                     (
                         query.id,
-                        node,
-                        session.id,
-                        session.user,
+                        record.node_id,
+                        record.id,
+                        record.user,
                         _naive(query.started),
                         as_written(query.text),
-                        session.client_address,
-                        session.application_name(),
+                        record.client_address,
+                        record.application_name,
                         False,
                         "executing",
                     )
@@ -92,42 +108,34 @@ def show_sessions(ex: Execution, s: st.ShowSessions) -> Result:
             continue
         rows.append(
             (
-                node,
-                session.id,
+                record.node_id,
+                record.id,
                 "ACTIVE" if query is not None else "IDLE",
-                session.user,
-                session.client_address,
-                session.application_name(),
+                record.user,
+                record.client_address,
+                record.application_name,
                 as_written(query.text) if query is not None else "",
-                as_written(session.last_query),
-                _naive(session.started),
+                as_written(record.last_query),
+                _naive(record.started),
                 _naive(query.started) if query is not None else None,
                 None,
             )
         )
+    # NB: as CockroachDB's cluster tables, a node that did not answer is a row of its
+    # id and the error ("-- " before it) in the query column, the rest NULL
+    for node_id, error in failed:
+        if s.queries:
+            rows.append((None, node_id, *[None] * 3, f"-- {error}", *[None] * 4))
+        else:
+            rows.append((node_id, *[None] * 5, f"-- {error}", *[None] * 4))
     if s.queries:
         return Result(QUERIES_COLUMNS, rows, f"SHOW {len(rows)}", _QUERIES_TYPES)
     return Result(SESSIONS_COLUMNS, rows, f"SHOW {len(rows)}", _SESSIONS_TYPES)
 
 
-def _elsewhere(found_id: str, registry: SessionRegistry) -> str:
-    """What to add to "not found" when the id names another node (its last 32 bits):
-    feedkv cancels only the sessions of the node the statement runs on."""
-    try:
-        owner = int(found_id[-8:], 16)
-    except ValueError:
-        return ""
-    here = registry.node_id()
-    if len(found_id) != 32 or here is None or owner in (0, here):
-        return ""
-    return (
-        f" on this node (n{here}): its ID names node n{owner}; run CANCEL there "
-        "(a node cancels only its own sessions' queries)"
-    )
-
-
 def cancel_activity(ex: Execution, s: st.CancelActivity) -> Result:
-    """CANCEL QUERY | QUERIES | SESSION | SESSIONS."""
+    """CANCEL QUERY | QUERIES | SESSION | SESSIONS: on this node, or on the node the id
+    names when another one of the cluster's."""
     registry = _registry(ex)
     what = "session" if s.sessions else "query"
     if s.query is not None:
@@ -139,31 +147,26 @@ def cancel_activity(ex: Execution, s: st.CancelActivity) -> Result:
         if s.id is None:
             raise SQLError("42601", f"CANCEL {what.upper()} needs an id")
         ids = [ex.constant(s.id)]
-    find: Callable[[str], ActiveSession | None] = (
-        registry.by_id if s.sessions else registry.by_query
-    )
+    user, admin = ex.session.user, ex.is_admin()
     for found_id in ids:
         if not isinstance(found_id, str):
             raise SQLError(
                 "42804", f"{what} ID must be a string, not {type(found_id).__name__}: {found_id!r}"
             )
-        session = find(found_id)
-        if session is None:
-            if s.if_exists:
-                continue
-            raise SQLError(
-                "42704", f"{what} ID {found_id} not found{_elsewhere(found_id, registry)}"
+        owner = node_of(found_id)
+        if owner is None or owner == registry.node_id() or registry.peers is None:
+            outcome = registry.cancel(found_id, sessions=s.sessions, user=user, admin=admin)
+        else:
+            outcome = registry.peers.cancel(
+                owner, found_id, sessions=s.sessions, user=user, admin=admin
             )
-        if session.user != ex.session.user and not ex.is_admin():
+        if outcome == "not found" and not s.if_exists:
+            raise SQLError("42704", f"{what} ID {found_id} not found")
+        if outcome == "denied":
             raise SQLError(
                 "42501",
-                f"user {ex.session.user} does not have the admin role needed to cancel "
-                f"another user's {what}",
+                f"user {user} does not have the admin role needed to cancel another user's {what}",
             )
-        if s.sessions:
-            session.end()
-        else:
-            session.cancel_query()
     return Result(tag="CANCEL SESSIONS" if s.sessions else "CANCEL QUERIES")
 
 

@@ -1188,9 +1188,10 @@ class ValidateConstraint(Statement):
 @dataclass(frozen=True, slots=True)
 class ShowSessions(Statement):
     """``SHOW [ALL] [CLUSTER | LOCAL] SESSIONS``, or ``QUERIES`` (``STATEMENTS``) when
-    ``queries`` (:mod:`feedkv.sql.active_sessions`)."""
+    ``queries`` (:mod:`feedkv.sql.active_sessions`); ``local``: this node's only."""
 
     queries: bool = False
+    local: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,16 @@ from its parts at each scrape:
   (nanoseconds, a histogram);
 - ``liveness_livenodes``: the live members of its cluster (1, itself, for a node of its
   own);
-- ``capacity_used`` and ``storage_lmdb_map_used_bytes``: the bytes of the LMDB map in
-  use; ``storage_lmdb_map_size_bytes``: the map's size now (it doubles when full);
+- ``capacity``, ``capacity_available``: the size of the file system the store is on and
+  what it has free; ``capacity_used`` and ``storage_lmdb_map_used_bytes``: the bytes of
+  the LMDB map in use; ``storage_lmdb_map_size_bytes``: the map's size now (it doubles
+  when full);
 - ``sql_conns``: open connections to its SQL port;
 - ``replicas``, ``replicas_leaseholders``, ``ranges``, ``ranges_unavailable``,
   ``ranges_underreplicated``: its replicas, as CockroachDB's store metrics count them
   (:func:`feedkv.kv.placement.range_counts`; a node of its own holds each of its ranges
-  alone, and none is unavailable or under-replicated);
+  alone, and none is unavailable or under-replicated). These and the ``capacity``
+  metrics are a store's: labelled ``store`` (its id, the node's), as CockroachDB's;
 - ``sys_uptime``: seconds since the node's metrics were made (its start);
 - ``sys_cpu_user_ns`` and ``sys_cpu_sys_ns``: the process's user and system CPU time;
 - ``sys_thread_cpu_ns``, feedkv's own (CockroachDB's Go runtime has no threads to name):
@@ -29,6 +32,7 @@ The HTTP port serves them (:mod:`feedkv.server.http`).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -86,10 +90,26 @@ class NodeMetrics:
             "Number of live nodes in the cluster (will be 0 if this node is not itself live)",
             lambda: _live_nodes(node),
         )
+        # NB: CockroachDB's store metrics carry the store's id (here one store a node,
+        # of the node's id), which its alert rules sum away (sum without(store) ...)
+        disk = r.per_scrape(lambda: os.statvfs(node.store.engine.path))
+        r.sampled(
+            "capacity",
+            "Total storage capacity (of the file system the store is on)",
+            _of_store(node, lambda: disk().f_blocks * disk().f_frsize),
+            labelnames=("store",),
+        )
+        r.sampled(
+            "capacity_available",
+            "Available storage capacity (what the file system the store is on has free)",
+            _of_store(node, lambda: disk().f_bavail * disk().f_frsize),
+            labelnames=("store",),
+        )
         r.sampled(
             "capacity_used",
             "Used storage capacity (the bytes of the LMDB map in use)",
-            lambda: node.store.engine.used_bytes,
+            _of_store(node, lambda: node.store.engine.used_bytes),
+            labelnames=("store",),
         )
         r.sampled(
             "storage_lmdb_map_used_bytes",
@@ -121,7 +141,9 @@ class NodeMetrics:
         # NB: the five range metrics share one walk of the store's ranges a scrape
         counts = r.per_scrape(lambda: _range_counts(node))
         for name, help_text, field in _RANGE_METRICS:
-            r.sampled(name, help_text, _range_count(counts, field))
+            r.sampled(
+                name, help_text, _of_store(node, _range_count(counts, field)), labelnames=("store",)
+            )
         started = time.monotonic()
         r.sampled(
             "sys_uptime",
@@ -161,6 +183,13 @@ _RANGE_METRICS = (
         "underreplicated",
     ),
 )
+
+
+def _of_store(
+    node: NodeParts, read: Callable[[], float]
+) -> Callable[[], dict[tuple[str, ...], float]]:
+    """A store metric's sample: ``read()``, labelled with the store's id."""
+    return lambda: {(str(node.store.node_id),): float(read())}
 
 
 def _range_count(counts: Callable[[], RangeCounts], field: str) -> Callable[[], float]:

@@ -4,6 +4,7 @@ with httpx, parsed with prometheus_client's parser."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,8 @@ EXPECTED = {
     "sys_cpu_user_ns": "gauge",
     "sys_cpu_sys_ns": "gauge",
     "sys_thread_cpu_ns": "gauge",
+    "capacity": "gauge",
+    "capacity_available": "gauge",
     "capacity_used": "gauge",
     "storage_lmdb_map_used_bytes": "gauge",
     "storage_lmdb_map_size_bytes": "gauge",
@@ -143,10 +146,17 @@ def test_status_vars_has_cockroachdbs_names_and_types(db: DB) -> None:
     # a node of its own holds each of its ranges alone
     held = len(db.ranges())
     assert held > 0
+    # a store's metrics carry its id, as CockroachDB's (store="1")
     for name in ("replicas", "replicas_leaseholders", "ranges"):
-        assert found[name][1] == {name: float(held)}
+        assert found[name][1] == {f"{name}{{store=1}}": float(held)}
     for name in ("ranges_unavailable", "ranges_underreplicated"):
-        assert found[name][1] == {name: 0.0}
+        assert found[name][1] == {f"{name}{{store=1}}": 0.0}
+    assert db.node is not None
+    disk = os.statvfs(db.node.store.engine.path)
+    capacity = found["capacity"][1]["capacity{store=1}"]
+    assert capacity == disk.f_blocks * disk.f_frsize
+    assert 0 < found["capacity_available"][1]["capacity_available{store=1}"] <= capacity
+    assert found["capacity_used"][1]["capacity_used{store=1}"] > 0
     assert found["sys_uptime"][1]["sys_uptime"] > 0
     assert found["sys_cpu_user_ns"][1]["sys_cpu_user_ns"] > 0
     threads = found["sys_thread_cpu_ns"][1]

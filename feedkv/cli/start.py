@@ -23,7 +23,7 @@ from feedkv.kv.store import StoreConfig
 from feedkv.kv.txn import HEARTBEAT_INTERVAL_S
 from feedkv.server.cluster import ClusterConfig
 from feedkv.server.heap import freeze_startup_heap
-from feedkv.server.logs import configure_logging
+from feedkv.server.logs import LogSetup, configure_logging
 from feedkv.util.hlc import Clock
 from feedkv.util.locality import Locality
 from feedkv.util.units import parse_duration_ns, parse_size
@@ -38,6 +38,15 @@ MIN_RANGE_MAX_BYTES = 64 << 10  # as CockroachDB's zone configurations
 # first beat up to 1.1 intervals after it wrote or anchored it): a shorter window lets a
 # waiter abort a live transaction and break its locks (CockroachDB's is 5 intervals)
 MIN_TXN_LIVENESS_NS = int(2 * HEARTBEAT_INTERVAL_S * 1e9)
+
+
+def _open_logs(store: Path, level: str) -> LogSetup | None:
+    """The node's logs (:func:`configure_logging`), its id not yet known; ``None`` when
+    the store's directory cannot hold them (opening the store then says why)."""
+    try:
+        return configure_logging(store, "", level)
+    except OSError:
+        return None
 
 
 def _wait_for(stop: threading.Event) -> None:
@@ -211,6 +220,9 @@ def run_node(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every stack
+    # NB: from the start, as CockroachDB's: a node that waits to join (another cluster's
+    # CA, a --join that names no member) or cannot open its store says why in its log
+    logs = _open_logs(store, log_level)
     try:
         db = connect(
             store,
@@ -230,16 +242,25 @@ def run_node(
         )
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C before the node served
         print("feedkv node stopped before it served", file=sys.stderr, flush=True)
+        if logs is not None:
+            log.info("stopped before it served")
+            logs.close()
         return 0
+    except BaseException as exc:
+        if logs is not None:
+            # NB: to the file alone: the command prints it on stderr
+            logs.to_file_only(logging.ERROR, f"the node could not start: {exc}", exc)
+            logs.close()
+        raise
     opened.set()
-    logs = None
     try:
         node = db.node
         if node is not None:
             # `feedkv node drain --shutdown`: stop as on SIGTERM (the drain is done)
             node.on_shutdown = lambda: os.kill(os.getpid(), signal.SIGTERM)
-            ident = str(node.cluster.ident.node_id) if node.cluster is not None else node.node_id
-            logs = configure_logging(store, ident, log_level)
+            if logs is not None:
+                cluster = node.cluster
+                logs.name_node(str(cluster.ident.node_id) if cluster is not None else node.node_id)
         db.changefeeds.start()
         if sql_addr is not None:
             # NB: on this thread (see load_engine); before the URL is out, so that it

@@ -429,6 +429,7 @@ class Cluster:
         # When a refused heartbeat to each address was last logged as a warning (see
         # _heartbeat_failed)
         self._refused_heartbeats: dict[str, float] = {}
+        self._heartbeat_errors: dict[str, str] = {}  # by address: why the last one failed
         self.dialer = ClusterDialer(
             local,
             gateway_node=lambda: ident.node_id,
@@ -784,8 +785,11 @@ class Cluster:
                 self.heartbeat(peer.address)
             found = self.directory.lookup(request.key, request.prefetch)
         if not found:
+            with self._lock:
+                unanswered = [f"{a}: {e}" for a, e in sorted(self._heartbeat_errors.items())]
+            why = f" (no answer from {'; '.join(unanswered)})" if unanswered else ""
             raise RangeUnavailableError(
-                f"no live node has reported the range holding {request.key!r} yet"
+                f"no live node has reported the range holding {request.key!r} yet{why}"
             )
         return RangeLookupResponse(found, tuple(map(self._closed, found)))
 
@@ -1150,15 +1154,21 @@ class Cluster:
             return False
         with self._lock:
             self._refused_heartbeats.pop(address, None)
+            self._heartbeat_errors.pop(address, None)
         return True
 
     def _heartbeat_failed(self, address: str, exc: FeedKVError) -> None:
         """Log a failed heartbeat: a refusal (a node of another cluster, one
-        decommissioned, a user it does not take), an operator's mistake to see and mend,
-        as a warning every :data:`REFUSAL_WARN_S` while heartbeats to ``address`` go on
-        being refused so; any other failure (a node down) at debug, as every beat while
+        decommissioned, a user it does not take) or a TLS handshake that failed (the
+        nodes' certificates are of different CAs), an operator's mistake to see and
+        mend, as a warning every :data:`REFUSAL_WARN_S` while heartbeats to ``address``
+        go on failing so; any other failure (a node down) at debug, as every beat while
         it is down would."""
-        if not isinstance(exc, InvalidArgumentError | PermissionDeniedError):
+        error = f"{exc}{join_hint([str(exc)])}"
+        with self._lock:
+            self._heartbeat_errors[address] = error
+        mistake = isinstance(exc, InvalidArgumentError | PermissionDeniedError)
+        if not mistake and "CERTIFICATE_VERIFY_FAILED" not in str(exc):
             log.debug("heartbeat to %s failed: %s", address, exc)
             return
         now = time.monotonic()
@@ -1167,7 +1177,7 @@ class Cluster:
             due = warned is None or now - warned >= REFUSAL_WARN_S
             if due:
                 self._refused_heartbeats[address] = now
-        (log.warning if due else log.debug)("heartbeat to %s failed: %s", address, exc)
+        (log.warning if due else log.debug)("heartbeat to %s failed: %s", address, error)
 
     def _channel(self, address: str) -> grpc.Channel:
         with self._lock:

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedkv.errors import InvalidArgumentError
+from feedkv.errors import FeedKVError, InvalidArgumentError
 
 __all__ = ["LEVELS", "JSONFormatter", "LogSetup", "configure_logging"]
 
@@ -33,13 +33,13 @@ _JOB_THREAD = re.compile(r"changefeed-(\d+)$")
 class JSONFormatter(logging.Formatter):
     def __init__(self, node: str) -> None:
         super().__init__()
-        self._node = node
+        self.node = node  # NB: "" until the node knows its id (a new one joins first)
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
             "level": record.levelname.lower(),
-            "node": self._node,
+            "node": self.node,
             "logger": record.name,
             "message": record.getMessage(),
         }
@@ -64,6 +64,20 @@ class LogSetup:
     path: Path
     handlers: tuple[logging.Handler, ...]
     previous_level: int
+
+    def name_node(self, node: str) -> None:
+        """The node's id, in the lines from now on (it is known once the node joined)."""
+        for handler in self.handlers:
+            if isinstance(handler.formatter, JSONFormatter):
+                handler.formatter.node = node
+
+    def to_file_only(self, level: int, message: str, exc: BaseException | None = None) -> None:
+        """``message`` in the log file alone: what the command prints on stderr itself
+        (with ``exc``'s traceback when it is no :class:`FeedKVError`)."""
+        trace = None if exc is None or isinstance(exc, FeedKVError) else exc
+        exc_info = (type(trace), trace, trace.__traceback__) if trace is not None else None
+        record = logging.LogRecord("feedkv.node", level, __file__, 0, message, None, exc_info)
+        self.handlers[0].handle(record)
 
     def close(self) -> None:
         root = logging.getLogger()

@@ -33,6 +33,7 @@ from feedkv.server.relocation import STALL_ENV
 from feedkv.testing.certs import make_certs_dir
 from feedkv.testing.cluster import LocalCluster
 from feedkv.testing.feed_validator import check_resolved_feed, read_until_resolved
+from feedkv.testing.node_process import NodeProcess
 from feedkv.testing.waiting import wait_until
 from feedkv.util.build import BUILD_TAG
 from feedkv.util.keys import Span
@@ -557,6 +558,28 @@ def test_a_node_that_cannot_join_says_why(cluster: LocalCluster, tmp_path: Path)
     with pytest.raises(NodeUnavailableError) as nobody:
         join_cluster(["127.0.0.1:1"], timeout_s=0, tls=stranger)
     assert "a new cluster starts from one node started without --join" in str(nobody.value)
+
+
+def test_a_node_waiting_to_join_logs_why_in_its_log_file(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A new node of another CA waits to join (as CockroachDB's does) and says why in
+    its log file, not on stderr alone: its log starts before the node has an id."""
+    other = make_certs_dir(tmp_path / "other-ca")
+    store = tmp_path / "stranger"
+    node = NodeProcess(store, "--certs-dir", str(other), "--join", cluster.address(0), wait=False)
+    log_file = store / "logs" / "feedkv.log"
+    try:
+        wait_until(
+            lambda: log_file.exists() and "do not trust each other's" in log_file.read_text(),
+            timeout_s=60,
+            what="the TLS failure in the node's log file",
+        )
+    finally:
+        node.terminate()
+    [line] = [json.loads(x) for x in log_file.read_text().splitlines() if "trust" in x][:1]
+    assert line["level"] == "warning" and line["node"] == ""
+    assert "stopped before it served" in log_file.read_text()
 
 
 def test_a_join_asked_again_gets_the_same_node_id(cluster: LocalCluster) -> None:

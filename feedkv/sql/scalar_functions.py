@@ -32,6 +32,7 @@ from feedkv.sql.as_json import as_json
 from feedkv.sql.descriptor import quote_name
 from feedkv.sql.interval import Interval
 from feedkv.sql.records import Record
+from feedkv.sql.text_format import built_length
 from feedkv.sql.types import (
     DECIMAL_QUOTIENT,
     INT64_MAX,
@@ -330,28 +331,16 @@ def _split_part(value: Any, delimiter: Any, index: Any) -> str:
     return parts[position] if 0 <= position < len(parts) else ""
 
 
-# NB: CockroachDB's bound on a string a function builds; past it Python would try to
-# allocate it (or overflow an index) rather than refuse.
-_MAX_BUILT_STRING = 128 << 20
-
-
-def _built_length(name: str, length: int) -> int:
-    """``length`` of the string ``name()`` is to build, refused past CockroachDB's bound."""
-    if length > _MAX_BUILT_STRING:
-        raise SQLError("54000", f"{name}(): requested length too large, exceeds 128 MiB")
-    return length
-
-
 def _repeat(value: Any, times: Any) -> str:
     text, n = _text(value), max(_int(times), 0)
-    _built_length("repeat", len(text) * n)
+    built_length("repeat", len(text) * n)
     return text * n
 
 
 def _pad(left: bool) -> Callable[..., str]:
     def pad(value: Any, length: Any, fill: Any = " ") -> str:
         text, n, filler = _text(value), _int(length), _text(fill)
-        _built_length("lpad" if left else "rpad", n)
+        built_length("lpad" if left else "rpad", n)
         if n <= len(text):
             return text[: max(n, 0)]
         if not filler:

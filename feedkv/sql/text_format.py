@@ -18,9 +18,21 @@ from typing import Any
 from feedkv.errors import SQLError
 from feedkv.sql.descriptor import quote_name
 
-__all__ = ["format_text", "quote_literal"]
+__all__ = ["built_length", "format_text", "quote_literal"]
 
+# NB: CockroachDB's bound on a string a function builds; past it Python would try to
+# allocate it (or overflow an index) rather than refuse.
+_MAX_BUILT_STRING = 128 << 20
+
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
 _SPECIFIER = re.compile(r"%(?:(\d+)\$)?(-)?(\*(?:(\d+)\$)?|\d+)?(.)?", re.DOTALL)
+
+
+def built_length(name: str, length: int) -> int:
+    """``length`` of the string ``name()`` is to build, refused past CockroachDB's bound."""
+    if length > _MAX_BUILT_STRING:
+        raise SQLError("54000", f"{name}(): requested length too large, exceeds 128 MiB")
+    return length
 
 
 def quote_literal(text: str) -> str:
@@ -30,6 +42,19 @@ def quote_literal(text: str) -> str:
     if "\\" in text:
         return "E'" + quoted.replace("\\", "\\\\") + "'"
     return f"'{quoted}'"
+
+
+def _width(given: Any, show: Callable[[Any], str]) -> int:
+    """A ``*`` width's argument as an integer, which PostgreSQL casts it to: an integer,
+    or a value whose text is one (NULL: no width)."""
+    if given is None:
+        return 0
+    if isinstance(given, int) and not isinstance(given, bool):
+        return given
+    text = show(given)
+    if _INTEGER.fullmatch(text) is None:
+        raise SQLError("22P02", f'invalid input syntax for type integer: "{text}"')
+    return int(text)
 
 
 def format_text(template: str, args: Sequence[Any], show: Callable[[Any], str]) -> str:
@@ -63,12 +88,10 @@ def format_text(template: str, args: Sequence[Any], show: Callable[[Any], str]) 
             raise SQLError("22023", f'unrecognized format() type specifier "{kind}"')
         pad = 0
         if width is not None and width.startswith("*"):
-            given = take(width_position)
-            if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
-                raise SQLError("22023", f"format() takes an integer width, not {given!r}")
-            pad = given or 0
+            pad = _width(take(width_position), show)
         elif width is not None:
             pad = int(width)
+        built_length("format", abs(pad))
         text = _converted(kind, take(position), show)
         if left or pad < 0:
             out.append(text.ljust(abs(pad)))

@@ -1323,12 +1323,21 @@ class Session:
         if s.name != RESTART_SAVEPOINT:
             return self._named_savepoint(self._txn, s)
         if s.action == "savepoint":
-            if self._restart or self._executions or self._failed or self._savepoints:
+            self._check_not_failed()
+            fresh = not self._executions
+            if self._restart and fresh and not self._savepoints:
+                # NB: declared again before anything ran (a retry loop that declares it
+                # each time round, as sqlalchemy-cockroachdb's does, after ROLLBACK TO):
+                # the same one marker, as CockroachDB's
+                return Result(tag="SAVEPOINT")
+            if self._restart or self._savepoints or not fresh:
                 self._failed = True
                 raise SQLError(
-                    "3B001",
-                    f"SAVEPOINT {RESTART_SAVEPOINT} must be the first statement of a "
-                    "transaction and cannot be nested",
+                    "42601",
+                    f'SAVEPOINT "{RESTART_SAVEPOINT}" cannot be nested'
+                    if self._restart or self._savepoints
+                    else f'SAVEPOINT "{RESTART_SAVEPOINT}" needs to be the first statement '
+                    "in a transaction",
                 )
             self._restart = True
             return Result(tag="SAVEPOINT")

@@ -115,7 +115,7 @@ def test_a_driver_retry_loop_with_the_savepoint_converges_under_contention(url: 
         (["SAVEPOINT cockroach_restart"], "25P01"),
         (["BEGIN", "ROLLBACK TO SAVEPOINT mine"], "3B001"),
         (["BEGIN", "RELEASE SAVEPOINT cockroach_restart"], "3B001"),
-        (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "3B001"),
+        (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "42601"),
     ],
 )
 def test_savepoint_mistakes_get_their_sqlstate(url: str, statements: list[str], code: str) -> None:

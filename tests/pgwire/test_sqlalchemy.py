@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import decimal
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -83,3 +84,28 @@ def test_an_orm_session_inserts_queries_and_updates_in_a_retried_transaction(
     with orm.Session(engine) as session:
         found = session.scalars(sa.select(Account).order_by(Account.id)).all()
         assert [(a.owner, a.balance) for a in found] == [("ann", 70), ("bob", 30)]
+
+
+def test_run_transaction_retries_a_transaction_that_lost_a_conflict(
+    engine: sa.Engine, pg_url: str
+) -> None:
+    """The dialect's retry loop (SAVEPOINT cockroach_restart, 40001, ROLLBACK TO
+    SAVEPOINT, SAVEPOINT again, the callback again) runs the callback a second time and
+    commits: the other writer's update is kept, not lost."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE counter (id INT PRIMARY KEY, n INT)"))
+        conn.execute(sa.text("INSERT INTO counter VALUES (1, 0)"))
+    attempts: list[int] = []
+    with psycopg.connect(pg_url, autocommit=True) as other:
+
+        def increment(session: orm.Session) -> None:
+            attempts.append(1)
+            n = session.execute(sa.text("SELECT n FROM counter WHERE id = 1")).scalar_one()
+            if len(attempts) == 1:  # another writer commits between the read and the write
+                other.execute("UPDATE counter SET n = n + 100 WHERE id = 1")
+            session.execute(sa.text("UPDATE counter SET n = :n WHERE id = 1"), {"n": n + 1})
+
+        run_transaction(orm.sessionmaker(engine), increment)
+    assert len(attempts) == 2
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT n FROM counter")).scalar_one() == 101

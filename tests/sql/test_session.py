@@ -996,14 +996,42 @@ def test_rollback_to_the_restart_savepoint_starts_the_transaction_over(db: feedk
     assert not s.in_transaction
 
 
+def test_the_restart_savepoint_declared_again_before_anything_ran_is_the_same_one(
+    db: feedkv.DB,
+) -> None:
+    """A retry loop that declares it each time round (sqlalchemy-cockroachdb's
+    run_transaction: SAVEPOINT, 40001, ROLLBACK TO, SAVEPOINT again) keeps one marker,
+    as CockroachDB's does; once a statement ran, it is 42601."""
+    s = db.session()
+    s.execute("CREATE TABLE sp2 (k INT PRIMARY KEY)")
+    s.execute("BEGIN")
+    s.execute("SAVEPOINT cockroach_restart")
+    assert s.execute("SAVEPOINT cockroach_restart").tag == "SAVEPOINT"
+    s.execute("INSERT INTO sp2 VALUES (1)")
+    assert sql_error(lambda: s.execute("INSERT INTO sp2 VALUES (1)")).code == "23505"
+    assert s.execute("ROLLBACK TO SAVEPOINT cockroach_restart").tag == "ROLLBACK"
+    assert s.execute("SAVEPOINT cockroach_restart").tag == "SAVEPOINT"
+    s.execute("INSERT INTO sp2 VALUES (2)")
+    error = sql_error(lambda: s.execute("SAVEPOINT cockroach_restart"))
+    assert (error.code, str(error)) == ("42601", 'SAVEPOINT "cockroach_restart" cannot be nested')
+    assert s.execute("ROLLBACK TO SAVEPOINT cockroach_restart").tag == "ROLLBACK"
+    s.execute("INSERT INTO sp2 VALUES (3)")
+    assert s.execute("RELEASE SAVEPOINT cockroach_restart").tag == "RELEASE"
+    s.execute("COMMIT")
+    assert db.sql("SELECT k FROM sp2").rows == [(3,)]
+
+
 @pytest.mark.parametrize(
     ("statements", "code"),
     [
         (["SAVEPOINT cockroach_restart"], "25P01"),
         (["BEGIN", "RELEASE SAVEPOINT other"], "3B001"),
         (["BEGIN", "ROLLBACK TO SAVEPOINT cockroach_restart"], "3B001"),
-        (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "3B001"),
-        (["BEGIN", "SAVEPOINT cockroach_restart", "SAVEPOINT cockroach_restart"], "3B001"),
+        (["BEGIN", "SELECT 1", "SAVEPOINT cockroach_restart"], "42601"),
+        (
+            ["BEGIN", "SAVEPOINT cockroach_restart", "SELECT 1", "SAVEPOINT cockroach_restart"],
+            "42601",
+        ),
     ],
 )
 def test_savepoint_misuse_gets_its_sqlstate(

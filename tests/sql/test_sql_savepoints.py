@@ -168,7 +168,7 @@ def test_a_savepoint_inside_the_restart_savepoint(any_db: DB, s: Session) -> Non
         (["BEGIN", "RELEASE SAVEPOINT a"], "3B001"),
         (["BEGIN", "ROLLBACK TO SAVEPOINT a"], "3B001"),
         (["BEGIN", "SAVEPOINT a", "RELEASE a", "RELEASE a"], "3B001"),
-        (["BEGIN", "SAVEPOINT a", "SAVEPOINT cockroach_restart"], "3B001"),
+        (["BEGIN", "SAVEPOINT a", "SAVEPOINT cockroach_restart"], "42601"),
     ],
 )
 def test_savepoint_mistakes_get_postgresql_sqlstates(

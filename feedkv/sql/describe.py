@@ -889,6 +889,8 @@ def _type_of(node: exp.Expr, typer: _Typer) -> ColumnType | None:
         if arrays:  # NB: an array joined to another or to an element is one of its type
             return arrays[0]
         kinds = {t.kind if t is not None else None for t in sides}
+        if Kind.JSONB in kinds and Kind.STRING not in kinds:  # NB: a constant is untyped
+            return ColumnType(Kind.JSONB)
         return _STRING if kinds == {Kind.STRING} else None
     if isinstance(node, exp.Interval):
         return ColumnType(Kind.INTERVAL)

@@ -796,6 +796,8 @@ class _Compiler:
 
     def dpipe(self, node: exp.DPipe) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
+        if _json_concat(node, self.scope):
+            return self._jsonb_concat(left, right)
         # NB: a NULL beside an array is an element (appended or prepended, as PostgreSQL's
         # array_append) when its side is of a type other than an array; else it is an
         # array, and the other array is the answer (array_cat)
@@ -817,6 +819,23 @@ class _Compiler:
             if isinstance(a, Array) or isinstance(b, Array):
                 return _array_concat(a, b)
             return _text(a, ctx) + _text(b, ctx)
+
+        return concat
+
+    def _jsonb_concat(self, left: Compiled, right: Compiled) -> Compiled:
+        """``j || k`` of JSONB values (:func:`jsonb.concat`); a string beside one is its
+        JSON text."""
+
+        def as_json(value: Any, ctx: Context) -> Any:
+            if type(value) is str:
+                return coerce(value, ColumnType(Kind.JSONB), None)
+            return value
+
+        def concat(row: Env, ctx: Context) -> Any:
+            a, b = left(row, ctx), right(row, ctx)
+            if a is None or b is None:
+                return None
+            return jsonb.concat(as_json(a, ctx), as_json(b, ctx))
 
         return concat
 
@@ -2654,6 +2673,20 @@ def _is_number_constant(node: exp.Expr) -> bool:
     if isinstance(node, exp.Neg | exp.Paren):
         return _is_number_constant(node.this)
     return isinstance(node, exp.Literal) and not node.is_string
+
+
+def _json_concat(node: exp.DPipe, scope: Scope) -> bool:
+    """Whether ``a || b`` joins JSONB values: one side is JSONB and the other is too, or
+    a string constant or parameter (which PostgreSQL reads as JSONB there; a STRING
+    column beside a JSONB is text concatenation)."""
+    sides = (node.this, node.expression)
+    kinds = [static_kind(side, scope) for side in sides]
+    if Kind.JSONB not in kinds:
+        return False
+    return all(
+        kind is Kind.JSONB or kind is None or _is_text_constant(side)
+        for side, kind in zip(sides, kinds, strict=True)
+    )
 
 
 def _is_text_constant(node: exp.Expr) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "JsonNull",
     "JsonString",
     "as_text",
+    "concat",
     "contains",
     "document",
     "dumps",
@@ -89,6 +90,16 @@ def from_document(value: Any) -> Any:
     if value is None:
         return JSON_NULL
     return JsonString(value) if type(value) is str else value
+
+
+def concat(left: Any, right: Any) -> Any:
+    """``left || right`` of two JSONB values, as PostgreSQL's: two objects merge (the
+    right one's keys win), and anything else is the array of both's elements (a value
+    that is no array is one element)."""
+    a, b = document(left), document(right)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **b}
+    return [*(a if isinstance(a, list) else [a]), *(b if isinstance(b, list) else [b])]
 
 
 def is_json(value: Any) -> bool:

@@ -22,6 +22,10 @@ from feedkv.sql.types import ColumnType, Kind, kind_name, kind_of_value, type_of
 __all__ = ["rows_from_of", "series_of", "series_shape", "series_type", "unnest_of"]
 
 _TIMES = (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+# NB: a set-returning function's rows are held in memory (a Relation's list, ~80 bytes a
+# row): past this many a series is refused (53200, as CockroachDB's memory budget
+# refuses a query), not allocated until the node runs out of memory
+MAX_SERIES_ROWS = 10_000_000
 
 
 def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None]) -> Relation:
@@ -51,6 +55,7 @@ def series_of(source: st.Series, values: Sequence[Any], check: Callable[[], None
     if step == 0:
         raise SQLError("22023", "step cannot be 0")
     series = range(start, stop + (1 if step > 0 else -1), step)
+    _check_size(len(series))
     rows: list[tuple[Any, ...]] = [(v,) for chunk in chunked(series, check) for v in chunk]
     return _numbered(source.alias, [source.column], [ColumnType(Kind.INT)], rows, source)
 
@@ -93,6 +98,9 @@ def _time_series(source: st.Series, values: Sequence[Any], check: Callable[[], N
     if step.span() == 0:
         raise SQLError("22023", "step cannot be 0")
     rising = step.span() > 0
+    # NB: its length known before it is made (a month counted as 30 days, as the
+    # INTERVAL's span counts it: close enough for a bound)
+    _check_size(max(0, (stop - start) // datetime.timedelta(microseconds=1) // step.span()) + 1)
 
     def times() -> Iterator[datetime.datetime]:
         at = start
@@ -105,6 +113,15 @@ def _time_series(source: st.Series, values: Sequence[Any], check: Callable[[], N
 
     rows: list[tuple[Any, ...]] = [(t,) for chunk in chunked(times(), check) for t in chunk]
     return _numbered(source.alias, [source.column], [ctype], rows, source)
+
+
+def _check_size(rows: int) -> None:
+    if rows > MAX_SERIES_ROWS:
+        raise SQLError(
+            "53200",
+            f"generate_series() would produce more than {MAX_SERIES_ROWS} rows, which a "
+            "statement may not hold in memory (a set-returning function's rows are)",
+        )
 
 
 def _times_and_step(values: Sequence[Any]) -> bool:

@@ -766,8 +766,7 @@ def truncate(ex: Execution, s: st.Truncate) -> Result:
 
 
 def add_column(ex: Execution, s: st.AddColumn) -> Result:
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     spec = s.column
     if any(c.name == spec.name for c in desc.columns):
         if s.if_not_exists:
@@ -857,8 +856,7 @@ def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
     earlier ones did (a computed column may read a column added before it). None:
     ``SET (schema_locked = false)``, which every feedkv table is already."""
     if not s.actions:
-        ex.require_admin("ALTER TABLE")
-        ex.table(s.table)
+        ex.table(s.table, "CREATE")
     handlers: dict[type[st.Statement], Callable[[Execution, Any], Result]] = {
         st.AddColumn: add_column,
         st.AddConstraint: ddl_constraints.add_constraint,
@@ -872,8 +870,7 @@ def alter_table_actions(ex: Execution, s: st.AlterTableActions) -> Result:
 
 
 def drop_column(ex: Execution, s: st.DropColumn) -> Result:
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     column = desc.find_column(s.column)
     if column is None:
         if s.if_exists:
@@ -1018,8 +1015,7 @@ def alter_column(ex: Execution, s: st.AlterColumn) -> Result:
     """ALTER COLUMN: SET / DROP DEFAULT and DROP NOT NULL change the descriptor alone;
     SET NOT NULL first checks every row; TYPE is a change of the kind
     :func:`~feedkv.sql.type_conversion.conversion` names."""
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     column = desc.find_column(s.column)
     if column is None:
         raise SQLError("42703", f'column "{s.column}" does not exist in table "{desc.name}"')
@@ -1837,8 +1833,7 @@ def rename_table(ex: Execution, s: st.RenameTable) -> Result:
 def rename_column(ex: Execution, s: st.RenameColumn) -> Result:
     """ALTER TABLE t RENAME COLUMN a TO b: a new descriptor version; rows are stored by
     column id, so none is rewritten."""
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     column = desc.find_column(s.column)
     if column is None or column.hidden:
         if s.if_exists:

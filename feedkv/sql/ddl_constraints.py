@@ -420,8 +420,7 @@ def _referenced_column(desc: TableDescriptor, column_id: int) -> bool:
 
 
 def create_index(ex: Execution, s: st.CreateIndex) -> Result:
-    ex.require_admin("CREATE INDEX")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     named = s.index.name is not None and desc.index(s.index.name) is not None
     if named and s.if_not_exists:
         return Result(tag="CREATE INDEX")
@@ -438,11 +437,11 @@ def create_index(ex: Execution, s: st.CreateIndex) -> Result:
 def index_to_drop(ex: Execution, s: st.DropIndex) -> tuple[TableDescriptor, Index] | None:
     """The index DROP INDEX ``s`` drops and its table (``None``: none, IF EXISTS), after
     the checks of the index alone: it exists, once, and is no unique constraint unless
-    CASCADE (the views reading it are :mod:`feedkv.sql.ddl`'s to check)."""
-    ex.require_admin("DROP INDEX")
+    CASCADE (the views reading it are :mod:`feedkv.sql.ddl`'s to check); 42501 unless
+    the user holds CREATE on its table (or is an admin), as CockroachDB's."""
     found: list[tuple[TableDescriptor, Index]] = []
     if s.table is not None:
-        desc = ex.table(s.table)
+        desc = ex.table(s.table, "CREATE")
         index = desc.index(s.name)
         if index is not None:
             found.append((desc, index))
@@ -460,6 +459,8 @@ def index_to_drop(ex: Execution, s: st.DropIndex) -> tuple[TableDescriptor, Inde
         tables = ", ".join(f"{d.name}@{s.name}" for d, _ in found)
         raise SQLError("42P09", f'index name "{s.name}" is ambiguous (found {tables})')
     desc, index = found[0]
+    if s.table is None:
+        ex.require_privilege(desc, "CREATE")
     if index.constraint and not s.cascade:
         raise SQLError(
             "2BP01",
@@ -603,8 +604,7 @@ def _column_name(desc: TableDescriptor, column_id: int) -> str:
 def add_constraint(ex: Execution, s: st.AddConstraint) -> Result:
     """ALTER TABLE ... ADD CONSTRAINT: the new version, then the rows already there
     checked against it (and a unique index's entries written), in one transaction."""
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     ex.changing(desc)
     added = with_constraints(ex, desc, s.indexes, s.checks, s.foreign_keys)
     new = replace(added, version=desc.version + 1)
@@ -619,8 +619,7 @@ def add_constraint(ex: Execution, s: st.AddConstraint) -> Result:
 
 
 def drop_constraint(ex: Execution, s: st.DropConstraint) -> Result:
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     name = s.name
     if name == f"{desc.name}_pkey":
         raise SQLError("0A000", f'cannot drop the primary key "{name}" of "{desc.name}"')
@@ -660,8 +659,7 @@ def validate_constraint(ex: Execution, s: st.ValidateConstraint) -> Result:
     :class:`~feedkv.sql.statements.ValidateConstraint`); 42809 for a primary key or a
     unique constraint, which are not validated apart (as PostgreSQL and CockroachDB
     refuse them), 42704 for a name ``t`` has no constraint of."""
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     name = s.name
     if any(c.name == name for c in desc.checks) or any(f.name == name for f in desc.foreign_keys):
         return Result(tag="ALTER TABLE")

@@ -35,8 +35,7 @@ _UNKEYABLE = (Kind.JSONB, Kind.INTERVAL, Kind.ARRAY)
 
 
 def add_primary_key(ex: Execution, s: st.AddPrimaryKey) -> Result:
-    ex.require_admin("ALTER TABLE")
-    desc = ex.table(s.table)
+    desc = ex.table(s.table, "CREATE")
     new = _with_primary_key(desc, s.columns)
     watchers = catalog.changefeed_watchers(ex.read_source, desc.id)
     if watchers:

@@ -548,7 +548,7 @@ class ShowGrants(Statement):
 
 # Privileges a user without the admin role may be granted on a table (GRANT ... ON
 # TABLE) and on a database (GRANT ... ON DATABASE: CREATE its tables, DROP it)
-PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED", "DROP")
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CHANGEFEED", "DROP", "CREATE")
 DATABASE_PRIVILEGES = ("CREATE", "DROP")
 
 

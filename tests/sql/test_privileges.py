@@ -208,9 +208,28 @@ def test_what_a_user_creates_they_hold_every_privilege_on(shop: DB) -> None:
     alice.execute("CREATE TABLE copied AS SELECT v FROM mine")
     held = {(r[2], r[5]) for r in alice.execute("SHOW GRANTS").rows}
     assert {(o, p) for o in ("mine", "copied") for p in PRIVILEGES} <= held
+    # CREATE on its table lets it change the table's schema (a migration: indexes,
+    # columns, constraints), as CockroachDB's CREATE privilege on a table does
+    alice.execute("CREATE INDEX mine_v_idx ON mine (v)")
+    alice.execute("ALTER TABLE mine ADD COLUMN n INT DEFAULT 0")
+    alice.execute("ALTER TABLE mine ADD CONSTRAINT n_positive CHECK (n >= 0)")
+    alice.execute("DROP INDEX mine@mine_v_idx")
     # and nothing more: another user's table stays out of reach
     shop.sql("CREATE TABLE app.theirs (k INT PRIMARY KEY)")
     with pytest.raises(SQLError, match="does not have SELECT privilege on relation theirs"):
         alice.execute("SELECT * FROM theirs")
+    for ddl in (
+        "CREATE INDEX theirs_k ON theirs (k)",
+        "ALTER TABLE theirs ADD COLUMN x INT",
+        "ALTER TABLE theirs ADD CONSTRAINT k_positive CHECK (k > 0)",
+    ):
+        with pytest.raises(SQLError, match="does not have CREATE privilege on relation theirs"):
+            alice.execute(ddl)
+    shop.sql("CREATE INDEX theirs_k ON app.theirs (k)")
+    with pytest.raises(SQLError, match="does not have CREATE privilege on relation theirs"):
+        alice.execute("DROP INDEX theirs@theirs_k")
+    shop.sql("GRANT CREATE ON TABLE app.theirs TO alice")
+    alice.execute("ALTER TABLE theirs ADD COLUMN x INT")
+    alice.execute("DROP INDEX theirs@theirs_k")
     alice.execute("DROP VIEW mine_v")
     alice.execute("DROP TABLE mine, copied")

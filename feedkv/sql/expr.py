@@ -2148,7 +2148,8 @@ class _Compiler:
 
             return rowid
         if name in ("gen_random_uuid", "uuid_generate_v4"):
-            return self.uuid(node)
+            # NB: a call by name holds its name in ``this``, which uuid() reads as an argument
+            return self.uuid(exp.Uuid(expressions=node.expressions))
         if name in ("now", "statement_timestamp", "transaction_timestamp"):
             # NB: not current_timestamp(node): this node's ``this`` is its name, which
             # that would read as a precision

@@ -1555,7 +1555,8 @@ def grant_privileges(ex: Execution, s: st.GrantPrivileges) -> Result:
 
 def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     """The grants in the current database, on it and on its tables, as CockroachDB's
-    (23.1 on): ``ON [TABLE] t`` lists the grants on ``t`` itself (``table_name``);
+    (23.1 on): ``ON [TABLE] t`` lists the grants on ``t`` itself (``table_name``),
+    ``ON DATABASE d`` those on ``d`` itself;
     without ``ON``, the database's and its tables' (``object_name``, ``object_type``).
     ``FOR u`` lists what ``u`` holds, through its roles too (the grantee is then the
     role that holds it); without it, every grant as granted. A user without the admin
@@ -1563,7 +1564,7 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     if s.on_role:
         return _show_role_grants(ex, s)
     reader = ex.read_source
-    database = ex.database(s.table.database if s.table is not None else None)
+    database = ex.database(s.table.database if s.table is not None else s.database)
     table = ex._table(s.table) if s.table is not None else None
     table_id = table.id if table is not None else None
     user = s.user
@@ -1604,6 +1605,10 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
             ]
         rows.extend((database.name, *o, u, "ALL", True) for o in objects for u in owners)
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
+    if s.database is not None:  # ON DATABASE d: the database's own, CockroachDB's columns
+        rows = [(row[0], *row[4:]) for row in rows if row[3] == "database"]
+        columns = ("database_name", "grantee", "privilege_type", "is_grantable")
+        return Result(columns, rows, f"SHOW {len(rows)}")
     if table_id is not None:
         columns: tuple[str, ...] = ("database_name", "schema_name", "table_name")
     else:

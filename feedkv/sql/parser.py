@@ -961,6 +961,9 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0]
 
 
+_USAGE = {"USAGE": ("SELECT", "UPDATE")}  # of a sequence (see Parser._grant)
+
+
 def _name(token: Token) -> str:
     """An identifier token's name: unquoted names fold to lower case."""
     if token.token_type is TokenType.IDENTIFIER:
@@ -2007,12 +2010,17 @@ class _Statement:
             user = _name(self.tokens[end + 1])
         if words[2:4] == ["ON", "ROLE"]:
             return st.ShowGrants(self.text, None, user, on_role=True, roles=self._names(4, end))
+        expected = (
+            "expected SHOW GRANTS [ON [TABLE] t | ON DATABASE d | ON ROLE [r, ...]] [FOR user]"
+        )
+        if words[2:4] == ["ON", "DATABASE"]:
+            if end != 5 or not _name_like(self.tokens[4]):
+                raise self._error_at(4, expected)
+            return st.ShowGrants(self.text, None, user, database=_name(self.tokens[4]))
         table = None
         if end > 2:
             if words[2] != "ON":
-                raise self._error_at(
-                    2, "expected SHOW GRANTS [ON [TABLE] t | ON ROLE [r, ...]] [FOR user]"
-                )
+                raise self._error_at(2, expected)
             start = 4 if words[3:4] == ["TABLE"] else 3
             table = self._table_name(start, end)
         return st.ShowGrants(self.text, table, user)
@@ -2575,7 +2583,16 @@ class _Statement:
             )
         on, at = words.index("ON"), words.index(to)
         on_database = words[on + 1 : on + 2] == ["DATABASE"]
-        known = st.DATABASE_PRIVILEGES if on_database else st.PRIVILEGES
+        # NB: a sequence's are a table's (nextval needs UPDATE), and USAGE of one, as
+        # PostgreSQL grants it to call nextval and currval, is SELECT and UPDATE
+        on_sequence = words[on + 1 : on + 2] == ["SEQUENCE"]
+        known = (
+            st.DATABASE_PRIVILEGES
+            if on_database
+            else (*st.PRIVILEGES, "USAGE")
+            if on_sequence
+            else st.PRIVILEGES
+        )
         privileges: list[str] = []
         if words[1:on] in (["ALL"], ["ALL", "PRIVILEGES"]):
             privileges = list(known)
@@ -2594,6 +2611,8 @@ class _Statement:
                 f"unknown privilege {unknown[0] if unknown else ''!r}: {what} privileges are "
                 f"{', '.join(known)} (or ALL)",
             )
+        if "USAGE" in privileges:
+            privileges = list(dict.fromkeys(p for q in privileges for p in _USAGE.get(q, (q,))))
         users = tuple(
             _name(t) for t in self.tokens[at + 1 :] if t.token_type is not TokenType.COMMA
         )
@@ -2608,7 +2627,7 @@ class _Statement:
             return st.GrantPrivileges(
                 self.text, tuple(privileges), (), users, revoke, databases=names
             )
-        start = on + 1 + (words[on + 1 : on + 2] == ["TABLE"])
+        start = on + 1 + (words[on + 1 : on + 2] in (["TABLE"], ["SEQUENCE"]))
         tables: list[st.TableName] = []
         begin = start
         for i in range(start, at + 1):

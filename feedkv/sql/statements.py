@@ -537,13 +537,14 @@ class GrantRole(Statement):
 
 @dataclass(frozen=True, slots=True)
 class ShowGrants(Statement):
-    """``SHOW GRANTS [ON [TABLE] t] [FOR u]``, or ``SHOW GRANTS ON ROLE [r, ...] [FOR
-    u]`` (``on_role``; ``roles`` empty: every role)."""
+    """``SHOW GRANTS [ON [TABLE] t | ON DATABASE d] [FOR u]``, or ``SHOW GRANTS ON ROLE
+    [r, ...] [FOR u]`` (``on_role``; ``roles`` empty: every role)."""
 
     table: TableName | None = None
     user: str | None = None
     on_role: bool = False
     roles: tuple[str, ...] = ()
+    database: str | None = None  # ON DATABASE d
 
 
 # Privileges a user without the admin role may be granted on a table (GRANT ... ON

@@ -233,3 +233,26 @@ def test_what_a_user_creates_they_hold_every_privilege_on(shop: DB) -> None:
     alice.execute("DROP INDEX theirs@theirs_k")
     alice.execute("DROP VIEW mine_v")
     alice.execute("DROP TABLE mine, copied")
+
+
+def test_grants_on_a_sequence_and_show_grants_on_a_database(shop: DB) -> None:
+    """GRANT ... ON SEQUENCE (USAGE: nextval and currval, as PostgreSQL's), and SHOW
+    GRANTS ON DATABASE with CockroachDB's columns."""
+    shop.sql("CREATE SEQUENCE ids")
+    alice = shop.session(user="alice")
+    with pytest.raises(SQLError, match="does not have UPDATE privilege on relation ids"):
+        alice.execute("SELECT nextval('ids')")
+    shop.sql("GRANT USAGE ON SEQUENCE ids TO alice")
+    assert alice.execute("SELECT nextval('ids')").rows == [(1,)]
+    shop.sql("REVOKE ALL ON SEQUENCE ids FROM alice")
+    with pytest.raises(SQLError, match="does not have UPDATE privilege on relation ids"):
+        alice.execute("SELECT nextval('ids')")
+    shop.sql("GRANT CREATE ON DATABASE defaultdb TO alice")
+    shown = shop.sql("SHOW GRANTS ON DATABASE defaultdb")
+    assert shown.columns == ("database_name", "grantee", "privilege_type", "is_grantable")
+    assert ("defaultdb", "alice", "CREATE", False) in shown.rows
+    assert ("defaultdb", "root", "ALL", True) in shown.rows
+    assert all(row[0] == "defaultdb" for row in shown.rows)
+    assert alice.execute("SHOW GRANTS ON DATABASE defaultdb").rows == [
+        ("defaultdb", "alice", "CREATE", False)
+    ]

@@ -1607,8 +1607,8 @@ def show_grants(ex: Execution, s: st.ShowGrants) -> Result:
     rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row))
     if s.database is not None:  # ON DATABASE d: the database's own, CockroachDB's columns
         rows = [(row[0], *row[4:]) for row in rows if row[3] == "database"]
-        columns = ("database_name", "grantee", "privilege_type", "is_grantable")
-        return Result(columns, rows, f"SHOW {len(rows)}")
+        names = ("database_name", "grantee", "privilege_type", "is_grantable")
+        return Result(names, rows, f"SHOW {len(rows)}")
     if table_id is not None:
         columns: tuple[str, ...] = ("database_name", "schema_name", "table_name")
     else:

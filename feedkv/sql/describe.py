@@ -203,7 +203,11 @@ def _query_columns(
     for cte in q.ctes:
         if cte.recursive:
             raise _Undescribed  # NB: its types are those of the rows its runs add
-        described = _query_columns(cte.query, resolve, database, params, ctes)
+        described = (
+            _query_columns(cte.query, resolve, database, params, ctes)
+            if isinstance(cte.query, st.Select | st.SetOperation | st.Values)
+            else _mutation(cte.query, resolve, database, params, [])
+        )
         ctes[cte.name] = _relation(cte.name, described, cte.columns)
     if isinstance(q, st.Select):
         return _select(q, resolve, database, params, ctes, origins, records, outer)

@@ -4169,12 +4169,32 @@ class _Converter:
             if any(c.name == name for c in ctes):
                 raise SQLError("42712", f'WITH query name "{name}" specified more than once')
             columns = tuple(_ident(c) for c in cte.args["alias"].columns)
+            if isinstance(cte.this, exp.Insert | exp.Update | exp.Delete):
+                ctes.append(st.Cte(name, self._modifying_cte(cte.this), columns))
+                continue
             query = self._query(cte.this)
             recursive = bool(with_.args.get("recursive")) and _names_table(cte.this, name)
             if recursive:
                 _check_recursive(name, cte.this, query)
             ctes.append(st.Cte(name, query, columns, recursive))
         return tuple(ctes)
+
+    def _modifying_cte(
+        self, node: exp.Insert | exp.Update | exp.Delete
+    ) -> st.Insert | st.Update | st.Delete:
+        """A data-modifying CTE's statement (``WITH x AS (UPDATE ... RETURNING ...)``)."""
+        if node.args.get("with_") or node.args.get("with"):
+            raise SQLError("0A000", "unimplemented: WITH inside a data-modifying WITH query")
+        statement = (
+            self._insert(node)
+            if isinstance(node, exp.Insert)
+            else self._update(node)
+            if isinstance(node, exp.Update)
+            else self._delete(node)
+        )
+        if not isinstance(statement, st.Insert | st.Update | st.Delete):
+            raise _unsupported(node, "WITH query")
+        return statement
 
     def _scalar_source(self, node: exp.Table) -> tuple[st.Source, str | None, str | None]:
         """``FROM f(args) [AS alias [(column)]]`` of a scalar function, as CockroachDB

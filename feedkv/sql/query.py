@@ -114,13 +114,25 @@ def _with_ctes(ex: Execution, q: st.Query) -> Result:
             if cte.recursive:
                 ctes[cte.name] = _recursive(ex, ctes, cte)
                 continue
-            result = query(ex, cte.query)
+            result = (
+                query(ex, cte.query)
+                if isinstance(cte.query, st.Select | st.SetOperation | st.Values)
+                else _modify(ex, cte.query)
+            )
             ctes[cte.name] = Relation.of(
                 cte.name, result.columns, result.types, result.rows, cte.columns
             )
         return _query(ex, q)
     finally:
         ex.ctes = outer
+
+
+def _modify(ex: Execution, statement: st.Insert | st.Update | st.Delete) -> Result:
+    """A data-modifying CTE's change, made in the statement's transaction; its rows are
+    those its RETURNING gives (none without one)."""
+    if ex.run_nested is None:
+        raise SQLError("XX000", "a data-modifying WITH query ran outside the executor")
+    return ex.run_nested(ex, statement)
 
 
 def _recursive(ex: Execution, ctes: dict[str, Relation], cte: st.Cte) -> Relation:

@@ -237,6 +237,14 @@ _JOBS = StatementKind(st.CreateChangefeed | _JOB_STATEMENTS)
 _ALONE = frozenset({st.Select, st.Insert, st.Update, st.Delete})
 
 
+def _modifying_cte(statement: st.Statement) -> st.Statement | None:
+    """The first data-modifying CTE's statement of a query (``None``: it has none)."""
+    for cte in getattr(statement, "ctes", ()):
+        if isinstance(cte.query, st.Insert | st.Update | st.Delete):
+            return cte.query
+    return None
+
+
 @dataclass(slots=True)
 class _NamedSavepoint:
     """A savepoint of the open transaction: its name, the transaction's mark, and how
@@ -1237,8 +1245,13 @@ class Session:
         under default_transaction_read_only), as CockroachDB."""
         # NB: variable("transaction_read_only"), without its other names' checks
         read_only = self._read_only_default if self._txn is None else self._read_only
-        if not read_only or not _WRITES.holds(statement):
+        if not read_only:
             return
+        if not _WRITES.holds(statement):
+            modifying = _modifying_cte(statement)  # WITH x AS (UPDATE ...) SELECT ...
+            if modifying is None:
+                return
+            statement = modifying
         if isinstance(statement, st.Insert):
             what = "UPSERT" if statement.upsert else "INSERT"
         elif isinstance(statement, st.Update | st.Delete):

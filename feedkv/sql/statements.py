@@ -716,10 +716,14 @@ Source = TableName | Derived | ShowSource | StatementSource | Series | Unnest | 
 class Cte:
     """``WITH name (columns) AS (query)``: ``query`` runs once, before the statement,
     and ``name`` reads its rows. A ``recursive`` one (WITH RECURSIVE, naming itself)
-    is a UNION [ALL] whose right side runs again over the rows the last run added."""
+    is a UNION [ALL] whose right side runs again over the rows the last run added. A
+    data-modifying one (an INSERT, UPDATE or DELETE) makes its change once, and ``name``
+    reads the rows its RETURNING gives. NB: unlike PostgreSQL's, the statement's other
+    reads of the table it changed see the change (they run after it, in its transaction,
+    where PostgreSQL's all read one snapshot taken before)."""
 
     name: str
-    query: Query
+    query: Query | Insert | Update | Delete
     columns: tuple[str, ...] = ()
     recursive: bool = False
 

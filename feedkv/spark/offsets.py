@@ -12,7 +12,11 @@ them). A job whose high-water mark was moved (``ALTER CHANGEFEED ... SET cursor`
 another cursor (the query's checkpoint, from before the move) reads from the new cursor
 instead (:meth:`FeedOffset.window_start`). Spark keeps offsets as JSON;
 :meth:`FeedOffset.to_json` builds the dict in a fixed key order (``added_scans`` and
-``cursor`` only when there are some), so the same offset is always the same text.
+``cursor`` only when there are some), so the same offset is always the same text. The
+end offset of a stream's first batch also has ``origin``, the stream's first offset's
+timestamp: the query's first offset is made anew at each start, and a restart before
+its first batch committed replays that batch from ``origin``
+(:meth:`FeedOffset.replayed_from`).
 
 A micro-batch goes from one offset to the next, and :func:`plan_pieces` cuts it into
 :class:`Piece` objects, one per range it touches:
@@ -45,6 +49,9 @@ class FeedOffset:
     scan_key: bytes | None = None  # None: no scan, or the scan is finished
     added_scans: tuple[int, ...] = ()  # added tables scanned as of resolved, ascending
     cursor: Timestamp | None = None  # the job's cursor when it was written (SET cursor)
+    # the stream's first offset's timestamp, in the end offset of its first batch: a
+    # query restarted before that batch committed replays it from there
+    origin: Timestamp | None = None
 
     @property
     def scanning(self) -> bool:
@@ -67,6 +74,8 @@ class FeedOffset:
             data["added_scans"] = list(self.added_scans)
         if self.cursor is not None:
             data["cursor"] = str(self.cursor)
+        if self.origin is not None:
+            data["origin"] = str(self.origin)
         return data
 
     @classmethod
@@ -83,15 +92,31 @@ class FeedOffset:
             isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in added
         ):
             raise InvalidArgumentError(f"not a feedkv offset (bad added_scans): {data!r}")
-        cursor = data.get("cursor")
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidArgumentError(f"not a feedkv offset (bad cursor): {data!r}")
+        cursor, origin = data.get("cursor"), data.get("origin")
+        for name, value in (("cursor", cursor), ("origin", origin)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"not a feedkv offset (bad {name}): {data!r}")
         return cls(
             Timestamp.parse(data["resolved"]),
             key,
             tuple(sorted(set(added))),
             Timestamp.parse(cursor) if cursor is not None else None,
+            Timestamp.parse(origin) if origin is not None else None,
         )
+
+    def replayed_from(self, end: FeedOffset) -> FeedOffset:
+        """Where the first batch of a stream, ending at ``end``, reads from, this being
+        the stream's first offset as the query made it on this start: ``end`` may have
+        been logged by an earlier start of the query whose first batch never committed
+        (Spark then replays it from a first offset it asks for anew, made later). The
+        batch then reads from that start's first offset (``end.origin``; a scan batch's
+        end holds the scan's timestamp), as it did then."""
+        origin = end.origin
+        if origin is None and self.scanning:
+            origin = end.resolved  # NB: an offset logged before origin was written
+        if origin is None or origin == self.resolved:
+            return self
+        return FeedOffset(origin, self.scan_key, self.added_scans, self.cursor)
 
 
 @dataclass(frozen=True, slots=True)

@@ -551,22 +551,26 @@ class _StreamReader(_PieceReader, FollowingStreamReader, SupportsTriggerAvailabl
         offset = FeedOffset.from_json(start)
         if not self._holding:  # a query restarted from its checkpoint: hold from there
             self._hold(offset.resolved)
+        # the first batch's end tells where the stream began (FeedOffset.replayed_from)
+        origin = offset.resolved if start == self._initial else None
         if offset.scan_key is not None:
             if isinstance(limit, ReadMaxRows):
-                return FeedOffset(offset.resolved, self._scan_cut(offset, limit.max_rows)).to_json()
-            return FeedOffset(offset.resolved).to_json()
+                cut = self._scan_cut(offset, limit.max_rows)
+                return FeedOffset(offset.resolved, cut, origin=origin).to_json()
+            return FeedOffset(offset.resolved, origin=origin).to_json()
         resolved = self.resolved(offset.resolved)
         if self._stop_at is not None:
             resolved = min(resolved, self._stop_at)
-        return FeedOffset(max(resolved, offset.resolved)).to_json()
+        return FeedOffset(max(resolved, offset.resolved), origin=origin).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        pieces = plan_pieces(
-            FeedOffset.from_json(start),
-            FeedOffset.from_json(end),
-            self.span,
-            range_starts(self.options.url),
-        )
+        first, last = FeedOffset.from_json(start), FeedOffset.from_json(end)
+        if start == self._initial:
+            replayed = first.replayed_from(last)
+            if replayed != first:  # an earlier start's first batch, replayed
+                self._hold(replayed.resolved)
+                first = replayed
+        pieces = plan_pieces(first, last, self.span, range_starts(self.options.url))
         return [InputPartition(piece) for piece in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

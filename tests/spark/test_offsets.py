@@ -292,3 +292,21 @@ def test_a_piece_names_its_files_after_the_least_timestamp_of_its_rows() -> None
     # .RESOLVED marker at lo, which an earlier batch may have written
     assert Piece(Span(b"a", b"b"), T2).first_ts == T2
     assert Piece(Span(b"a", b"b"), T2, T1).first_ts == T1.next()
+
+
+# A first batch replayed after a restart (FeedOffset.replayed_from).
+
+
+def test_a_first_batch_replayed_reads_from_the_first_start_s_origin() -> None:
+    """The restart's first offset is made later than the one the logged end offset
+    followed: the batch reads from the end's origin (a scan's from its timestamp)."""
+    later = Timestamp(T2.wall + 9_000_000_000, 0)
+    assert FeedOffset(later).replayed_from(FeedOffset(T2, origin=T1)) == FeedOffset(T1)
+    scan = FeedOffset(later, SPAN.start)
+    assert scan.replayed_from(FeedOffset(T1, b"h", origin=T1)) == FeedOffset(T1, SPAN.start)
+    # logged before offsets had an origin: a scan's end still holds the scan's timestamp
+    assert scan.replayed_from(FeedOffset(T1)) == FeedOffset(T1, SPAN.start)
+    # nothing to go on: unchanged (plan_pieces then refuses it, as before)
+    assert FeedOffset(later).replayed_from(FeedOffset(T2)) == FeedOffset(later)
+    assert plan_pieces(FeedOffset(T1), FeedOffset(T2, origin=T1), SPAN, []) == [Piece(SPAN, T2, T1)]
+    assert FeedOffset.from_json(FeedOffset(T2, origin=T1).to_json()).origin == T1

@@ -287,20 +287,41 @@ class ArrowBuffer:
         return batch
 
 
+class _Sources:
+    """Where each column of the stream's schema (``desc``, the table when the query
+    started) is in a row decoded with another version of the table: the column of the
+    same id, under whatever name it has now (a renamed column keeps its values under the
+    stream's name; a dropped one is NULL, a new column of an old name is not it)."""
+
+    def __init__(self, desc: TableDescriptor) -> None:
+        self._desc = desc
+        self._by_version: dict[int, list[tuple[str, ColumnType, str]]] = {}
+
+    def __call__(self, table: TableDescriptor) -> list[tuple[str, ColumnType, str]]:
+        found = self._by_version.get(table.version)
+        if found is None:
+            now = {c.id: c.name for c in table.columns}
+            # NB: a column gone is named "", which no row has (a column's name is never empty)
+            found = [(c.name, c.type, now.get(c.id, "")) for c in self._desc.columns]
+            self._by_version[table.version] = found
+        return found
+
+
 def record_batches(
     events: Iterable[RowEvent], desc: TableDescriptor, *, diff: bool, size: int = BATCH_ROWS
 ) -> Iterator[pa.RecordBatch]:
     """``events`` as record batches of at most ``size`` rows in :func:`arrow_schema`."""
     buffer = ArrowBuffer(arrow_schema(desc, diff=diff))
     columns = buffer.columns
-    types = {c.name: c.type for c in desc.columns}
+    sources = _Sources(desc)
     formats = RowFormats()
     for event in events:
         row = event.after
         if row is None:
             row = dict(zip((c.name for c in event.table.key_columns), event.key, strict=True))
-        for name, ctype in types.items():
-            columns[name].append(arrow_value(ctype, row.get(name)))
+        found = sources(event.table)
+        for name, ctype, source in found:
+            columns[name].append(arrow_value(ctype, row.get(source)))
         columns["__op"].append(_op(event))
         columns["__mvcc_ts"].append(str(event.mvcc_ts))
         columns["__key"].append(formats(event.table).key_array(event.key))
@@ -309,7 +330,7 @@ def record_batches(
             columns["__before"].append(
                 None
                 if before is None
-                else {name: arrow_value(ctype, before.get(name)) for name, ctype in types.items()}
+                else {name: arrow_value(ctype, before.get(source)) for name, ctype, source in found}
             )
         if len(buffer) == size:
             yield buffer.flush()
@@ -345,12 +366,12 @@ def cdf_record_batches(
     Delta's Change Data Feed, in :func:`cdf_schema` (see the module docstring)."""
     buffer = ArrowBuffer(cdf_schema(desc))
     columns = buffer.columns
-    types = {c.name: c.type for c in desc.columns}
+    sources = _Sources(desc)
     formats = RowFormats()
 
     def add(row: dict[str, Any], change: str, event: RowEvent, key: str) -> None:
-        for name, ctype in types.items():
-            columns[name].append(arrow_value(ctype, row.get(name)))
+        for name, ctype, source in sources(event.table):
+            columns[name].append(arrow_value(ctype, row.get(source)))
         wall = event.mvcc_ts.wall
         columns["_change_type"].append(change)
         columns["_commit_version"].append(wall)

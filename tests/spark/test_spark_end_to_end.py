@@ -248,3 +248,36 @@ def _wait_closed(db: DB, end: Timestamp) -> None:
 
 def _outage(df: Any, batch: int) -> None:
     raise RuntimeError("simulated sink outage")
+
+
+def test_a_stream_keeps_a_renamed_columns_values_under_its_name(
+    spark: Any, db: DB, tmp_path: Path
+) -> None:
+    """Rows written after ``RENAME COLUMN`` keep the column's values under the name the
+    stream's schema has (its columns are found by id, not by name), and a column dropped
+    and added again under its old name is not the column the stream had."""
+    make_table(db)
+    seen: list[Any] = []
+    query = (
+        spark.readStream.format("feedkv")
+        .option("url", db.serving_url())
+        .option("table", "t")
+        .option("initial_scan", "no")
+        .load()
+        .writeStream.foreachBatch(lambda df, _batch: seen.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "renamed"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        assert wait_for(lambda: query.lastProgress is not None)
+        db.sql("ALTER TABLE t RENAME COLUMN name TO label")
+        db.sql("INSERT INTO t VALUES (5, 'five', 5.00, true)")
+        db.sql("ALTER TABLE t DROP COLUMN ok")
+        db.sql("ALTER TABLE t ADD COLUMN ok BOOL DEFAULT false")
+        db.sql("INSERT INTO t VALUES (6, 'six', 6.00, true)")
+        assert wait_for(lambda: any(r.id == 6 for r in seen))
+    finally:
+        query.stop()
+    inserted = {r.id: (r.name, r.ok) for r in seen if r["__op"] == "insert"}
+    assert inserted == {5: ("five", True), 6: ("six", None)}

@@ -28,14 +28,17 @@ certificate; ``certs_dir`` then needs only the CA's ``ca.crt``. The password is 
 part of a URL, a plan or a log line: the source's URL names it by a random ``login=``
 id, and Spark redacts the option in plans), ``as_of`` (batch only),
 ``cursor`` (stream: start after this timestamp, with no initial scan unless
-``initial_scan`` says ``yes``), ``initial_scan`` (``yes``/``no``, stream), ``diff``
-(``true`` adds ``__before``), ``maxRowsPerTrigger`` (bounds initial-scan batches),
+``initial_scan`` says ``yes``; both take what CockroachDB's cursor does: a logical
+timestamp, a negative interval such as ``-10s``, or a date/time), ``initial_scan``
+(``yes``/``no``, stream), ``diff`` (``true`` adds ``__before``), ``maxRowsPerTrigger``
+(bounds initial-scan batches),
 ``gc_protect_expires_after`` (how long the stream's hold on history outlives its last
 commit, ``24h`` by default), ``changelog_columns`` (``delta``: the rows and columns of
 Delta's Change Data Feed, as ``readChangeFeed`` gives them, instead of ``__op`` and
 ``__before``; see :mod:`feedkv.spark.rows`).
-The columns are the table's as of when the query starts, plus the columns listed in
-:mod:`feedkv.spark.rows`.
+The columns are the table's as of when the query starts (found by id in later rows:
+a renamed column keeps its values), plus the columns listed in :mod:`feedkv.spark.rows`.
+``table`` is ``t``, ``database.t`` or ``database.public.t``.
 
 Reading as a user other than root: the node lets it read the keys of the tables it
 holds ``SELECT`` on, and nothing else (:mod:`feedkv.sql.read_access`); a table it may
@@ -57,6 +60,7 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -86,6 +90,7 @@ from feedkv.errors import (
     InvalidArgumentError,
     NodeUnavailableError,
     PermissionDeniedError,
+    SQLError,
 )
 from feedkv.kv.address import node_url_params
 from feedkv.rangefeed.event import Checkpoint
@@ -108,6 +113,7 @@ from feedkv.spark.rows import (
 from feedkv.sql import catalog
 from feedkv.sql.descriptor import TableDescriptor
 from feedkv.sql.row_codec import TABLES_PREFIX, row_split_key, table_span
+from feedkv.sql.types import timestamp_of
 from feedkv.util.encoding import key_between
 from feedkv.util.hlc import Timestamp
 from feedkv.util.keys import Span
@@ -184,6 +190,21 @@ def _bool(name: str, text: str) -> bool:
     raise InvalidArgumentError(f"feedkv source option {name}={text!r}: expected true or false")
 
 
+def _timestamp(name: str, value: str) -> Timestamp:
+    """A ``cursor`` or ``as_of`` option, as CockroachDB's cursor and AS OF SYSTEM TIME
+    take one: a logical timestamp (``cluster_logical_timestamp()``), a negative interval
+    before now (``'-10s'``: this machine's clock, when the option is read), or a
+    date/time."""
+    try:
+        return timestamp_of(value, Timestamp(time.time_ns(), 0))
+    except SQLError:
+        raise InvalidArgumentError(
+            f"feedkv source option {name}={value!r} is not a timestamp; use a logical "
+            "timestamp (cluster_logical_timestamp()), a negative interval such as '-10s', "
+            "or a date/time"
+        ) from None
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """The source's options, checked. ``table`` is ``(database, name)``."""
@@ -230,7 +251,9 @@ class SourceOptions:
         if password is not None and not password:
             raise InvalidArgumentError("feedkv source option password is empty")
         database, _, table = lowered["table"].rpartition(".")
-        cursor = Timestamp.parse(lowered["cursor"]) if "cursor" in lowered else None
+        if database.endswith(".public"):  # CockroachDB's full name: database.public.table
+            database = database.removesuffix(".public")
+        cursor = _timestamp("cursor", lowered["cursor"]) if "cursor" in lowered else None
         scan = lowered.get("initial_scan")
         if scan is not None and scan.lower() not in ("yes", "no"):
             raise InvalidArgumentError(f"feedkv source option initial_scan={scan!r}: yes or no")
@@ -266,7 +289,7 @@ class SourceOptions:
             ),
             database=database or "defaultdb",
             table=table,
-            as_of=Timestamp.parse(lowered["as_of"]) if "as_of" in lowered else None,
+            as_of=_timestamp("as_of", lowered["as_of"]) if "as_of" in lowered else None,
             cursor=cursor,
             initial_scan=scan.lower() == "yes" if scan is not None else cursor is None,
             diff=_bool("diff", lowered["diff"]) if "diff" in lowered else False,

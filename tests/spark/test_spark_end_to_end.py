@@ -281,3 +281,19 @@ def test_a_stream_keeps_a_renamed_columns_values_under_its_name(
         query.stop()
     inserted = {r.id: (r.name, r.ok) for r in seen if r["__op"] == "insert"}
     assert inserted == {5: ("five", True), 6: ("six", None)}
+
+
+def test_cursor_and_as_of_take_what_sql_takes_and_the_table_its_full_name() -> None:
+    """``cursor`` and ``as_of`` as CockroachDB's cursor and AS OF SYSTEM TIME take
+    them (a logical timestamp, '-10s', a date/time), and ``table`` the full name
+    SHOW CHANGEFEED JOBS shows (database.public.table)."""
+    base = {"url": "feedkv://127.0.0.1:1", "table": "shop.public.t"}
+    options = SourceOptions.parse({**base, "cursor": "-10s", "as_of": "2026-01-02 03:04:05"})
+    assert (options.database, options.table) == ("shop", "t")
+    assert options.cursor is not None and options.as_of is not None
+    assert 9 <= (time.time_ns() - options.cursor.wall) / 1e9 < 60
+    assert options.as_of == Timestamp(1_767_323_045 * 10**9, 0)
+    exact = SourceOptions.parse({**base, "cursor": "1700000000000000000.0000000002"}).cursor
+    assert exact == Timestamp(1_700_000_000_000_000_000, 2)
+    with pytest.raises(InvalidArgumentError, match="cursor='yesterday' is not a timestamp"):
+        SourceOptions.parse({**base, "cursor": "yesterday"})

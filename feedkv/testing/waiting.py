@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["release_when", "run_threads", "wait_until"]
+__all__ = ["in_thread", "release_when", "run_threads", "wait_until"]
 
 T = TypeVar("T")
 
@@ -74,3 +74,19 @@ def release_when(
         then()
 
     run_threads([blocked, release], deadline_s=deadline_s)
+
+
+def in_thread(call: Callable[[], object], failures: list[BaseException]) -> threading.Thread:
+    """``call`` in a daemon thread of its own, started; what it raises goes into
+    ``failures`` (a call the test expects to block until it stops it: a query it
+    cancels, a session it ends)."""
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # NB: the test looks at it
+            failures.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread

@@ -5,7 +5,6 @@ a node that cannot answer is a row naming it and the error."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +13,12 @@ import pytest
 from psycopg import errors
 
 from feedkv.testing.cluster import LocalCluster
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import in_thread, wait_until
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
 DEADLINE_S = 60.0
 SLEEP = "SELECT pg_sleep(60)"
-
-
-def _sleeping(conn: psycopg.Connection[Any], outcome: list[BaseException]) -> threading.Thread:
-    def run() -> None:
-        try:
-            conn.execute(SLEEP)
-        except BaseException as exc:  # NB: the test looks at it
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
 
 
 def _rows(conn: psycopg.Connection[Any], query: str) -> list[dict[str, Any]]:
@@ -56,7 +43,7 @@ def test_sessions_and_queries_of_every_node_are_seen_and_cancelled_from_any(
         alice = psycopg.connect(urls[0], autocommit=True, user="alice")
         there = psycopg.connect(urls[1], autocommit=True, application_name="sleepy")
         outcome: list[BaseException] = []
-        thread = _sleeping(there, outcome)
+        thread = in_thread(lambda: there.execute(SLEEP), outcome)
 
         query = wait_until(
             lambda: _sleep_query(here, "SHOW QUERIES"),

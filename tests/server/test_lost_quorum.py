@@ -17,7 +17,7 @@ from psycopg import errors
 
 from feedkv.pgwire.connection import LOGIN_TIMEOUT_S
 from feedkv.testing.cluster import LocalCluster
-from feedkv.testing.waiting import wait_until
+from feedkv.testing.waiting import in_thread, wait_until
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
@@ -28,16 +28,7 @@ def _run(
     conn: psycopg.Connection[Any], query: str, outcome: list[BaseException]
 ) -> threading.Thread:
     """``query`` on ``conn`` in a thread of its own; its error goes into ``outcome``."""
-
-    def run() -> None:
-        try:
-            conn.execute(query)
-        except BaseException as exc:  # NB: the test looks at it
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    return in_thread(lambda: conn.execute(query), outcome)
 
 
 @pytest.mark.slow(60)

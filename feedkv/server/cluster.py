@@ -786,7 +786,9 @@ class Cluster:
             found = self.directory.lookup(request.key, request.prefetch)
         if not found:
             with self._lock:
-                unanswered = [f"{a}: {e}" for a, e in sorted(self._heartbeat_errors.items())]
+                peers = {d.address for d in self.liveness.peers()}
+                errors = sorted(self._heartbeat_errors.items())
+                unanswered = [f"{a}: {e}" for a, e in errors if a in peers]
             why = f" (no answer from {'; '.join(unanswered)})" if unanswered else ""
             raise RangeUnavailableError(
                 f"no live node has reported the range holding {request.key!r} yet{why}"

@@ -2,8 +2,8 @@
 and ``CANCEL QUERY | SESSION`` on any node (:mod:`feedkv.sql.session_activity`), as
 CockroachDB's status server fans them out.
 
-Each node serves two calls of the cluster's (node-to-node calls: only nodes, root and
-admins may make them, :func:`feedkv.kv.server.guarded_handlers`): ``Sessions`` answers
+Each node serves two calls of the cluster's (node-to-node calls: on a secure node only
+nodes and root may make them, :func:`feedkv.kv.server.guarded_handlers`): ``Sessions`` answers
 the node's own sessions as :class:`~feedkv.sql.active_sessions.SessionRecord` maps,
 which the asking node filters for its user; ``CancelActivity`` cancels a session or
 query of the node's for the user the asking node names, under the same rules as a

@@ -522,6 +522,8 @@ def static_kind(node: exp.Expr, scope: Scope) -> Kind | None:
         return Kind.JSONB
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _JSON_FUNCTIONS:
         return Kind.JSONB
+    if isinstance(node, exp.DPipe) and _json_concat(node, scope):  # j || '{}' || '{}'
+        return Kind.JSONB
     return None
 
 
@@ -2678,14 +2680,14 @@ def _is_number_constant(node: exp.Expr) -> bool:
 
 def _json_concat(node: exp.DPipe, scope: Scope) -> bool:
     """Whether ``a || b`` joins JSONB values: one side is JSONB and the other is too, or
-    a string constant or parameter (which PostgreSQL reads as JSONB there; a STRING
-    column beside a JSONB is text concatenation)."""
+    a string constant, a parameter or NULL (which PostgreSQL reads as JSONB there; any
+    other string beside a JSONB, a column's or a function's, is text concatenation)."""
     sides = (node.this, node.expression)
     kinds = [static_kind(side, scope) for side in sides]
     if Kind.JSONB not in kinds:
         return False
     return all(
-        kind is Kind.JSONB or kind is None or _is_text_constant(side)
+        kind is Kind.JSONB or _is_text_constant(side) or isinstance(side, exp.Null)
         for side, kind in zip(sides, kinds, strict=True)
     )
 

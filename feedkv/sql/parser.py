@@ -4170,6 +4170,12 @@ class _Converter:
                 raise SQLError("42712", f'WITH query name "{name}" specified more than once')
             columns = tuple(_ident(c) for c in cte.args["alias"].columns)
             if isinstance(cte.this, exp.Insert | exp.Update | exp.Delete):
+                if node.parent is not None:  # NB: in a subquery, a view, INSERT's SELECT
+                    raise SQLError(
+                        "0A000",
+                        "WITH clause containing a data-modifying statement must be at the "
+                        "top level",
+                    )
                 ctes.append(st.Cte(name, self._modifying_cte(cte.this), columns))
                 continue
             query = self._query(cte.this)

@@ -75,9 +75,9 @@ __all__ = [
 
 def select(ex: Execution, s: st.Select) -> Result:
     if s.as_of is not None:
-        modifying = [c.query for c in s.ctes if not isinstance(c.query, st.Query)]
-        if modifying:  # NB: a read in the past writes nothing, as CockroachDB's refuses
-            verb = type(modifying[0]).__name__.upper()
+        modifying = st.modifying_cte(s)
+        if modifying is not None:  # NB: a read in the past writes nothing, as CockroachDB's
+            verb = type(modifying).__name__.upper()
             raise SQLError("25006", f"cannot execute {verb} in a read-only transaction")
         if ex.session.in_transaction:
             raise SQLError(

@@ -237,14 +237,6 @@ _JOBS = StatementKind(st.CreateChangefeed | _JOB_STATEMENTS)
 _ALONE = frozenset({st.Select, st.Insert, st.Update, st.Delete})
 
 
-def _modifying_cte(statement: st.Statement) -> st.Statement | None:
-    """The first data-modifying CTE's statement of a query (``None``: it has none)."""
-    for cte in getattr(statement, "ctes", ()):
-        if isinstance(cte.query, st.Insert | st.Update | st.Delete):
-            return cte.query
-    return None
-
-
 @dataclass(slots=True)
 class _NamedSavepoint:
     """A savepoint of the open transaction: its name, the transaction's mark, and how
@@ -1248,7 +1240,7 @@ class Session:
         if not read_only:
             return
         if not _WRITES.holds(statement):
-            modifying = _modifying_cte(statement)  # WITH x AS (UPDATE ...) SELECT ...
+            modifying = st.modifying_cte(statement)  # WITH x AS (UPDATE ...) SELECT ...
             if modifying is None:
                 return
             statement = modifying

@@ -116,6 +116,7 @@ __all__ = [
     "CommentOn",
     "Update",
     "Values",
+    "modifying_cte",
 ]
 
 
@@ -726,6 +727,14 @@ class Cte:
     query: Query | Insert | Update | Delete
     columns: tuple[str, ...] = ()
     recursive: bool = False
+
+
+def modifying_cte(statement: Statement) -> Insert | Update | Delete | None:
+    """The first data-modifying CTE's statement of a query (``None``: it has none)."""
+    for cte in getattr(statement, "ctes", ()):
+        if isinstance(cte.query, Insert | Update | Delete):
+            return cte.query
+    return None
 
 
 @dataclass(frozen=True, slots=True)
